@@ -1,0 +1,27 @@
+//! nonce-relay: an edge JSON-RPC relay that keeps each sender's `eth_sendRawTransaction` calls in
+//! order by routing them through a per-sender Durable Object.
+//!
+//! The pure core (no `worker` crate, tested natively): [`transaction`] decoding with
+//! [`signature`] recovery over [`canonical_rlp`], the per-sender [`ordering`] state machine,
+//! the request semantics in [`relay`], [`jsonrpc`] types and errors, [`config`] parsing,
+//! structured [`log`] lines and operator [`metrics`]. The wasm32-only adapters: `entry` (the
+//! Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to the node).
+
+pub mod address;
+pub mod canonical_rlp;
+pub mod config;
+pub mod hex;
+pub mod jsonrpc;
+pub mod log;
+pub mod metrics;
+pub mod ordering;
+pub mod relay;
+pub mod signature;
+pub mod transaction;
+
+#[cfg(target_arch = "wasm32")]
+mod entry;
+#[cfg(target_arch = "wasm32")]
+mod sender_lock;
+#[cfg(target_arch = "wasm32")]
+mod upstream;
