@@ -1,0 +1,256 @@
+//! The relay's settings, read from the Worker's environment (wrangler.toml `[vars]` and secrets).
+//! Every setting, its default and its meaning are also in the README's table.
+
+use std::fmt;
+
+/// Parsed settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `UPSTREAM_RPC_URL` (secret, required): the node every request goes to. Never shown in a
+    /// response or a log line.
+    pub upstream_url: String,
+    /// `CHAIN_ID`: the only chain id accepted. Unset: learned once from the upstream's `eth_chainId`.
+    pub chain_id: Option<u64>,
+    /// `ALLOW_UNPROTECTED_TXS` (default false): accept legacy transactions without EIP-155 chain id.
+    pub allow_unprotected_txs: bool,
+    /// `ENABLE_NONCE_ORDERING` (default true): route transactions through the sender's Durable
+    /// Object. False forwards them directly.
+    pub enable_nonce_ordering: bool,
+    /// `LOCK_MAX_HOLD_MS` (default 30000): a sender's lock is force-released this many ms after it
+    /// was acquired.
+    pub lock_max_hold_ms: u64,
+    /// `NONCE_GAP_WAIT_MS` (default 1000): how long a transaction whose nonce is above the
+    /// sender's next one waits for the missing ones before it is forwarded anyway.
+    pub nonce_gap_wait_ms: u64,
+    /// `MAX_BATCH` (default 100): most requests in one batch.
+    pub max_batch: usize,
+    /// `MAX_REQUEST_BYTES` (default 4194304, 4 MiB: room for a blob transaction with six blobs):
+    /// largest accepted request body.
+    pub max_request_bytes: usize,
+    /// `MAX_UPSTREAM_RESPONSE_BYTES` (default 16777216, 16 MiB): largest upstream answer relayed.
+    pub max_upstream_response_bytes: usize,
+    /// `UPSTREAM_TIMEOUT_MS` (default 60000): how long to wait for the upstream's answer to a
+    /// proxied (non-transaction) request. A transaction's forward is bounded by the lock's hold.
+    pub upstream_timeout_ms: u64,
+}
+
+/// A setting that could not be read: the variable's name and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What was wrong with it.
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "relay misconfigured: {} {}", self.name, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn number<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match get(name) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| ConfigError {
+            name,
+            problem: format!("must be a whole number, got {v:?}"),
+        }),
+    }
+}
+
+fn flag(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: bool,
+) -> Result<bool, ConfigError> {
+    match get(name).as_deref().map(str::trim) {
+        None => Ok(default),
+        Some("true" | "1") => Ok(true),
+        Some("false" | "0") => Ok(false),
+        Some(v) => Err(ConfigError {
+            name,
+            problem: format!("must be true or false, got {v:?}"),
+        }),
+    }
+}
+
+impl Config {
+    /// Reads the settings through `get` (the variable's value, `None` when unset; an empty value
+    /// counts as unset).
+    ///
+    /// # Errors
+    /// [`ConfigError`] for a missing `UPSTREAM_RPC_URL` or a value that does not parse.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let upstream_url = get("UPSTREAM_RPC_URL").ok_or(ConfigError {
+            name: "UPSTREAM_RPC_URL",
+            problem: "is not set (wrangler secret put UPSTREAM_RPC_URL)".into(),
+        })?;
+        if !(upstream_url.starts_with("http://") || upstream_url.starts_with("https://")) {
+            return Err(ConfigError {
+                name: "UPSTREAM_RPC_URL",
+                problem: "must be an http:// or https:// URL".into(),
+            });
+        }
+        let chain_id = match get("CHAIN_ID") {
+            None => None,
+            Some(v) => Some(parse_chain_id(&v).ok_or(ConfigError {
+                name: "CHAIN_ID",
+                problem: format!("must be a decimal or 0x-hex 64-bit number, got {v:?}"),
+            })?),
+        };
+        let lock_max_hold_ms = number(&get, "LOCK_MAX_HOLD_MS", 30_000u64)?;
+        if lock_max_hold_ms == 0 {
+            return Err(ConfigError {
+                name: "LOCK_MAX_HOLD_MS",
+                problem: "must be above 0".into(),
+            });
+        }
+        Ok(Config {
+            upstream_url,
+            chain_id,
+            allow_unprotected_txs: flag(&get, "ALLOW_UNPROTECTED_TXS", false)?,
+            enable_nonce_ordering: flag(&get, "ENABLE_NONCE_ORDERING", true)?,
+            lock_max_hold_ms,
+            nonce_gap_wait_ms: number(&get, "NONCE_GAP_WAIT_MS", 1_000)?,
+            max_batch: number(&get, "MAX_BATCH", 100)?,
+            max_request_bytes: number(&get, "MAX_REQUEST_BYTES", 4 << 20)?,
+            max_upstream_response_bytes: number(&get, "MAX_UPSTREAM_RESPONSE_BYTES", 16 << 20)?,
+            upstream_timeout_ms: number(&get, "UPSTREAM_TIMEOUT_MS", 60_000)?,
+        })
+    }
+
+    /// `text` with every appearance of the upstream URL (and of its host) replaced by
+    /// `[upstream]`, for error messages from the platform that may quote it.
+    pub fn redact(&self, text: &str) -> String {
+        let host = self
+            .upstream_url
+            .split("://")
+            .nth(1)
+            .and_then(|rest| rest.split(['/', '?', '#']).next())
+            .and_then(|authority| authority.rsplit('@').next())
+            .unwrap_or_default();
+        let mut out = text.replace(&self.upstream_url, "[upstream]");
+        let trimmed = self.upstream_url.trim_end_matches('/');
+        if !trimmed.is_empty() {
+            out = out.replace(trimmed, "[upstream]");
+        }
+        if !host.is_empty() {
+            out = out.replace(host, "[upstream]");
+        }
+        out
+    }
+}
+
+fn parse_chain_id(v: &str) -> Option<u64> {
+    let v = v.trim();
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults() {
+        let c = config(&[("UPSTREAM_RPC_URL", "http://127.0.0.1:8545")]).unwrap();
+        assert_eq!(c.chain_id, None);
+        assert!(!c.allow_unprotected_txs);
+        assert!(c.enable_nonce_ordering);
+        assert_eq!(c.lock_max_hold_ms, 30_000);
+        assert_eq!(c.max_batch, 100);
+        assert_eq!(c.nonce_gap_wait_ms, 1_000);
+    }
+
+    #[test]
+    fn parses_every_setting() {
+        let c = config(&[
+            ("UPSTREAM_RPC_URL", "https://node.example/key"),
+            ("CHAIN_ID", "0x7a69"),
+            ("ALLOW_UNPROTECTED_TXS", "true"),
+            ("ENABLE_NONCE_ORDERING", "false"),
+            ("LOCK_MAX_HOLD_MS", "500"),
+            ("NONCE_GAP_WAIT_MS", "250"),
+            ("MAX_BATCH", "5"),
+            ("MAX_REQUEST_BYTES", "1000"),
+            ("MAX_UPSTREAM_RESPONSE_BYTES", "2000"),
+            ("UPSTREAM_TIMEOUT_MS", "3000"),
+        ])
+        .unwrap();
+        assert_eq!(c.chain_id, Some(31337));
+        assert!(c.allow_unprotected_txs && !c.enable_nonce_ordering);
+        assert_eq!(
+            (c.lock_max_hold_ms, c.max_batch, c.max_request_bytes),
+            (500, 5, 1000)
+        );
+        assert_eq!(
+            (
+                c.max_upstream_response_bytes,
+                c.upstream_timeout_ms,
+                c.nonce_gap_wait_ms
+            ),
+            (2000, 3000, 250)
+        );
+        assert_eq!(
+            config(&[("UPSTREAM_RPC_URL", "http://x"), ("CHAIN_ID", "1")])
+                .unwrap()
+                .chain_id,
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        assert_eq!(config(&[]).unwrap_err().name, "UPSTREAM_RPC_URL");
+        assert_eq!(
+            config(&[("UPSTREAM_RPC_URL", "ftp://x")]).unwrap_err().name,
+            "UPSTREAM_RPC_URL"
+        );
+        let with = |k, v| {
+            config(&[("UPSTREAM_RPC_URL", "http://x"), (k, v)])
+                .unwrap_err()
+                .name
+        };
+        assert_eq!(with("CHAIN_ID", "one"), "CHAIN_ID");
+        assert_eq!(with("LOCK_MAX_HOLD_MS", "-1"), "LOCK_MAX_HOLD_MS");
+        assert_eq!(with("LOCK_MAX_HOLD_MS", "0"), "LOCK_MAX_HOLD_MS");
+        assert_eq!(
+            with("ENABLE_NONCE_ORDERING", "yes"),
+            "ENABLE_NONCE_ORDERING"
+        );
+    }
+
+    #[test]
+    fn redacts_the_upstream() {
+        let c = config(&[(
+            "UPSTREAM_RPC_URL",
+            "https://user:pw@rpc.node.example/v1/secretkey",
+        )])
+        .unwrap();
+        let msg = "fetch to https://user:pw@rpc.node.example/v1/secretkey failed: rpc.node.example refused";
+        let red = c.redact(msg);
+        assert!(
+            !red.contains("secretkey") && !red.contains("rpc.node.example"),
+            "{red}"
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! JSON-RPC 2.0 requests, responses and error codes (JSON-RPC 2.0 specification; codes per EIP-1474).
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Invalid JSON was received (JSON-RPC 2.0).
+pub const PARSE_ERROR: i64 = -32700;
+/// The JSON sent is not a valid request object (JSON-RPC 2.0).
+pub const INVALID_REQUEST: i64 = -32600;
+/// Invalid method parameters (JSON-RPC 2.0).
+pub const INVALID_PARAMS: i64 = -32602;
+/// Internal JSON-RPC error (JSON-RPC 2.0).
+pub const INTERNAL_ERROR: i64 = -32603;
+/// Invalid input: here, a transaction the chain would refuse (EIP-1474; geth uses it too).
+pub const INVALID_INPUT: i64 = -32000;
+/// Requested resource not available: here, the upstream node (EIP-1474).
+pub const RESOURCE_UNAVAILABLE: i64 = -32002;
+/// Request exceeds a defined limit (EIP-1474).
+pub const LIMIT_EXCEEDED: i64 = -32005;
+
+/// The one method the relay orders; every other method goes to the upstream as it is.
+pub const SEND_RAW_TRANSACTION: &str = "eth_sendRawTransaction";
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// The error code (see the constants of this module).
+    pub code: i64,
+    /// A human-readable message.
+    pub message: String,
+    /// Optional extra data.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with a code and message, no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The full response object for request `id`, as JSON text.
+    pub fn response(&self, id: &Value) -> String {
+        let mut error = Map::new();
+        error.insert("code".into(), self.code.into());
+        error.insert("message".into(), self.message.clone().into());
+        if let Some(data) = &self.data {
+            error.insert("data".into(), data.clone());
+        }
+        let mut obj = Map::new();
+        obj.insert("jsonrpc".into(), "2.0".into());
+        obj.insert("id".into(), id.clone());
+        obj.insert("error".into(), Value::Object(error));
+        Value::Object(obj).to_string()
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// A valid JSON-RPC 2.0 request object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The id: a string, a number or null. `None` for a notification (no `id` member), which gets
+    /// no response.
+    pub id: Option<Value>,
+    /// The method name.
+    pub method: String,
+    /// The params (array or object), `Value::Null` when absent.
+    pub params: Value,
+    /// The request as it came, as JSON text, to forward unchanged.
+    pub text: String,
+}
+
+impl Request {
+    /// The id to answer with: the request's, or null for a notification.
+    pub fn response_id(&self) -> Value {
+        self.id.clone().unwrap_or(Value::Null)
+    }
+}
+
+/// One member of the incoming body: a valid request, or the error response it already earned.
+pub type Entry = Result<Request, String>;
+
+/// A parsed HTTP body.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A single request object.
+    Single(Entry),
+    /// A batch (a non-empty JSON array), in order.
+    Batch(Vec<Entry>),
+}
+
+fn entry(raw: &RawValue) -> Entry {
+    let invalid = |id: &Value, why: &str| {
+        RpcError::new(INVALID_REQUEST, format!("invalid request: {why}")).response(id)
+    };
+    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(raw.get()) else {
+        return Err(invalid(&Value::Null, "not a JSON object"));
+    };
+    let id = obj.get("id");
+    let response_id = match id {
+        None | Some(Value::Null | Value::Number(_) | Value::String(_)) => {
+            id.cloned().unwrap_or(Value::Null)
+        }
+        Some(_) => return Err(invalid(&Value::Null, "id must be a string, number or null")),
+    };
+    if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return Err(invalid(&response_id, "jsonrpc must be \"2.0\""));
+    }
+    let Some(Value::String(method)) = obj.get("method") else {
+        return Err(invalid(&response_id, "method must be a string"));
+    };
+    let params = match obj.get("params") {
+        None => Value::Null,
+        Some(p @ (Value::Array(_) | Value::Object(_))) => p.clone(),
+        Some(_) => {
+            return Err(invalid(
+                &response_id,
+                "params must be an array or an object",
+            ))
+        }
+    };
+    Ok(Request {
+        id: id.cloned(),
+        method: method.clone(),
+        params,
+        text: raw.get().to_string(),
+    })
+}
+
+/// Parses an HTTP body as a JSON-RPC 2.0 request or batch.
+///
+/// # Errors
+/// The error response to send: -32700 for unparsable JSON, -32600 for an empty batch or a body
+/// that is neither an object nor an array, or a batch over `max_batch` members (-32005).
+pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, String> {
+    let text = std::str::from_utf8(body).map_err(|_| {
+        RpcError::new(PARSE_ERROR, "parse error: body is not UTF-8").response(&Value::Null)
+    })?;
+    let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
+        RpcError::new(PARSE_ERROR, format!("parse error: {e}")).response(&Value::Null)
+    })?;
+    if raw.get().starts_with('[') {
+        let members: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|e| {
+            RpcError::new(PARSE_ERROR, format!("parse error: {e}")).response(&Value::Null)
+        })?;
+        if members.is_empty() {
+            return Err(
+                RpcError::new(INVALID_REQUEST, "invalid request: empty batch")
+                    .response(&Value::Null),
+            );
+        }
+        if members.len() > max_batch {
+            return Err(RpcError::new(
+                LIMIT_EXCEEDED,
+                format!(
+                    "batch of {} requests exceeds the limit of {max_batch}",
+                    members.len()
+                ),
+            )
+            .response(&Value::Null));
+        }
+        Ok(Incoming::Batch(members.into_iter().map(entry).collect()))
+    } else {
+        Ok(Incoming::Single(entry(raw)))
+    }
+}
+
+/// Joins member responses into a batch response (JSON array text).
+pub fn batch(responses: &[String]) -> String {
+    let mut out = String::with_capacity(2 + responses.iter().map(|r| r.len() + 1).sum::<usize>());
+    out.push('[');
+    out.push_str(&responses.join(","));
+    out.push(']');
+    out
+}
+
+/// The raw transaction of an `eth_sendRawTransaction` request: `params` must be `["0x..."]`.
+///
+/// # Errors
+/// -32602 saying what is wrong with the params (missing, not a string, not hex).
+pub fn raw_transaction_param(params: &Value) -> Result<Vec<u8>, RpcError> {
+    let invalid = |why: String| RpcError::new(INVALID_PARAMS, format!("invalid params: {why}"));
+    let arg = match params {
+        Value::Array(items) if items.len() == 1 => &items[0],
+        Value::Array(items) if items.is_empty() => {
+            return Err(invalid("missing value for required argument 0".into()))
+        }
+        Value::Array(items) => {
+            return Err(invalid(format!(
+                "too many arguments, want at most 1, got {}",
+                items.len()
+            )))
+        }
+        _ => return Err(invalid("expected an array with one raw transaction".into())),
+    };
+    let Value::String(hex) = arg else {
+        return Err(invalid(
+            "raw transaction must be a 0x-prefixed hex string".into(),
+        ));
+    };
+    crate::hex::decode(hex).map_err(|e| invalid(format!("raw transaction is not valid hex: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn error_of(response: &str) -> (Value, i64) {
+        let v: Value = serde_json::from_str(response).unwrap();
+        (v["id"].clone(), v["error"]["code"].as_i64().unwrap())
+    }
+
+    #[test]
+    fn parses_single_and_batch() {
+        let Incoming::Single(Ok(req)) =
+            parse(br#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}"#, 10).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(req.id, Some(json!(7)));
+        assert_eq!(req.method, "eth_chainId");
+        let Incoming::Batch(entries) = parse(
+            br#"[{"jsonrpc":"2.0","id":"a","method":"m","params":[]}, 5, {"jsonrpc":"1.0","id":2,"method":"m"}]"#,
+            10,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(entries.len(), 3);
+        assert!(entries[0].is_ok());
+        assert_eq!(
+            error_of(entries[1].as_ref().unwrap_err()),
+            (Value::Null, INVALID_REQUEST)
+        );
+        assert_eq!(
+            error_of(entries[2].as_ref().unwrap_err()),
+            (json!(2), INVALID_REQUEST)
+        );
+    }
+
+    #[test]
+    fn body_level_errors() {
+        assert_eq!(
+            error_of(&parse(b"{not json", 10).unwrap_err()).1,
+            PARSE_ERROR
+        );
+        assert_eq!(error_of(&parse(b"[]", 10).unwrap_err()).1, INVALID_REQUEST);
+        assert_eq!(
+            error_of(&parse(b"[1,2,3]", 2).unwrap_err()).1,
+            LIMIT_EXCEEDED
+        );
+        let Incoming::Single(Err(e)) = parse(b"42", 10).unwrap() else {
+            panic!()
+        };
+        assert_eq!(error_of(&e).1, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn raw_transaction_params() {
+        assert_eq!(
+            raw_transaction_param(&json!(["0x01ff"])).unwrap(),
+            vec![1, 0xff]
+        );
+        for bad in [
+            json!([]),
+            json!(["0x1", "0x2"]),
+            json!([1]),
+            json!(["zz"]),
+            json!({}),
+        ] {
+            assert_eq!(
+                raw_transaction_param(&bad).unwrap_err().code,
+                INVALID_PARAMS
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_keep_the_id() {
+        let text = RpcError::new(INVALID_INPUT, "x").response(&json!("abc"));
+        assert_eq!(error_of(&text), (json!("abc"), INVALID_INPUT));
+        assert_eq!(batch(&["1".into(), "2".into()]), "[1,2]");
+    }
+}
