@@ -1,0 +1,74 @@
+//! HTTP to the upstream node from the Worker and the Durable Object (wasm32 only): a POST with a
+//! timeout, an answer size limit, and errors redacted of the upstream URL.
+
+use crate::config::Config;
+use crate::relay::{check_upstream_body, UpstreamError};
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use std::time::Duration;
+use worker::wasm_bindgen::JsValue;
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response};
+
+async fn read_limited(mut response: Response, limit: usize) -> Result<String, UpstreamError> {
+    let declared = response
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > limit) {
+        return Err(UpstreamError::TooLarge(limit));
+    }
+    let status = response.status_code();
+    let mut stream = response
+        .stream()
+        .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+        if body.len() + chunk.len() > limit {
+            return Err(UpstreamError::TooLarge(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(body).map_err(|_| UpstreamError::Invalid)?;
+    check_upstream_body(status, text)
+}
+
+/// POSTs `body` (JSON-RPC text) to `UPSTREAM_RPC_URL` and returns the answer's body text.
+///
+/// # Errors
+/// [`UpstreamError`]: unreachable (message redacted), non-JSON answer (with its HTTP status),
+/// over `MAX_UPSTREAM_RESPONSE_BYTES`, or no complete answer within `timeout_ms`.
+pub async fn post(config: &Config, body: &str, timeout_ms: u64) -> Result<String, UpstreamError> {
+    let unreachable = |e: worker::Error| UpstreamError::Unreachable(config.redact(&e.to_string()));
+    let headers = Headers::new();
+    headers
+        .set("content-type", "application/json")
+        .map_err(unreachable)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(JsValue::from_str(body)));
+    let request = Request::new_with_init(&config.upstream_url, &init).map_err(unreachable)?;
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let exchange = Box::pin(async move {
+        let response = Fetch::Request(request)
+            .send_with_signal(&signal)
+            .await
+            .map_err(unreachable)?;
+        read_limited(response, config.max_upstream_response_bytes).await
+    });
+    let timeout = Delay::from(Duration::from_millis(timeout_ms));
+    match select(exchange, timeout).await {
+        Either::Left((result, _)) => result.map_err(|e| match e {
+            UpstreamError::Unreachable(why) => UpstreamError::Unreachable(config.redact(&why)),
+            other => other,
+        }),
+        Either::Right(((), _)) => {
+            controller.abort();
+            Err(UpstreamError::Timeout(timeout_ms))
+        }
+    }
+}
