@@ -1,0 +1,67 @@
+# make dev  : install what is missing, build, run anvil + the relay on http://127.0.0.1:8787
+# make test : install what is missing, run every test (native core + the wasm worker on workerd)
+SHELL := bash
+.DEFAULT_GOAL := help
+# Native builds of the core keep their own target dir, apart from the wasm32 build's.
+NATIVE := CARGO_TARGET_DIR=target/native
+
+.PHONY: help setup build dev test test-native test-e2e bench bench-e2e fuzz fmt lint clean
+
+help:
+	@echo "make dev    - run anvil and the relay locally (http://127.0.0.1:8787)"
+	@echo "make test   - run every test"
+	@echo "make build  - build the wasm worker into build/"
+	@echo "make lint   - cargo fmt --check and clippy"
+	@echo "make fuzz   - fuzz the decoder for FUZZ_SECONDS (default 1800)"
+	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
+	@echo "make bench-e2e - S senders x N transactions through the relay (SENDERS, TXS, LATENCY_MS)"
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	@bash scripts/build.sh
+
+test-native: setup
+	$(NATIVE) cargo test
+
+# The e2e tests also run build-faults/: the same worker with the test-faults feature.
+test-e2e: build
+	@bash scripts/build.sh --out-dir build-faults . --features test-faults
+	@. scripts/env.sh && node --test --test-reporter=spec --test-concurrency=1 tests/
+
+test: test-native test-e2e
+
+dev: build
+	@bash scripts/dev.sh
+
+# Decode + hash + recover per type: criterion natively, the bench-feature worker on workerd, and
+# the size of the optimized worker. The table goes into BENCHMARKS.md.
+bench: setup
+	$(NATIVE) cargo bench --bench decode -- --noplot
+	@WASM_OPT=1 bash scripts/build.sh --out-dir build-bench . --features bench
+	@WASM_OPT=1 bash scripts/build.sh --out-dir build-size
+	@. scripts/env.sh && node tests/bench/decode-report.mjs
+
+# The relay under load against the serialized limit, with full accounting (tests/bench/e2e.mjs).
+bench-e2e: build
+	@. scripts/env.sh && node tests/bench/e2e.mjs
+
+# libFuzzer on the decoder (fuzz/), with rustup's stable toolchain in nightly mode. New inputs go to
+# fuzz/corpus-work; the committed seeds in fuzz/corpus/decode are only read.
+FUZZ_SECONDS ?= 1800
+fuzz:
+	@. scripts/env.sh && mkdir -p fuzz/corpus-work && \
+	  { [ -x "$$TOOLS_DIR/bin/cargo-fuzz" ] || cargo install -q cargo-fuzz --version =0.13.2 --locked --root "$$TOOLS_DIR"; } && \
+	  RUSTC_BOOTSTRAP=1 "$$TOOLS_DIR/bin/cargo-fuzz" fuzz run --sanitizer none decode fuzz/corpus-work fuzz/corpus/decode -- \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=2 -rss_limit_mb=2048 -max_len=262144 -print_final_stats=1
+
+fmt:
+	cargo fmt
+
+lint:
+	cargo fmt --check
+	$(NATIVE) cargo clippy --all-targets -- -D warnings
+
+clean:
+	rm -rf target build .wrangler

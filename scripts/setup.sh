@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what building and testing the relay needs, idempotently. Safe to run again: each step
+# checks first and skips what is already there.
+#
+#   - a wasm32 Rust toolchain: rustup's wasm32-unknown-unknown target when it is installed, otherwise
+#     Debian's rustc-web/cargo-web with the std sources (the std is then built with -Zbuild-std);
+#   - worker-build and wasm-bindgen-cli (pinned, built from source once) into $TOOLS_DIR;
+#   - the npm packages of package.json: wrangler, miniflare (workerd), anvil, cast, esbuild, binaryen.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+if [ "$WASM_TOOLCHAIN" = rustup ]; then
+  log "wasm32 toolchain: rustup's wasm32-unknown-unknown target"
+else
+  if ! dpkg -s rustc-web cargo-web rust-web-src lld lld-22 >/dev/null 2>&1; then
+    log "wasm32 toolchain: installing Debian's rustc-web, cargo-web, rust-web-src, lld, lld-22 (rust-lld)"
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web rust-web-src lld lld-22 >/dev/null
+  fi
+  # worker-build asks rustc for the wasm32 target-libdir and refuses to run when it is missing; the
+  # std is compiled from source, so an empty folder is enough.
+  libdir=$(/usr/bin/rustc --print sysroot)/lib/rustlib/wasm32-unknown-unknown/lib
+  [ -d "$libdir" ] || $SUDO mkdir -p "$libdir"
+  log "wasm32 toolchain: Debian $(/usr/bin/rustc --version) with -Zbuild-std"
+fi
+
+mkdir -p "$TOOLS_DIR"
+# Host tools are built with the host's normal cargo (rustup's when present).
+host_cargo=$(command -v cargo)
+if [ "$("$TOOLS_DIR/bin/worker-build" --version 2>/dev/null || true)" != "worker-build $WORKER_BUILD_VERSION" ]; then
+  log "building worker-build $WORKER_BUILD_VERSION (a few minutes, once)"
+  "$host_cargo" install -q worker-build --version "=$WORKER_BUILD_VERSION" --locked --root "$TOOLS_DIR"
+fi
+if [ "$("$TOOLS_DIR/bin/wasm-bindgen" --version 2>/dev/null || true)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
+  log "building wasm-bindgen-cli $WASM_BINDGEN_VERSION (a few minutes, once)"
+  # Not --locked: its lock file names crate versions the reachable index may not have yet.
+  "$host_cargo" install -q wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --root "$TOOLS_DIR"
+fi
+
+if [ ! -x node_modules/.bin/wrangler ] || [ ! -x "$ANVIL_BIN" ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "installing npm packages"
+  # `npm install`, not `npm ci`: the anvil and cast packages list their other-platform binaries
+  # with empty versions, which package-lock.json cannot record, so `npm ci` calls it out of sync.
+  # The lock file still pins every version that is installed.
+  npm install --no-audit --no-fund --loglevel=error
+fi
+log "ready"

@@ -1,0 +1,146 @@
+// Fault tests: the compiled relay on workerd with a test proxy that injects upstream faults.
+// Each checks that the client gets a clear JSON-RPC error and that the sender is not left locked:
+// the sender's next transaction goes through at once.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { stack, sendRaw, devAccount, signTransfer, rpc } from "./support/harness.mjs";
+
+/** A stack whose proxy answers the first transaction of `account` with `fault`, then behaves. */
+async function faultOnce(account, fault, vars = {}) {
+  const sender = account.address.toLowerCase();
+  let armed = true;
+  const s = await stack({
+    vars,
+    proxy: {
+      strictNonce: false,
+      fault: (req) => {
+        if (!armed || req?.method !== "eth_sendRawTransaction") return null;
+        armed = false;
+        return fault;
+      },
+    },
+  });
+  return { s, sender };
+}
+
+async function faultThenNext(fault, expectCode, expectMessage) {
+  const account = devAccount(19);
+  const { s } = await faultOnce(account, fault);
+  try {
+    const first = await sendRaw(s.relay.url, await signTransfer(account, 0));
+    assert.equal(first.json?.error?.code, expectCode, first.text.slice(0, 300));
+    assert.match(first.json.error.message, expectMessage);
+    assert.ok(!first.text.includes(s.proxy.url), "no upstream URL in the answer");
+    // The lock was released at once: the next transaction of the same sender goes straight on.
+    const next = await sendRaw(s.relay.url, await signTransfer(account, 0));
+    assert.ok(next.json.result, next.text);
+    assert.ok(next.ms < 1000, `the next transaction waited ${next.ms} ms`);
+  } finally {
+    await s.stop();
+  }
+}
+
+test("upstream answers 502 with an HTML page: -32002, lock released", () =>
+  faultThenNext({ status: 502, headers: { "content-type": "text/html" }, body: "<html>bad gateway</html>" }, -32002, /HTTP 502/));
+
+test("upstream answers 503 with no body: -32002, lock released", () =>
+  faultThenNext({ status: 503, body: "" }, -32002, /HTTP 503/));
+
+test("upstream answers 200 with garbage: -32603, lock released", () =>
+  faultThenNext({ status: 200, body: "\u0000\u0001 not json {{" }, -32603, /invalid JSON-RPC response/));
+
+test("upstream answers a 50 MB body: -32603, nothing held", () =>
+  faultThenNext({ status: 200, body: "[" + "1,".repeat(25 * 1024 * 1024) + "1]" }, -32603, /exceeds/));
+
+test("upstream drops the connection mid-request: -32002, lock released", () =>
+  faultThenNext({ destroy: true }, -32002, /connection failed/));
+
+test("a proxied method's upstream failure is a clear error too", async () => {
+  const account = devAccount(19);
+  const s = await stack({ proxy: { fault: (req) => (req?.method === "eth_gasPrice" ? { status: 503, body: "" } : null) } });
+  try {
+    const answer = await rpc(s.relay.url, "eth_gasPrice");
+    assert.equal(answer.error.code, -32002);
+    const ok = await sendRaw(s.relay.url, await signTransfer(account, 0));
+    assert.ok(ok.json.result, ok.text);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a flood of 2,000 transactions from 100 senders at once: nothing lost, every queue back to zero", async () => {
+  const { startAnvil, startProxy, startRelay } = await import("./support/harness.mjs");
+  const senders = 100;
+  const perSender = 20;
+  const anvil = await startAnvil({ accounts: senders + 1 });
+  const senderOfRaw = new Map();
+  const proxy = await startProxy({ upstream: anvil.url, senderOf: (raw) => senderOfRaw.get(raw) });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url } });
+  try {
+    const accounts = Array.from({ length: senders }, (_, i) => devAccount(i));
+    const raws = [];
+    for (const a of accounts) {
+      for (let n = 0; n < perSender; n++) {
+        const raw = await signTransfer(a, n);
+        senderOfRaw.set(raw, a.address.toLowerCase());
+        raws.push(raw);
+      }
+    }
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(relay.url, raw, i)));
+    const failed = answers.filter((a) => !a.json?.result);
+    assert.deepEqual(failed.map((a) => a.text).slice(0, 3), [], `${failed.length} not accepted`);
+    assert.equal(new Set(answers.map((a) => a.json.result)).size, senders * perSender, "no duplicates");
+    for (const a of accounts) {
+      let count;
+      for (let i = 0; i < 100; i++) {
+        count = await rpc(anvil.url, "eth_getTransactionCount", [a.address, "latest"]);
+        if (Number(count.result) === perSender) break;
+        await new Promise((r) => setTimeout(r, 50)); // the last block may still be in the making
+      }
+      assert.equal(Number(count.result), perSender, `${a.address} mined ${count.result} of ${perSender}`);
+    }
+    assert.equal(proxy.seen.filter((r) => !r.accepted).length, 0, "no rejection at the upstream");
+    // Every sender's last forwarded transaction left an empty queue behind it.
+    const forwarded = relay.events("tx_forwarded");
+    assert.equal(forwarded.length, senders * perSender);
+    const last = new Map();
+    for (const e of forwarded) last.set(e.sender, e);
+    assert.equal(last.size, senders);
+    for (const [sender, e] of last) assert.equal(e.queue_depth, 0, `${sender}'s queue is empty`);
+  } finally {
+    await relay.stop();
+    await proxy.stop();
+    anvil.stop();
+  }
+});
+
+test("the Durable Object throws mid-processing: the client gets an answer, the sender is free after LOCK_MAX_HOLD_MS", async () => {
+  // build-faults/ is the same worker with the test-faults feature: the x-test-fault header makes
+  // the Durable Object throw after forwarding, holding the lock (make test builds it).
+  const { post } = await import("./support/harness.mjs");
+  const account = devAccount(18);
+  const s = await stack({ buildDir: "build-faults", vars: { LOCK_MAX_HOLD_MS: "1000" } });
+  try {
+    const raw0 = await signTransfer(account, 0);
+    const first = await post(
+      s.relay.url,
+      { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw0] },
+      { "x-test-fault": "throw-after-forward" },
+    );
+    // The object threw after forwarding; the worker failed open and forwarded the same bytes
+    // again: the client gets the upstream's answer to that (a result or an explicit error).
+    assert.ok(first.json?.result || first.json?.error, `an answer, not silence: ${first.text}`);
+    assert.equal(s.relay.events("fail_open").length, 1, s.relay.logs.join("\n"));
+    const started = performance.now();
+    const second = await sendRaw(s.relay.url, await signTransfer(account, 1));
+    const waited = performance.now() - started;
+    assert.ok(second.json?.result, second.text);
+    assert.ok(waited >= 500 && waited < 3000, `the sender's next transaction waited ${waited} ms`);
+    assert.equal(s.relay.events("force_release").length, 1, s.relay.logs.join("\n"));
+    const count = await rpc(s.anvil.url, "eth_getTransactionCount", [account.address, "latest"]);
+    assert.equal(Number(count.result), 2, "both transactions mined, once each");
+    console.log(`# after the Durable Object threw, the sender's next transaction waited ${waited.toFixed(0)} ms (LOCK_MAX_HOLD_MS 1000)`);
+  } finally {
+    await s.stop();
+  }
+});

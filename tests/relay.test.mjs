@@ -1,0 +1,325 @@
+// End-to-end tests: the compiled wasm relay on workerd (miniflare), a real anvil behind a
+// latency-injecting, strict-nonce test proxy, transactions signed with anvil's dev keys.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import {
+  stack,
+  rpc,
+  post,
+  sendRaw,
+  devAccount,
+  signTransfer,
+  sleep,
+  freePort,
+  startRelay,
+  startAnvil,
+  CAST_BIN,
+} from "./support/harness.mjs";
+
+const run = promisify(execFile);
+const random = (max) => () => Math.random() * max;
+
+async function receipt(url, hash) {
+  for (let i = 0; i < 100; i++) {
+    const r = await rpc(url, "eth_getTransactionReceipt", [hash]);
+    if (r.result) return r.result;
+    await sleep(20);
+  }
+  return null;
+}
+
+/** Fires `count` transactions of one sender at once (in `order`), returns the answers. */
+async function burst(s, account, count, order = (xs) => xs) {
+  const raws = await Promise.all(Array.from({ length: count }, (_, n) => signTransfer(account, n)));
+  const indexes = order([...raws.keys()]);
+  const answers = await Promise.all(indexes.map((n) => sendRaw(s.relay.url, raws[n], n)));
+  return answers.sort((a, b) => a.json.id - b.json.id);
+}
+
+function inNonceOrder(seen, sender) {
+  const nonces = seen.filter((r) => r.sender === sender).map((r) => r.nonce);
+  return nonces.every((n, i) => i === 0 || n > nonces[i - 1]);
+}
+
+test("racing upstream: 30 transactions of one sender, ordered, all accepted and mined", async () => {
+  const s = await stack({ proxy: { latency: random(50) } });
+  try {
+    const account = devAccount(1);
+    const sender = account.address.toLowerCase();
+    const answers = await burst(s, account, 30);
+    const errors = answers.filter((a) => a.json.error);
+    assert.deepEqual(errors.map((a) => a.json.error), [], "no transaction refused");
+    assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0, "zero rejections at the proxy");
+    assert.ok(inNonceOrder(s.proxy.seen, sender), "the proxy saw them in nonce order");
+    assert.equal(s.proxy.seen.length, 30);
+    for (const a of answers) assert.ok(await receipt(s.anvil.url, a.json.result), "mined");
+    const count = await rpc(s.anvil.url, "eth_getTransactionCount", [sender, "latest"]);
+    assert.equal(Number(count.result), 30);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("racing upstream without ordering (ENABLE_NONCE_ORDERING=false) shows rejections", async () => {
+  const s = await stack({ proxy: { latency: random(50) }, vars: { ENABLE_NONCE_ORDERING: "false" } });
+  try {
+    const answers = await burst(s, devAccount(1), 30);
+    const refused = answers.filter((a) => a.json.error).length;
+    assert.ok(refused > 0, `expected wrong-nonce rejections without ordering, got ${refused}`);
+    assert.ok(s.proxy.seen.some((r) => !r.accepted));
+  } finally {
+    await s.stop();
+  }
+});
+
+test("transactions that arrive in reverse nonce order still leave in nonce order", async () => {
+  const s = await stack({ proxy: { latency: random(10) } });
+  try {
+    const account = devAccount(2);
+    const answers = await burst(s, account, 10, (xs) => xs.reverse());
+    assert.deepEqual(answers.filter((a) => a.json.error).map((a) => a.json.error), []);
+    assert.ok(inNonceOrder(s.proxy.seen, account.address.toLowerCase()));
+    assert.equal(s.proxy.seen.filter((r) => r.accepted).length, 10);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("10 senders x 10 transactions: senders do not serialize each other", async () => {
+  const latency = 50;
+  const s = await stack({ proxy: { latency: () => latency } });
+  try {
+    const accounts = Array.from({ length: 10 }, (_, i) => devAccount(3 + i));
+    const raws = await Promise.all(
+      accounts.flatMap((a) => Array.from({ length: 10 }, (_, n) => signTransfer(a, n))),
+    );
+    const started = performance.now();
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
+    const wall = performance.now() - started;
+    assert.deepEqual(answers.filter((a) => a.json.error).map((a) => a.json.error), []);
+    const serializedAll = 10 * 10 * latency;
+    console.log(`# 10x10 wall ${wall.toFixed(0)} ms; all serialized would be >= ${serializedAll} ms`);
+    assert.ok(wall < serializedAll * 0.5, `wall ${wall} ms is not far below ${serializedAll} ms`);
+    for (const a of accounts) assert.ok(inNonceOrder(s.proxy.seen, a.address.toLowerCase()));
+  } finally {
+    await s.stop();
+  }
+});
+
+test("force release: a hung transaction holds its sender for LOCK_MAX_HOLD_MS, others not at all", async () => {
+  const a = devAccount(13);
+  const b = devAccount(14);
+  const hungSender = a.address.toLowerCase();
+  const s = await stack({
+    proxy: { strictNonce: false, hang: (tx) => tx.sender === hungSender && tx.nonce === 0 },
+    vars: { LOCK_MAX_HOLD_MS: "500", UPSTREAM_TIMEOUT_MS: "3000" },
+  });
+  try {
+    const hung = sendRaw(s.relay.url, await signTransfer(a, 0));
+    for (let i = 0; i < 200 && !s.proxy.seen.some((r) => r.sender === hungSender); i++) await sleep(10);
+    const t0 = s.proxy.seen.find((r) => r.sender === hungSender)?.at;
+    assert.ok(t0, "the first transaction reached the proxy");
+    const [next, other] = await Promise.all([
+      sendRaw(s.relay.url, await signTransfer(a, 1)),
+      sendRaw(s.relay.url, await signTransfer(b, 0)),
+    ]);
+    assert.ok(next.json.result && other.json.result, JSON.stringify([next.json, other.json]));
+    const nextAt = s.proxy.seen.find((r) => r.sender === hungSender && r.nonce === 1).at;
+    const otherAt = s.proxy.seen.find((r) => r.sender === b.address.toLowerCase()).at;
+    console.log(`# next of the hung sender forwarded ${(nextAt - t0).toFixed(0)} ms after the hung one`);
+    assert.ok(nextAt - t0 >= 450 && nextAt - t0 < 1500, `forwarded after ${nextAt - t0} ms`);
+    assert.ok(otherAt - t0 < 400, `another sender waited ${otherAt - t0} ms`);
+    const late = await hung;
+    assert.equal(late.json.error?.code, -32002, "the hung client gets an error, not silence");
+    assert.ok(s.relay.events("force_release").length >= 1, "force_release logged");
+  } finally {
+    await s.stop();
+  }
+});
+
+test("fail-open: the Durable Object unreachable, the transaction still reaches anvil and is logged", async () => {
+  const lockHost = `
+    export class SenderLock {
+      constructor() { throw new Error("Durable Object unavailable (test host refuses to start)"); }
+    }
+    export default { fetch() { return new Response("lock host"); } };`;
+  const s = await stack({ lockHost });
+  try {
+    const account = devAccount(15);
+    const answer = await sendRaw(s.relay.url, await signTransfer(account, 0));
+    assert.ok(answer.json.result, JSON.stringify(answer.json));
+    assert.ok(await receipt(s.anvil.url, answer.json.result), "mined");
+    const lines = s.relay.events("fail_open");
+    assert.equal(lines.length, 1, s.relay.logs.join("\n"));
+    assert.equal(lines[0].sender, account.address.toLowerCase());
+    assert.equal(lines[0].tx_hash, answer.json.result);
+    assert.ok(lines[0].error.length > 0);
+    assert.ok(!s.relay.logs.join("\n").includes(s.proxy.url), "no upstream URL in logs");
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a real client: cast send through the relay gets a receipt", async () => {
+  const s = await stack({ proxy: { latency: random(5) } });
+  try {
+    const { stdout } = await run(CAST_BIN, [
+      "send",
+      "--rpc-url",
+      s.relay.url,
+      "--private-key",
+      "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a", // anvil dev key 2
+      "--json",
+      "0x000000000000000000000000000000000000dEaD",
+      "--value",
+      "1",
+    ]);
+    const rcpt = JSON.parse(stdout);
+    assert.equal(rcpt.status, "0x1");
+    assert.equal(s.proxy.seen.length, 1);
+    assert.equal(s.proxy.seen[0].hash, rcpt.transactionHash);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("errors: each has its code, keeps its id, and nothing invalid reaches the upstream", async () => {
+  const s = await stack();
+  try {
+    const account = devAccount(16);
+    const good = await signTransfer(account, 0);
+    const before = s.proxy.requests.length;
+    const cases = [
+      ["-32700 unparsable JSON", "{not json", -32700],
+      ["-32600 wrong version", { jsonrpc: "1.0", id: 1, method: "eth_chainId" }, -32600],
+      ["-32600 empty batch", [], -32600],
+      ["-32602 not hex", { jsonrpc: "2.0", id: 2, method: "eth_sendRawTransaction", params: ["0xzz"] }, -32602],
+      ["-32602 no params", { jsonrpc: "2.0", id: 3, method: "eth_sendRawTransaction", params: [] }, -32602],
+      ["-32602 RLP error", { jsonrpc: "2.0", id: 4, method: "eth_sendRawTransaction", params: ["0x02c3010203"] }, -32602],
+      ["-32602 trailing bytes", { jsonrpc: "2.0", id: 5, method: "eth_sendRawTransaction", params: [good + "00"] }, -32602],
+      ["-32602 unknown type", { jsonrpc: "2.0", id: 6, method: "eth_sendRawTransaction", params: ["0x05c0"] }, -32602],
+    ];
+    // A bad signature: r zeroed in an otherwise valid legacy transaction.
+    const legacy = await account.signTransaction({
+      type: "legacy", chainId: 31337, nonce: 0, to: "0x000000000000000000000000000000000000dEaD",
+      value: 1n, gas: 21000n, gasPrice: 10n ** 10n,
+    });
+    const badSig = legacy.replace(/a0[0-9a-f]{64}(a0[0-9a-f]{64})$/, "80$1");
+    assert.notEqual(badSig, legacy);
+    cases.push(["-32602 bad signature", { jsonrpc: "2.0", id: 7, method: "eth_sendRawTransaction", params: [badSig] }, -32602]);
+    const otherChain = await signTransfer(account, 0, { chainId: 1 });
+    cases.push(["-32000 wrong chain id", { jsonrpc: "2.0", id: 8, method: "eth_sendRawTransaction", params: [otherChain] }, -32000]);
+    const unprotected = await account.signTransaction({
+      type: "legacy", nonce: 0, to: "0x000000000000000000000000000000000000dEaD", value: 1n, gas: 21000n, gasPrice: 10n ** 10n,
+    });
+    cases.push(["-32000 unprotected", { jsonrpc: "2.0", id: 9, method: "eth_sendRawTransaction", params: [unprotected] }, -32000]);
+
+    for (const [name, body, code] of cases) {
+      const r = await post(s.relay.url, body);
+      assert.equal(r.json?.error?.code, code, `${name}: ${r.text}`);
+      assert.ok(r.json.error.message.length > 5, name);
+      if (typeof body === "object" && !Array.isArray(body)) assert.equal(r.json.id, body.id, `${name}: id kept`);
+    }
+    const wrongChain = await post(s.relay.url, cases.find((c) => c[0].includes("wrong chain"))[1]);
+    assert.match(wrongChain.json.error.message, /want 31337/);
+    assert.equal(s.proxy.requests.length, before, "nothing reached the upstream");
+
+    // The upstream's own error comes back unchanged: nonce 5 is not next, the proxy refuses it.
+    const gap = await sendRaw(s.relay.url, await signTransfer(account, 5));
+    assert.deepEqual(gap.json.error, { code: -32000, message: "wrong nonce: expected 0, got 5" });
+
+    // A batch keeps request order and ids; its invalid member goes nowhere.
+    const batch = await post(s.relay.url, [
+      { jsonrpc: "2.0", id: "a", method: "eth_chainId", params: [] },
+      { jsonrpc: "2.0", id: "b", method: "eth_sendRawTransaction", params: ["0x1234"] },
+      { jsonrpc: "2.0", id: "c", method: "eth_sendRawTransaction", params: [good] },
+      { jsonrpc: "2.0", id: "d", method: "eth_blockNumber", params: [] },
+    ]);
+    assert.deepEqual(batch.json.map((r) => r.id), ["a", "b", "c", "d"]);
+    assert.equal(batch.json[0].result, "0x7a69");
+    assert.equal(batch.json[1].error.code, -32602);
+    assert.match(batch.json[2].result, /^0x[0-9a-f]{64}$/);
+    assert.ok(batch.json[3].result);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("an unreachable upstream: a clear error without its URL, and the sender is not left locked", async () => {
+  const anvil = await startAnvil();
+  const closedPort = await freePort();
+  const upstream = `http://127.0.0.1:${closedPort}/secret-path`;
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: upstream } });
+  try {
+    const account = devAccount(17);
+    const first = await sendRaw(relay.url, await signTransfer(account, 0));
+    assert.equal(first.json.error.code, -32002, first.text);
+    const second = await sendRaw(relay.url, await signTransfer(account, 1));
+    assert.equal(second.json.error.code, -32002, "the next transaction proceeds at once");
+    assert.ok(second.ms < 2000, `second answered after ${second.ms} ms`);
+    const proxied = await rpc(relay.url, "eth_blockNumber");
+    assert.equal(proxied.error.code, -32002);
+    const everything = [first.text, second.text, JSON.stringify(proxied), ...relay.logs].join("\n");
+    assert.ok(!everything.includes(String(closedPort)) && !everything.includes("secret-path"), "no upstream URL");
+  } finally {
+    await relay.stop();
+    anvil.stop();
+  }
+});
+
+test("GET /health answers 200; other paths and methods are refused", async () => {
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: "http://127.0.0.1:9" } });
+  try {
+    assert.equal((await fetch(`${relay.url}/health`)).status, 200);
+    assert.equal((await fetch(`${relay.url}/`)).status, 405);
+    assert.equal((await fetch(`${relay.url}/nope`)).status, 404);
+  } finally {
+    await relay.stop();
+  }
+});
+
+test("restart with transactions queued: clients of lost requests get errors; the restored lock is force-released by its alarm", async () => {
+  const { mkdtemp, rm } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-do-`);
+  const anvil = await startAnvil();
+  const a = devAccount(18);
+  const sender = a.address.toLowerCase();
+  const { startProxy } = await import("./support/harness.mjs");
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false, hang: (tx) => tx.sender === sender && tx.nonce === 0 });
+  const vars = { UPSTREAM_RPC_URL: proxy.url, LOCK_MAX_HOLD_MS: "2000" };
+  let second;
+  try {
+    const first = await startRelay({ vars, persist });
+    const settle = (p) => p.then((r) => r, (e) => ({ failed: e }));
+    const lost = [settle(sendRaw(first.url, await signTransfer(a, 0)))];
+    for (let i = 0; i < 100 && !proxy.seen.length; i++) await sleep(10);
+    const heldSince = proxy.seen[0].at;
+    // Two more queue behind the hung one.
+    lost.push(settle(sendRaw(first.url, await signTransfer(a, 1))), settle(sendRaw(first.url, await signTransfer(a, 2))));
+    await sleep(100);
+    first.kill(); // the runtime crashes holding the lock, with transactions queued
+    await first.stop().catch(() => {});
+    for (const answer of await Promise.all(lost)) {
+      assert.ok(answer.failed || answer.json?.error, "every lost request's client gets an error, not silence");
+    }
+    assert.equal(proxy.seen.length, 1, "the queued ones never reached the upstream");
+
+    second = await startRelay({ vars, persist });
+    const next = await sendRaw(second.url, await signTransfer(a, 1)); // resent by its client
+    assert.ok(next.json.result, next.text);
+    const forwardedAt = proxy.seen.find((r) => r.nonce === 1).at;
+    const waited = forwardedAt - heldSince;
+    console.log(`# after restart, the sender's next transaction went ${waited.toFixed(0)} ms after the lost one took the lock`);
+    assert.ok(waited >= 1800 && waited < 5000, `waited ${waited} ms; LOCK_MAX_HOLD_MS is 2000\n${second.logs.join("\n")}`);
+    assert.equal(second.events("lock_restored").length, 1, second.logs.join("\n"));
+    assert.ok(second.events("force_release").length >= 1);
+  } finally {
+    await second?.stop();
+    await proxy.stop();
+    anvil.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});

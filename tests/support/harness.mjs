@@ -1,0 +1,331 @@
+// Test harness: a real anvil chain, a recording test proxy that injects latency and faults and
+// (like Hedera's consensus nodes) refuses a transaction whose nonce is not the sender's next one,
+// and the compiled wasm relay running on workerd through miniflare's Node API.
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Miniflare } from "miniflare";
+import { mnemonicToAccount } from "viem/accounts";
+import { parseTransaction, recoverTransactionAddress, parseGwei } from "viem";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const ANVIL_BIN =
+  process.env.ANVIL_BIN ?? path.join(ROOT, "node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
+export const CAST_BIN =
+  process.env.CAST_BIN ?? path.join(ROOT, "node_modules/@foundry-rs/cast-linux-amd64/bin/cast");
+export const CHAIN_ID = 31337;
+const MNEMONIC = "test test test test test test test test test test test junk";
+
+/** Anvil's well-known dev accounts (index 0..n-1 of its default mnemonic). */
+export function devAccount(index) {
+  return mnemonicToAccount(MNEMONIC, { addressIndex: index });
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** POSTs a JSON body (object or raw string) and returns { status, json, text, ms }. */
+export async function post(url, body, headers = {}) {
+  const started = performance.now();
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text, ms: performance.now() - started };
+}
+
+let ids = 0;
+export async function rpc(url, method, params = []) {
+  const { json } = await post(url, { jsonrpc: "2.0", id: ++ids, method, params });
+  return json;
+}
+
+/** Starts anvil on a free port; returns { url, stop }. */
+export async function startAnvil({ accounts = 20, extraArgs = [] } = {}) {
+  const port = await freePort();
+  const args = ["--port", String(port), "--host", "127.0.0.1", "--accounts", String(accounts), ...extraArgs];
+  const proc = spawn(ANVIL_BIN, args, {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try {
+      const r = await rpc(url, "eth_chainId");
+      if (r?.result) return { url, proc, pid: proc.pid, stop: () => proc.kill("SIGTERM") };
+    } catch {
+      /* not up yet */
+    }
+    await sleep(50);
+  }
+  proc.kill("SIGKILL");
+  throw new Error("anvil did not start");
+}
+
+/**
+ * A recording proxy in front of `upstream`.
+ * - latency(): ms to wait before handling each request (default 0);
+ * - strictNonce: refuse eth_sendRawTransaction whose nonce is not the sender's next one
+ *   (JSON-RPC error -32000 "wrong nonce"), as Hedera's consensus nodes do;
+ * - hang(tx): when true for a transaction, never answer it;
+ * - fault(req): may return a { status, body } to answer instead of forwarding;
+ * - senderOf(raw): the sender of a raw transaction the caller signed itself (lowercase), to spare
+ *   the proxy a signature recovery under load; otherwise it recovers the sender.
+ * `seen` records every transaction that reached the proxy:
+ * { sender, nonce, hash, at (arrival, before the injected latency), answeredAt, accepted }
+ * (times from performance.now(), ms).
+ */
+export async function startProxy({
+  upstream,
+  latency = () => 0,
+  strictNonce = true,
+  hang = () => false,
+  fault = () => null,
+  senderOf = () => undefined,
+}) {
+  const seen = [];
+  const requests = [];
+  const nextNonce = new Map();
+  const hung = [];
+  const nonceOf = async (sender) => {
+    if (!nextNonce.has(sender)) {
+      nextNonce.set(
+        sender,
+        rpc(upstream, "eth_getTransactionCount", [sender, "pending"]).then((r) => Number(BigInt(r.result))),
+      );
+    }
+    return nextNonce.get(sender);
+  };
+  const forward = async (text) => {
+    const res = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body: text });
+    return { status: res.status, body: await res.text() };
+  };
+  const handleOne = async (req, arrivedAt) => {
+    if (req.method !== "eth_sendRawTransaction") return JSON.parse((await forward(JSON.stringify(req))).body);
+    const raw = req.params[0];
+    const tx = parseTransaction(raw);
+    const sender = senderOf(raw) ?? (await recoverTransactionAddress({ serializedTransaction: raw })).toLowerCase();
+    const record = { sender, nonce: tx.nonce, at: arrivedAt, accepted: false };
+    seen.push(record);
+    if (hang(record)) {
+      await new Promise((resolve) => hung.push(resolve));
+      return null;
+    }
+    if (strictNonce) {
+      const expected = await nonceOf(sender);
+      if (tx.nonce !== expected) {
+        record.answeredAt = performance.now();
+        return { jsonrpc: "2.0", id: req.id, error: { code: -32000, message: `wrong nonce: expected ${expected}, got ${tx.nonce}` } };
+      }
+      nextNonce.set(sender, Promise.resolve(expected + 1));
+    }
+    const answer = JSON.parse((await forward(JSON.stringify(req))).body);
+    record.answeredAt = performance.now();
+    record.accepted = Boolean(answer.result);
+    record.hash = answer.result;
+    if (!answer.result && strictNonce) nextNonce.delete(sender); // relearn after a refusal
+    return answer;
+  };
+  const server = http.createServer(async (request, response) => {
+    const chunks = [];
+    for await (const c of request) chunks.push(c);
+    const text = Buffer.concat(chunks).toString();
+    let req;
+    try {
+      req = JSON.parse(text);
+    } catch {
+      req = null;
+    }
+    const arrivedAt = performance.now();
+    requests.push({ at: arrivedAt, body: req });
+    await sleep(latency(req));
+    const injected = fault(req);
+    if (injected) {
+      if (injected.destroy) return request.socket.destroy();
+      response.writeHead(injected.status ?? 200, injected.headers ?? { "content-type": "application/json" });
+      return response.end(injected.body ?? "");
+    }
+    try {
+      const answer = Array.isArray(req)
+        ? await Promise.all(req.map((r) => handleOne(r, arrivedAt)))
+        : await handleOne(req, arrivedAt);
+      if (answer === null) return; // hung: the socket stays open until stop()
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify(answer));
+    } catch (e) {
+      response.writeHead(500);
+      response.end(String(e));
+    }
+  });
+  const port = await freePort();
+  await new Promise((r) => server.listen(port, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    requests,
+    stop: async () => {
+      hung.forEach((resolve) => resolve());
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/**
+ * Runs the compiled relay (build/worker/shim.mjs) on workerd via miniflare.
+ * `vars` are the Worker's vars/secrets. `lockHost` hosts the SenderLock class in another worker
+ * (a script text), to make the Durable Object unreachable for real. `persist` keeps Durable
+ * Object storage in that folder, so a second relay on it is the same objects restarted.
+ * `buildDir` is the worker build to run (default build/; build-faults/ has the test-faults feature).
+ * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
+ */
+export async function startRelay({ vars, lockHost, persist, buildDir = "build" } = {}) {
+  const logs = [];
+  const collect = (stream) => {
+    let buf = "";
+    stream.on("data", (d) => {
+      buf += d.toString();
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        logs.push(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    });
+  };
+  const relay = {
+    name: "relay",
+    scriptPath: path.join(ROOT, buildDir, "worker/shim.mjs"),
+    modules: true,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: "2026-04-01",
+    bindings: { CHAIN_ID: String(CHAIN_ID), ...vars },
+    durableObjects: {
+      SENDER_LOCK: lockHost
+        ? { className: "SenderLock", scriptName: "lock-host" }
+        : { className: "SenderLock", useSQLite: true },
+    },
+  };
+  const workers = [relay];
+  if (lockHost) {
+    workers.push({
+      name: "lock-host",
+      modules: true,
+      script: lockHost,
+      compatibilityDate: "2026-04-01",
+      durableObjects: { SENDER_LOCK: { className: "SenderLock", useSQLite: true } },
+    });
+  }
+  const port = await freePort();
+  const before = childPids();
+  const mf = new Miniflare({
+    workers,
+    host: "127.0.0.1",
+    port,
+    ...(persist ? { durableObjectsPersist: persist } : {}),
+    handleRuntimeStdio(stdout, stderr) {
+      collect(stdout);
+      collect(stderr);
+    },
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  const runtime = childPids().filter((pid) => !before.includes(pid));
+  return {
+    url,
+    logs,
+    mf,
+    /** The workerd process ids. */
+    pids: runtime,
+    /** Kills the workerd process at once (SIGKILL): a crash, not a shutdown. */
+    kill: () => runtime.forEach((pid) => process.kill(pid, "SIGKILL")),
+    events: (name) =>
+      logs
+        .map((l) => {
+          try {
+            return JSON.parse(l.slice(l.indexOf("{")));
+          } catch {
+            return null;
+          }
+        })
+        .filter((e) => e && e.event === name),
+    stop: () => mf.dispose(),
+  };
+}
+
+/** CPU time a process has used so far, in ms (Linux /proc; utime + stime). */
+export function cpuMs(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks of 10 ms
+  } catch {
+    return NaN;
+  }
+}
+
+/** This process's child process ids (Linux /proc). */
+function childPids() {
+  try {
+    return readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** Signs a simple EIP-1559 value transfer from `account` with `nonce`. */
+export function signTransfer(account, nonce, extra = {}) {
+  return account.signTransaction({
+    type: "eip1559",
+    chainId: CHAIN_ID,
+    nonce,
+    to: "0x000000000000000000000000000000000000dEaD",
+    value: 1n,
+    gas: 21000n,
+    maxFeePerGas: parseGwei("20"),
+    maxPriorityFeePerGas: parseGwei("1"),
+    ...extra,
+  });
+}
+
+export function sendRaw(url, raw, id = ++ids) {
+  return post(url, { jsonrpc: "2.0", id, method: "eth_sendRawTransaction", params: [raw] });
+}
+
+/** A full stack: anvil, proxy (options), relay (vars). */
+export async function stack({ proxy: proxyOptions = {}, vars = {}, lockHost, buildDir } = {}) {
+  const anvil = await startAnvil();
+  const proxy = await startProxy({ upstream: anvil.url, ...proxyOptions });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars }, lockHost, buildDir });
+  return {
+    anvil,
+    proxy,
+    relay,
+    stop: async () => {
+      await relay.stop();
+      await proxy.stop();
+      anvil.stop();
+    },
+  };
+}
