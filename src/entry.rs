@@ -2,6 +2,7 @@
 //! relay core runs on: the upstream over `fetch`, each sender's `SenderLock` Durable Object, and
 //! `console.log` for structured log lines.
 
+use crate::chain_id::ChainIdCache;
 use crate::config::Config;
 use crate::jsonrpc::{self, RpcError};
 use crate::metrics::Metric;
@@ -9,11 +10,11 @@ use crate::relay::{Backend, Relay, UpstreamError};
 use crate::transaction::Transaction;
 use crate::upstream;
 use serde_json::Value;
-use std::cell::Cell;
+use std::rc::Rc;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    console_log, event, AnalyticsEngineDataPointBuilder, Context, Env, Headers, Method, Request,
-    RequestInit, Response,
+    console_log, event, AnalyticsEngineDataPointBuilder, Context, Delay, Env, Headers, Method,
+    Request, RequestInit, Response,
 };
 
 /// The Durable Object namespace binding (wrangler.toml `[[durable_objects.bindings]]`).
@@ -25,7 +26,7 @@ pub const NONCE_HEADER: &str = "x-nonce";
 
 thread_local! {
     /// The chain id learned from the upstream, for this isolate's lifetime.
-    static LEARNED_CHAIN_ID: &'static Cell<Option<u64>> = Box::leak(Box::new(Cell::new(None)));
+    static CHAIN_IDS: Rc<ChainIdCache> = Rc::new(ChainIdCache::new());
 }
 
 /// The Analytics Engine dataset binding for metrics (optional).
@@ -123,6 +124,10 @@ impl Backend for WorkerBackend<'_> {
         response.text().await.map_err(|e| e.to_string())
     }
 
+    async fn sleep(&self, ms: u64) {
+        Delay::from(std::time::Duration::from_millis(ms)).await;
+    }
+
     fn emit(&self, metric: &Metric) {
         emit(self.env, metric);
     }
@@ -164,8 +169,10 @@ async fn handle_rpc(mut req: Request, env: &Env) -> worker::Result<Response> {
         #[cfg(feature = "test-faults")]
         test_fault: req.headers().get(TEST_FAULT_HEADER)?,
     };
-    let learned = LEARNED_CHAIN_ID.with(|cell| *cell);
-    let reply = Relay::new(&config, &backend, learned).handle(&body).await;
+    let chain_ids = CHAIN_IDS.with(Rc::clone);
+    let reply = Relay::new(&config, &backend, &chain_ids)
+        .handle(&body)
+        .await;
     match reply.body {
         Some(body) => json_response(reply.status, body),
         None => Ok(Response::empty()?.with_status(reply.status)),

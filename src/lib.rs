@@ -3,12 +3,13 @@
 //!
 //! The pure core (no `worker` crate, tested natively): [`transaction`] decoding with
 //! [`signature`] recovery over [`canonical_rlp`], the per-sender [`ordering`] state machine,
-//! the request semantics in [`relay`], [`jsonrpc`] types and errors, [`config`] parsing,
+//! the request semantics in [`relay`] with the [`chain_id`] learned once, [`jsonrpc`] types and errors, [`config`] parsing,
 //! structured [`log`] lines and operator [`metrics`]. The wasm32-only adapters: `entry` (the
 //! Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to the node).
 
 pub mod address;
 pub mod canonical_rlp;
+pub mod chain_id;
 pub mod config;
 pub mod hex;
 pub mod jsonrpc;

@@ -13,6 +13,7 @@
 //! [`Backend`] trait, implemented by the Worker adapter.
 
 use crate::address::Address;
+use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
 use crate::hex;
 use crate::jsonrpc::{self, Incoming, Request, RpcError};
@@ -20,9 +21,9 @@ use crate::metrics::Metric;
 use crate::transaction::{self, Transaction};
 use futures_util::future::join_all;
 use serde_json::Value;
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 
 /// Why the upstream gave no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +125,9 @@ pub trait Backend {
 
     /// Records one operator metric (a log line, and a data point where a dataset is bound).
     fn emit(&self, metric: &Metric);
+
+    /// Waits `ms` milliseconds on a timer of this request's own.
+    async fn sleep(&self, ms: u64);
 }
 
 /// The HTTP answer to a request body.
@@ -140,7 +144,7 @@ pub struct Relay<'a, B: Backend> {
     config: &'a Config,
     backend: &'a B,
     /// The chain id learned from the upstream, kept for the Worker isolate's lifetime.
-    learned_chain_id: &'a Cell<Option<u64>>,
+    chain_ids: &'a Rc<ChainIdCache>,
 }
 
 enum Plan {
@@ -150,16 +154,13 @@ enum Plan {
 }
 
 impl<'a, B: Backend> Relay<'a, B> {
-    /// A relay over `backend`; `learned_chain_id` caches `eth_chainId` when `CHAIN_ID` is unset.
-    pub fn new(
-        config: &'a Config,
-        backend: &'a B,
-        learned_chain_id: &'a Cell<Option<u64>>,
-    ) -> Self {
+    /// A relay over `backend`; `chain_ids` holds the upstream's `eth_chainId` for the isolate
+    /// when `CHAIN_ID` is unset, looked up once (see [`crate::chain_id`]).
+    pub fn new(config: &'a Config, backend: &'a B, chain_ids: &'a Rc<ChainIdCache>) -> Self {
         Relay {
             config,
             backend,
-            learned_chain_id,
+            chain_ids,
         }
     }
 
@@ -261,17 +262,36 @@ impl<'a, B: Backend> Relay<'a, B> {
 
     /// The chain id transactions must carry: `CHAIN_ID`, or the upstream's `eth_chainId`, asked
     /// once and cached.
+    /// `CHAIN_ID`, or the upstream's `eth_chainId`, learned once: requests that arrive during the
+    /// lookup wait for it, so it does not reorder a burst ([`crate::chain_id`]).
     async fn chain_id(&self) -> Result<u64, RpcError> {
-        if let Some(id) = self.config.chain_id.or(self.learned_chain_id.get()) {
+        if let Some(id) = self.config.chain_id {
             return Ok(id);
         }
+        match self.chain_ids.claim() {
+            Claim::Known(id) => Ok(id),
+            Claim::Wait(wait) => loop {
+                if let Some(result) = wait.result() {
+                    return result;
+                }
+                self.backend.sleep(chain_id::CHECK_EVERY_MS).await;
+            },
+            Claim::Lookup(lookup) => {
+                let result = self.ask_chain_id().await;
+                lookup.finish(result.clone());
+                result
+            }
+        }
+    }
+
+    async fn ask_chain_id(&self) -> Result<u64, RpcError> {
         let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
         let answer = self.backend.upstream(request).await.map_err(|e| {
             self.backend.emit(&upstream_error_metric("eth_chainId", &e));
             e.to_rpc()
         })?;
         let value: Value = serde_json::from_str(&answer).unwrap_or_default();
-        let id = value["result"]
+        value["result"]
             .as_str()
             .and_then(|s| hex::decode_quantity(s).ok())
             .ok_or_else(|| {
@@ -279,9 +299,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                     jsonrpc::INTERNAL_ERROR,
                     "cannot learn the chain id: the upstream's eth_chainId answer has no valid result",
                 )
-            })?;
-        self.learned_chain_id.set(Some(id));
-        Ok(id)
+            })
     }
 
     /// Decodes and checks an `eth_sendRawTransaction` request against the chain id policy.

@@ -74,6 +74,27 @@ test("racing upstream without ordering (ENABLE_NONCE_ORDERING=false) shows rejec
   }
 });
 
+test("an unset CHAIN_ID is learned once; a burst that arrives during the lookup keeps its order", async () => {
+  // eth_chainId answers after 100-500 ms, each request differently. Were every early request to
+  // look the chain id up itself, the burst would reach the Durable Object shuffled by up to
+  // 400 ms, past the 100 ms gap wait, and the strict proxy would refuse some.
+  const s = await stack({
+    proxy: { latency: (req) => (req?.method === "eth_chainId" ? 100 + Math.random() * 400 : 0) },
+    vars: { CHAIN_ID: undefined, NONCE_GAP_WAIT_MS: "100" },
+  });
+  try {
+    const account = devAccount(1);
+    const answers = await burst(s, account, 20);
+    const lookups = s.proxy.requests.filter((r) => r.body?.method === "eth_chainId").length;
+    assert.deepEqual(answers.filter((a) => a.json.error).map((a) => a.json.error), [], "no transaction refused");
+    assert.equal(lookups, 1, "one eth_chainId lookup for the whole burst");
+    assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0, "zero rejections at the proxy");
+    assert.ok(inNonceOrder(s.proxy.seen, account.address.toLowerCase()));
+  } finally {
+    await s.stop();
+  }
+});
+
 test("transactions that arrive in reverse nonce order still leave in nonce order", async () => {
   const s = await stack({ proxy: { latency: random(10) } });
   try {

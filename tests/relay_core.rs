@@ -3,15 +3,17 @@
 //! The end-to-end tests (tests/relay.test.mjs) run the same code compiled to wasm on workerd.
 
 use k256::ecdsa::SigningKey;
+use nonce_relay::chain_id::ChainIdCache;
 use nonce_relay::config::Config;
 use nonce_relay::metrics::Metric;
 use nonce_relay::relay::{Backend, Relay, UpstreamError};
 use nonce_relay::transaction::Transaction;
 use rlp::RlpStream;
 use serde_json::{json, Value};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::pin;
+use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 /// Runs a future whose awaits are all ready at once (the backend below never waits).
@@ -57,6 +59,8 @@ impl Backend for Recorder {
             .push((tx.sender.to_string(), tx.nonce));
         self.upstream(body).await.map_err(|e| e.to_string())
     }
+
+    async fn sleep(&self, _ms: u64) {}
 
     fn emit(&self, metric: &Metric) {
         self.logs
@@ -132,7 +136,7 @@ fn send(id: Value, raw: &str) -> Value {
 fn handle(
     config: &Config,
     backend: &Recorder,
-    cache: &Cell<Option<u64>>,
+    cache: &Rc<ChainIdCache>,
     body: &Value,
 ) -> Option<Value> {
     let reply = block_on(Relay::new(config, backend, cache).handle(body.to_string().as_bytes()));
@@ -144,7 +148,7 @@ fn a_batch_keeps_order_and_ids_and_a_senders_transactions_go_in_batch_order() {
     let (config, backend, cache) = (
         config(&[("CHAIN_ID", "31337")]),
         Recorder::default(),
-        Cell::new(None),
+        Rc::new(ChainIdCache::new()),
     );
     let body = json!([
         {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []},
@@ -183,7 +187,10 @@ fn a_batch_keeps_order_and_ids_and_a_senders_transactions_go_in_batch_order() {
 
 #[test]
 fn fail_open_forwards_directly_and_logs_once_without_the_upstream_url() {
-    let (config, cache) = (config(&[("CHAIN_ID", "31337")]), Cell::new(None));
+    let (config, cache) = (
+        config(&[("CHAIN_ID", "31337")]),
+        Rc::new(ChainIdCache::new()),
+    );
     let backend = Recorder {
         lock_unreachable: true,
         ..Recorder::default()
@@ -208,7 +215,11 @@ fn fail_open_forwards_directly_and_logs_once_without_the_upstream_url() {
 
 #[test]
 fn the_chain_id_is_learned_once_and_enforced() {
-    let (config, backend, cache) = (config(&[]), Recorder::default(), Cell::new(None));
+    let (config, backend, cache) = (
+        config(&[]),
+        Recorder::default(),
+        Rc::new(ChainIdCache::new()),
+    );
     let ok = handle(
         &config,
         &backend,
@@ -239,13 +250,13 @@ fn the_chain_id_is_learned_once_and_enforced() {
         asked,
         [json!("eth_chainId"), json!("eth_sendRawTransaction")]
     );
-    assert_eq!(cache.get(), Some(31337));
+    assert_eq!(cache.known(), Some(31337));
 }
 
 #[test]
 fn unprotected_transactions_only_when_allowed() {
     let raw = legacy(7, 0, None);
-    let (backend, cache) = (Recorder::default(), Cell::new(None));
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
     let refused = handle(
         &config(&[("CHAIN_ID", "31337")]),
         &backend,
@@ -263,7 +274,7 @@ fn unprotected_transactions_only_when_allowed() {
 #[test]
 fn ordering_off_skips_the_locks_and_notifications_get_no_answer() {
     let config = config(&[("CHAIN_ID", "31337"), ("ENABLE_NONCE_ORDERING", "false")]);
-    let (backend, cache) = (Recorder::default(), Cell::new(None));
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
     let answer = handle(
         &config,
         &backend,

@@ -222,7 +222,10 @@ export async function startRelay({ vars, lockHost, persist, buildDir = "build" }
       { type: "CompiledWasm", include: ["**/*.wasm"] },
     ],
     compatibilityDate: "2026-04-01",
-    bindings: { CHAIN_ID: String(CHAIN_ID), ...vars },
+    // A var given as undefined is left unset (CHAIN_ID: undefined makes the relay learn it).
+    bindings: Object.fromEntries(
+      Object.entries({ CHAIN_ID: String(CHAIN_ID), ...vars }).filter(([, v]) => v !== undefined),
+    ),
     durableObjects: {
       SENDER_LOCK: lockHost
         ? { className: "SenderLock", scriptName: "lock-host" }
