@@ -3,6 +3,12 @@
 
 use std::fmt;
 
+/// The default `NONCE_GAP_WAIT_MS`, in ms. A request whose first TCP SYN is lost is retried after
+/// the initial retransmission timeout of 1 s (RFC 6298, section 2), so a sender's missing nonce can
+/// arrive a second or more after the transactions that overtook it; 3 s covers one such loss with
+/// room for a busy object.
+pub const DEFAULT_GAP_WAIT_MS: u64 = 3_000;
+
 /// Parsed settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -19,8 +25,9 @@ pub struct Config {
     /// `LOCK_MAX_HOLD_MS` (default 30000): a sender's lock is force-released this many ms after it
     /// was acquired.
     pub lock_max_hold_ms: u64,
-    /// `NONCE_GAP_WAIT_MS` (default 1000): how long a transaction whose nonce is above the
-    /// sender's next one waits for the missing ones before it is forwarded anyway.
+    /// `NONCE_GAP_WAIT_MS` (default [`DEFAULT_GAP_WAIT_MS`]): how long, in ms, a transaction whose
+    /// nonce is above the sender's next one waits for the missing ones before it is forwarded
+    /// anyway.
     pub nonce_gap_wait_ms: u64,
     /// `MAX_BATCH` (default 100): most requests in one batch.
     pub max_batch: usize,
@@ -119,7 +126,7 @@ impl Config {
             allow_unprotected_txs: flag(&get, "ALLOW_UNPROTECTED_TXS", false)?,
             enable_nonce_ordering: flag(&get, "ENABLE_NONCE_ORDERING", true)?,
             lock_max_hold_ms,
-            nonce_gap_wait_ms: number(&get, "NONCE_GAP_WAIT_MS", 1_000)?,
+            nonce_gap_wait_ms: number(&get, "NONCE_GAP_WAIT_MS", DEFAULT_GAP_WAIT_MS)?,
             max_batch: number(&get, "MAX_BATCH", 100)?,
             max_request_bytes: number(&get, "MAX_REQUEST_BYTES", 4 << 20)?,
             max_upstream_response_bytes: number(&get, "MAX_UPSTREAM_RESPONSE_BYTES", 16 << 20)?,
@@ -178,7 +185,7 @@ mod tests {
         assert!(c.enable_nonce_ordering);
         assert_eq!(c.lock_max_hold_ms, 30_000);
         assert_eq!(c.max_batch, 100);
-        assert_eq!(c.nonce_gap_wait_ms, 1_000);
+        assert_eq!(c.nonce_gap_wait_ms, 3_000);
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub struct Lock {
     pub acquired_at_ms: u64,
     /// The nonce of the holder's transaction; `None` for a lock restored from storage.
     pub nonce: Option<u64>,
+    /// The sender's next nonce as the queue knew it at the grant; `None` when unknown. A `nonce`
+    /// above it means the holder went after its gap wait ran out, with the missing nonces absent.
+    pub expected_nonce: Option<u64>,
 }
 
 impl Lock {
@@ -235,6 +238,7 @@ impl SenderQueue {
                 session_key,
                 acquired_at_ms,
                 nonce: None,
+                expected_nonce: None,
             });
         }
     }
@@ -339,6 +343,7 @@ impl SenderQueue {
             session_key: SessionKey::new(),
             acquired_at_ms: now_ms,
             nonce: Some(waiter.nonce),
+            expected_nonce: self.next_nonce,
         };
         let mut slot = waiter.slot.borrow_mut();
         slot.granted = Some(lock);
@@ -444,6 +449,8 @@ mod tests {
         assert!(poll(&mut t2).is_none());
         let l2 = next(q.tick(1_200));
         assert_eq!(poll(&mut t2), Some(l2));
+        // The lock says that it went past a gap: nonce 2 with 0 expected.
+        assert_eq!((l2.nonce, l2.expected_nonce), (Some(2), Some(0)));
     }
 
     #[test]
@@ -451,6 +458,7 @@ mod tests {
         let mut q = SenderQueue::new(1_000);
         let mut t9 = q.enqueue(9, 0);
         let l9 = poll(&mut t9).expect("nothing known: no gap");
+        assert_eq!(l9.expected_nonce, None);
         let mut t8 = q.enqueue(8, 1);
         let mut t7 = q.enqueue(7, 2);
         // A failed transaction leaves the next nonce unknown: the lowest waiter goes.

@@ -12,7 +12,7 @@
 //! Storage calls that must stay in order are issued together, before any await, so a later
 //! holder's writes are never overtaken by an earlier holder's deletes.
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, DEFAULT_GAP_WAIT_MS};
 use crate::entry::{config_from_env, emit, NONCE_HEADER, SENDER_HEADER};
 use crate::jsonrpc::{self, RpcError};
 use crate::log;
@@ -32,6 +32,18 @@ use worker::{
 
 /// The storage key of the lock record.
 const LOCK_KEY: &str = "lock";
+/// The method that learns a sender's next nonce from the upstream.
+const NONCE_LOOKUP: &str = "eth_getTransactionCount";
+/// How many times the next-nonce lookup is tried before the queue goes on without it.
+const LOOKUP_ATTEMPTS: u32 = 3;
+/// The pause between two tries of the next-nonce lookup, in ms.
+const LOOKUP_RETRY_MS: u64 = 100;
+
+/// The `result` quantity of a JSON-RPC answer to `eth_getTransactionCount`, if it has one.
+fn next_nonce_of(answer: &str) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_str(answer).ok()?;
+    crate::hex::decode_quantity(value["result"].as_str()?).ok()
+}
 
 /// The lock record as stored: the holder's session key (UUID text) and acquisition time (Unix ms).
 #[derive(Serialize, Deserialize)]
@@ -133,23 +145,42 @@ impl SenderLock {
     }
 
     /// The sender's next nonce according to the upstream (`eth_getTransactionCount` at
-    /// `pending`), or `None` when it can't say within 5 s.
+    /// `pending`). Up to [`LOOKUP_ATTEMPTS`] tries, each within 5 s, [`LOOKUP_RETRY_MS`] apart;
+    /// each failed try is an `upstream_error` metric and a final failure a
+    /// `nonce_lookup_failed` one. `None` then: the queue goes on without a known next nonce.
     async fn pending_nonce(&self, config: &Config, sender: &str) -> Option<u64> {
         let request = serde_json::json!({
             "jsonrpc": "2.0",
             "id": 1,
-            "method": "eth_getTransactionCount",
+            "method": NONCE_LOOKUP,
             "params": [sender, "pending"],
-        });
-        let answer = upstream::post(
-            config,
-            &request.to_string(),
-            config.upstream_timeout_ms.min(5_000),
-        )
-        .await
-        .ok()?;
-        let value: serde_json::Value = serde_json::from_str(&answer).ok()?;
-        crate::hex::decode_quantity(value["result"].as_str()?).ok()
+        })
+        .to_string();
+        let mut last_error = String::new();
+        for attempt in 1..=LOOKUP_ATTEMPTS {
+            if attempt > 1 {
+                Delay::from(Duration::from_millis(LOOKUP_RETRY_MS)).await;
+            }
+            let timeout_ms = config.upstream_timeout_ms.min(5_000);
+            match upstream::post(config, &request, timeout_ms).await {
+                Ok(answer) => match next_nonce_of(&answer) {
+                    Some(next) => return Some(next),
+                    None => last_error = format!("unusable answer: {answer:.200}"),
+                },
+                Err(e) => {
+                    emit(&self.env, &relay::upstream_error_metric(NONCE_LOOKUP, &e));
+                    last_error = e.to_string();
+                }
+            }
+        }
+        emit(
+            &self.env,
+            &Metric::new("nonce_lookup_failed", sender, "no_next_nonce")
+                .value("count", 1.0)
+                .field("attempts", LOOKUP_ATTEMPTS)
+                .field("error", config.redact(&last_error)),
+        );
+        None
     }
 
     async fn forward(&self, config: &Config, body: &str) -> Result<String, UpstreamError> {
@@ -160,7 +191,9 @@ impl SenderLock {
 impl DurableObject for SenderLock {
     fn new(state: State, env: Env) -> Self {
         let config = config_from_env(&env);
-        let gap_wait_ms = config.as_ref().map_or(1_000, |c| c.nonce_gap_wait_ms);
+        let gap_wait_ms = config
+            .as_ref()
+            .map_or(DEFAULT_GAP_WAIT_MS, |c| c.nonce_gap_wait_ms);
         let queue = Rc::new(RefCell::new(SenderQueue::new(gap_wait_ms)));
         // A lock record found here was left by a previous incarnation: restore it so newcomers
         // queue behind it until its alarm force-releases it. Events wait until this completes.
@@ -238,6 +271,17 @@ impl DurableObject for SenderLock {
         }
         let lock = self.wait(turn).await;
         let granted_at = now_ms();
+        if let Some(expected) = lock.expected_nonce.filter(|&expected| nonce > expected) {
+            // The missing nonces did not come within NONCE_GAP_WAIT_MS: this one goes anyway.
+            emit(
+                &self.env,
+                &Metric::new("gap_wait_expired", sender.clone(), "missing_nonce")
+                    .value("count", 1.0)
+                    .value("waited_ms", granted_at.saturating_sub(enqueued_at) as f64)
+                    .field("nonce", nonce)
+                    .field("expected_nonce", expected),
+            );
+        }
         self.persist(lock, config.lock_max_hold_ms).await;
         let result = self.forward(config, &body).await;
         #[cfg(feature = "test-faults")]

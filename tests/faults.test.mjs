@@ -88,7 +88,12 @@ test("a flood of 2,000 transactions from 100 senders at once: nothing lost, ever
     }
     const answers = await Promise.all(raws.map((raw, i) => sendRaw(relay.url, raw, i)));
     const failed = answers.filter((a) => !a.json?.result);
-    assert.deepEqual(failed.map((a) => a.text).slice(0, 3), [], `${failed.length} not accepted`);
+    // On a failure, say which path let a transaction out of order.
+    const paths = ["fail_open", "gap_wait_expired", "nonce_lookup_failed", "upstream_error", "force_release"]
+      .map((event) => `${event}: ${relay.events(event).length}`)
+      .join(", ");
+    assert.deepEqual(failed.map((a) => a.text).slice(0, 3), [], `${failed.length} not accepted (${paths})`);
+    assert.equal(relay.events("gap_wait_expired").length, 0, "no transaction went past a gap");
     assert.equal(new Set(answers.map((a) => a.json.result)).size, senders * perSender, "no duplicates");
     for (const a of accounts) {
       let count;
