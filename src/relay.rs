@@ -260,9 +260,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         answers.into_iter().map(Option::unwrap_or_default).collect()
     }
 
-    /// The chain id transactions must carry: `CHAIN_ID`, or the upstream's `eth_chainId`, asked
-    /// once and cached.
-    /// `CHAIN_ID`, or the upstream's `eth_chainId`, learned once: requests that arrive during the
+    /// The chain id transactions must carry: `CHAIN_ID`, or the upstream's `eth_chainId`, learned once: requests that arrive during the
     /// lookup wait for it, so it does not reorder a burst ([`crate::chain_id`]).
     async fn chain_id(&self) -> Result<u64, RpcError> {
         if let Some(id) = self.config.chain_id {

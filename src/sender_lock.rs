@@ -145,9 +145,10 @@ impl SenderLock {
     }
 
     /// The sender's next nonce according to the upstream (`eth_getTransactionCount` at
-    /// `pending`). Up to [`LOOKUP_ATTEMPTS`] tries, each within 5 s, [`LOOKUP_RETRY_MS`] apart;
-    /// each failed try is an `upstream_error` metric and a final failure a
-    /// `nonce_lookup_failed` one. `None` then: the queue goes on without a known next nonce.
+    /// `pending`). Up to [`LOOKUP_ATTEMPTS`] tries, each within 5 s, [`LOOKUP_RETRY_MS`] apart,
+    /// while the upstream can't be used (each an `upstream_error` metric); an answer without a
+    /// count is not asked again. On failure a `nonce_lookup_failed` metric and `None`: the queue
+    /// goes on without a known next nonce.
     async fn pending_nonce(&self, config: &Config, sender: &str) -> Option<u64> {
         let request = serde_json::json!({
             "jsonrpc": "2.0",
@@ -156,17 +157,22 @@ impl SenderLock {
             "params": [sender, "pending"],
         })
         .to_string();
-        let mut last_error = String::new();
+        let timeout_ms = config.upstream_timeout_ms.min(5_000);
+        let (mut last_error, mut tries) = (String::new(), 0);
         for attempt in 1..=LOOKUP_ATTEMPTS {
+            tries = attempt;
             if attempt > 1 {
                 Delay::from(Duration::from_millis(LOOKUP_RETRY_MS)).await;
             }
-            let timeout_ms = config.upstream_timeout_ms.min(5_000);
             match upstream::post(config, &request, timeout_ms).await {
-                Ok(answer) => match next_nonce_of(&answer) {
-                    Some(next) => return Some(next),
-                    None => last_error = format!("unusable answer: {answer:.200}"),
-                },
+                Ok(answer) => {
+                    if let Some(next) = next_nonce_of(&answer) {
+                        return Some(next);
+                    }
+                    // An answer without a count (a JSON-RPC error): asking again won't change it.
+                    last_error = format!("unusable answer: {answer:.200}");
+                    break;
+                }
                 Err(e) => {
                     emit(&self.env, &relay::upstream_error_metric(NONCE_LOOKUP, &e));
                     last_error = e.to_string();
@@ -177,7 +183,7 @@ impl SenderLock {
             &self.env,
             &Metric::new("nonce_lookup_failed", sender, "no_next_nonce")
                 .value("count", 1.0)
-                .field("attempts", LOOKUP_ATTEMPTS)
+                .field("attempts", tries)
                 .field("error", config.redact(&last_error)),
         );
         None
