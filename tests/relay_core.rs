@@ -292,3 +292,181 @@ fn ordering_off_skips_the_locks_and_notifications_get_no_answer() {
         "a notification is still forwarded"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Any request body: the relay answers in JSON-RPC 2.0 and forwards only transactions that alloy
+// (the independent decoder of tests/differential.rs) also accepts for chain 31337.
+
+mod any_body {
+    use super::*;
+    use alloy_consensus::transaction::SignerRecoverable;
+    use alloy_consensus::{Transaction as _, TxEnvelope};
+    use alloy_eips::eip2718::Decodable2718;
+    use proptest::prelude::*;
+
+    /// A raw transaction param: valid, mutated (truncated, a byte changed, a byte added), on
+    /// another chain, unprotected, or not a transaction at all.
+    fn raw_param() -> BoxedStrategy<Value> {
+        let valid = (1u8..=8, 0u64..4).prop_map(|(key, nonce)| legacy(key, nonce, Some(31337)));
+        prop_oneof![
+            4 => valid.clone().prop_map(Value::from),
+            3 => (valid.clone(), any::<prop::sample::Index>(), any::<u8>(), 0u8..3).prop_map(
+                |(raw, at, byte, how)| {
+                    let mut bytes = nonce_relay::hex::decode(&raw).unwrap();
+                    let i = at.index(bytes.len());
+                    match how {
+                        0 => bytes.truncate(i),
+                        1 => bytes[i] ^= byte.max(1),
+                        _ => bytes.insert(i, byte),
+                    }
+                    Value::from(nonce_relay::hex::encode(&bytes))
+                }
+            ),
+            1 => Just(Value::from(legacy(3, 0, Some(1)))),
+            1 => Just(Value::from(legacy(3, 0, None))),
+            1 => prop::collection::vec(any::<u8>(), 0..64)
+                .prop_map(|b| Value::from(nonce_relay::hex::encode(&b))),
+            1 => prop_oneof![
+                Just(json!("0x")),
+                Just(json!("0x0")),
+                Just(json!("f86b")),
+                Just(json!("0xzz")),
+                Just(json!(12)),
+                Just(Value::Null),
+                Just(json!({"raw": "0x01"})),
+                "\\PC{0,12}".prop_map(Value::from),
+            ],
+        ]
+        .boxed()
+    }
+
+    fn id() -> BoxedStrategy<Option<Value>> {
+        prop_oneof![
+            Just(None),
+            any::<i64>().prop_map(|n| Some(json!(n))),
+            "[a-z0-9]{0,6}".prop_map(|s| Some(json!(s))),
+            Just(Some(Value::Null)),
+            Just(Some(json!(1.5))),
+            Just(Some(json!({"id": 1}))),
+            Just(Some(json!([1]))),
+        ]
+        .boxed()
+    }
+
+    fn member() -> BoxedStrategy<Value> {
+        let method = prop_oneof![
+            6 => Just(json!("eth_sendRawTransaction")),
+            1 => Just(json!("eth_blockNumber")),
+            1 => Just(json!("")),
+            1 => Just(json!(7)),
+            1 => Just(Value::Null),
+        ];
+        let params = prop_oneof![
+            6 => raw_param().prop_map(|p| Some(json!([p]))),
+            1 => Just(Some(json!([]))),
+            1 => (raw_param(), raw_param()).prop_map(|(a, b)| Some(json!([a, b]))),
+            1 => raw_param().prop_map(Some),
+            1 => Just(None),
+        ];
+        let version = prop_oneof![
+            8 => Just(Some(json!("2.0"))),
+            1 => Just(Some(json!("1.0"))),
+            1 => Just(None),
+        ];
+        prop_oneof![
+            12 => (version, id(), method, params).prop_map(|(v, id, m, p)| {
+                let mut o = serde_json::Map::new();
+                v.map(|v| o.insert("jsonrpc".into(), v));
+                id.map(|id| o.insert("id".into(), id));
+                o.insert("method".into(), m);
+                p.map(|p| o.insert("params".into(), p));
+                Value::Object(o)
+            }),
+            1 => Just(json!(1)),
+            1 => Just(json!([])),
+            1 => Just(json!("eth_sendRawTransaction")),
+        ]
+        .boxed()
+    }
+
+    /// A body: one request, a batch (0 to 6 members), or bytes that may not be JSON at all.
+    fn body() -> BoxedStrategy<Vec<u8>> {
+        prop_oneof![
+            4 => member().prop_map(|m| m.to_string().into_bytes()),
+            4 => prop::collection::vec(member(), 0..7)
+                .prop_map(|ms| Value::Array(ms).to_string().into_bytes()),
+            1 => (member(), any::<prop::sample::Index>()).prop_map(|(m, at)| {
+                let text = m.to_string().into_bytes();
+                text[..at.index(text.len() + 1)].to_vec()
+            }),
+            1 => prop::collection::vec(any::<u8>(), 0..40),
+        ]
+        .boxed()
+    }
+
+    /// One answer: JSON-RPC 2.0 with exactly one of `result` and `error` (an integer code and a
+    /// message).
+    fn check_answer(answer: &Value) -> Result<(), String> {
+        let ok = answer["jsonrpc"] == "2.0"
+            && answer.get("id").is_some()
+            && match (answer.get("result"), answer.get("error")) {
+                (Some(_), None) => true,
+                (None, Some(e)) => e["code"].is_i64() && e["message"].is_string(),
+                _ => false,
+            };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("not a JSON-RPC 2.0 answer: {answer}"))
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_body_gets_json_rpc_answers_and_only_valid_transactions_go_on(body in body()) {
+            let (config, backend, cache) = (
+                config(&[("CHAIN_ID", "31337")]),
+                Recorder::default(),
+                Rc::new(ChainIdCache::new()),
+            );
+            let reply = block_on(Relay::new(&config, &backend, &cache).handle(&body));
+            if let Some(text) = reply.body {
+                let value: Value = serde_json::from_str(&text)
+                    .map_err(|e| TestCaseError::fail(format!("answer is not JSON ({e}): {text}")))?;
+                match &value {
+                    Value::Array(answers) => {
+                        prop_assert!(!answers.is_empty(), "an empty batch answer");
+                        for a in answers {
+                            check_answer(a).map_err(TestCaseError::fail)?;
+                        }
+                    }
+                    single => check_answer(single).map_err(TestCaseError::fail)?,
+                }
+            } else {
+                prop_assert_eq!(reply.status, 204);
+            }
+            // Every transaction that went on is one alloy decodes exactly, signed for 31337, and
+            // it went through its sender's lock.
+            let sent: Vec<Value> = backend
+                .upstream
+                .borrow()
+                .iter()
+                .filter(|r| r["method"] == "eth_sendRawTransaction")
+                .cloned()
+                .collect();
+            prop_assert_eq!(sent.len(), backend.locked.borrow().len(), "each went through a lock");
+            for (request, (sender, nonce)) in sent.iter().zip(backend.locked.borrow().iter()) {
+                let raw = nonce_relay::hex::decode(request["params"][0].as_str().unwrap()).unwrap();
+                let envelope = TxEnvelope::decode_2718_exact(&raw)
+                    .map_err(|e| TestCaseError::fail(format!("forwarded, alloy refuses: {e}")))?;
+                prop_assert_eq!(envelope.chain_id(), Some(31337));
+                prop_assert_eq!(envelope.nonce(), *nonce);
+                let signer = envelope.recover_signer()
+                    .map_err(|e| TestCaseError::fail(format!("forwarded, alloy can't recover: {e}")))?;
+                prop_assert_eq!(format!("{signer:#x}"), sender.clone());
+            }
+        }
+    }
+}
