@@ -13,9 +13,11 @@
 //! The waiters check on their own timers rather than being woken by the looking-up request: the
 //! Workers runtime cancels a request that waits on nothing of its own as hung, and does not let a
 //! request do I/O on behalf of another.
-//! A failed lookup is every waiter's error; the next request tries again.
+//! A failed lookup is every waiter's error; the next request tries again. A lookup whose request
+//! was cancelled may never finish (nor be dropped), so a waiter gives up after a bound (the
+//! caller's upstream timeout and a margin), and the next request starts a new lookup.
 
-use crate::jsonrpc::{RpcError, INTERNAL_ERROR};
+use crate::jsonrpc::{RpcError, INTERNAL_ERROR, RESOURCE_UNAVAILABLE};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -28,7 +30,11 @@ type Outcome = Rc<RefCell<Option<Result<u64, RpcError>>>>;
 enum State {
     #[default]
     Unknown,
-    Learning(Outcome),
+    /// A lookup under way since `since_ms` (Unix ms).
+    Learning {
+        since_ms: u64,
+        outcome: Outcome,
+    },
     Known(u64),
 }
 
@@ -62,18 +68,23 @@ impl ChainIdCache {
         }
     }
 
-    /// The chain id if known; else the lookup, for the first request to ask; else a wait for the
-    /// lookup under way.
-    pub fn claim(self: &Rc<Self>) -> Claim {
+    /// At `now_ms`: the chain id if known; else the lookup, for the first request to ask; else a
+    /// wait for the lookup under way.
+    pub fn claim(self: &Rc<Self>, now_ms: u64) -> Claim {
         let mut state = self.state.borrow_mut();
         match &*state {
             State::Known(id) => Claim::Known(*id),
-            State::Learning(outcome) => Claim::Wait(Wait {
+            State::Learning { since_ms, outcome } => Claim::Wait(Wait {
+                cache: self.clone(),
                 outcome: outcome.clone(),
+                since_ms: *since_ms,
             }),
             State::Unknown => {
                 let outcome = Outcome::default();
-                *state = State::Learning(outcome.clone());
+                *state = State::Learning {
+                    since_ms: now_ms,
+                    outcome: outcome.clone(),
+                };
                 Claim::Lookup(Lookup {
                     cache: self.clone(),
                     outcome,
@@ -81,6 +92,11 @@ impl ChainIdCache {
                 })
             }
         }
+    }
+
+    /// Whether `outcome` is the lookup the cache is waiting for.
+    fn is_current(&self, outcome: &Outcome) -> bool {
+        matches!(&*self.state.borrow(), State::Learning { outcome: current, .. } if Rc::ptr_eq(current, outcome))
     }
 }
 
@@ -104,10 +120,15 @@ impl Lookup {
             return;
         }
         self.finished = true;
-        *self.cache.state.borrow_mut() = match result {
-            Ok(id) => State::Known(id),
-            Err(_) => State::Unknown,
-        };
+        // A chain id is always welcome; a failure only ends the lookup if it is still the current
+        // one (its waiters may have given up on it and another may be under way).
+        match result {
+            Ok(id) => *self.cache.state.borrow_mut() = State::Known(id),
+            Err(_) if self.cache.is_current(&self.outcome) => {
+                *self.cache.state.borrow_mut() = State::Unknown
+            }
+            Err(_) => {}
+        }
         *self.outcome.borrow_mut() = Some(result);
     }
 }
@@ -123,19 +144,37 @@ impl Drop for Lookup {
 
 /// A request's wait for the lookup under way.
 pub struct Wait {
+    cache: Rc<ChainIdCache>,
     outcome: Outcome,
+    since_ms: u64,
 }
 
 impl Wait {
-    /// The lookup's result (the chain id, or its error) once it is done; `None` before.
-    pub fn result(&self) -> Option<Result<u64, RpcError>> {
-        self.outcome.borrow().clone()
+    /// At `now_ms`: the lookup's result (the chain id, or its error) once it is done; `None`
+    /// before. After `give_up_after_ms` of lookup the waiter gives up with a -32002 error, and the
+    /// cache forgets that lookup so that the next request starts another.
+    pub fn result(&self, now_ms: u64, give_up_after_ms: u64) -> Option<Result<u64, RpcError>> {
+        if let Some(result) = self.outcome.borrow().clone() {
+            return Some(result);
+        }
+        if now_ms.saturating_sub(self.since_ms) < give_up_after_ms {
+            return None;
+        }
+        if self.cache.is_current(&self.outcome) {
+            *self.cache.state.borrow_mut() = State::Unknown;
+        }
+        Some(Err(RpcError::new(
+            RESOURCE_UNAVAILABLE,
+            format!("cannot learn the chain id: the upstream's eth_chainId lookup did not finish within {give_up_after_ms} ms"),
+        )))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const GIVE_UP: u64 = 1_000;
 
     fn wait(claim: Claim) -> Wait {
         match claim {
@@ -154,36 +193,57 @@ mod tests {
     #[test]
     fn one_lookup_however_many_wait() {
         let cache = Rc::new(ChainIdCache::new());
-        let first = lookup(cache.claim());
-        let waits: Vec<Wait> = (0..3).map(|_| wait(cache.claim())).collect();
-        assert!(waits.iter().all(|w| w.result().is_none()));
+        let first = lookup(cache.claim(0));
+        let waits: Vec<Wait> = (1..4).map(|t| wait(cache.claim(t))).collect();
+        assert!(waits.iter().all(|w| w.result(10, GIVE_UP).is_none()));
         assert_eq!(cache.known(), None);
         first.finish(Ok(31337));
-        assert!(waits.iter().all(|w| w.result() == Some(Ok(31337))));
+        assert!(waits
+            .iter()
+            .all(|w| w.result(11, GIVE_UP) == Some(Ok(31337))));
         assert_eq!(cache.known(), Some(31337));
-        assert!(matches!(cache.claim(), Claim::Known(31337)));
+        assert!(matches!(cache.claim(12), Claim::Known(31337)));
     }
 
     #[test]
     fn a_failed_lookup_fails_its_waiters_and_the_next_request_retries() {
         let cache = Rc::new(ChainIdCache::new());
-        let first = lookup(cache.claim());
-        let a = wait(cache.claim());
+        let first = lookup(cache.claim(0));
+        let a = wait(cache.claim(1));
         let error = RpcError::new(-32002, "upstream unreachable");
         first.finish(Err(error.clone()));
-        assert_eq!(a.result(), Some(Err(error)));
+        assert_eq!(a.result(2, GIVE_UP), Some(Err(error)));
         assert_eq!(cache.known(), None);
-        lookup(cache.claim()).finish(Ok(1));
+        lookup(cache.claim(3)).finish(Ok(1));
         assert_eq!(cache.known(), Some(1));
     }
 
     #[test]
     fn an_abandoned_lookup_does_not_strand_its_waiters() {
         let cache = Rc::new(ChainIdCache::new());
-        let first = lookup(cache.claim());
-        let a = wait(cache.claim());
+        let first = lookup(cache.claim(0));
+        let a = wait(cache.claim(1));
         drop(first);
-        assert!(matches!(a.result(), Some(Err(_))));
-        assert!(matches!(cache.claim(), Claim::Lookup(_)));
+        assert!(matches!(a.result(2, GIVE_UP), Some(Err(_))));
+        assert!(matches!(cache.claim(3), Claim::Lookup(_)));
+    }
+
+    #[test]
+    fn waiters_give_up_on_a_lookup_that_never_finishes_and_the_next_request_starts_another() {
+        let cache = Rc::new(ChainIdCache::new());
+        // Its request was cancelled: the lookup is neither finished nor dropped.
+        let lost = lookup(cache.claim(0));
+        let a = wait(cache.claim(10));
+        assert_eq!(a.result(999, GIVE_UP), None);
+        let gave_up = a.result(1_000, GIVE_UP).expect("gives up at the bound");
+        assert_eq!(gave_up.unwrap_err().code, RESOURCE_UNAVAILABLE);
+        let second = lookup(cache.claim(1_001));
+        // The lost lookup failing late does not end the new one...
+        drop(lost);
+        let b = wait(cache.claim(1_002));
+        assert_eq!(b.result(1_003, GIVE_UP), None);
+        second.finish(Ok(5));
+        assert_eq!(b.result(1_004, GIVE_UP), Some(Ok(5)));
+        assert_eq!(cache.known(), Some(5));
     }
 }

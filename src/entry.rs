@@ -128,6 +128,10 @@ impl Backend for WorkerBackend<'_> {
         Delay::from(std::time::Duration::from_millis(ms)).await;
     }
 
+    fn now_ms(&self) -> u64 {
+        worker::Date::now().as_millis()
+    }
+
     fn emit(&self, metric: &Metric) {
         emit(self.env, metric);
     }

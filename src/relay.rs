@@ -128,6 +128,9 @@ pub trait Backend {
 
     /// Waits `ms` milliseconds on a timer of this request's own.
     async fn sleep(&self, ms: u64);
+
+    /// The time, Unix ms.
+    fn now_ms(&self) -> u64;
 }
 
 /// The HTTP answer to a request body.
@@ -266,10 +269,12 @@ impl<'a, B: Backend> Relay<'a, B> {
         if let Some(id) = self.config.chain_id {
             return Ok(id);
         }
-        match self.chain_ids.claim() {
+        // The lookup's own upstream call gives up after UPSTREAM_TIMEOUT_MS; waiters a second later.
+        let give_up_after_ms = self.config.upstream_timeout_ms.saturating_add(1_000);
+        match self.chain_ids.claim(self.backend.now_ms()) {
             Claim::Known(id) => Ok(id),
             Claim::Wait(wait) => loop {
-                if let Some(result) = wait.result() {
+                if let Some(result) = wait.result(self.backend.now_ms(), give_up_after_ms) {
                     return result;
                 }
                 self.backend.sleep(chain_id::CHECK_EVERY_MS).await;
@@ -286,7 +291,12 @@ impl<'a, B: Backend> Relay<'a, B> {
         let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
         let answer = self.backend.upstream(request).await.map_err(|e| {
             self.backend.emit(&upstream_error_metric("eth_chainId", &e));
-            e.to_rpc()
+            // Nothing was sent: say what failed, without to_rpc's "may still be processed".
+            let why = match &e {
+                UpstreamError::Timeout(ms) => format!("upstream did not answer within {ms} ms"),
+                other => other.to_rpc().message,
+            };
+            RpcError::new(e.to_rpc().code, format!("cannot learn the chain id: {why}"))
         })?;
         let value: Value = serde_json::from_str(&answer).unwrap_or_default();
         value["result"]

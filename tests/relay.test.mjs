@@ -95,6 +95,30 @@ test("an unset CHAIN_ID is learned once; a burst that arrives during the lookup 
   }
 });
 
+test("a chain id lookup that times out: it and its waiters get a clear error, the next request learns it", async () => {
+  let slow = true;
+  const s = await stack({
+    proxy: { latency: (req) => (req?.method === "eth_chainId" && slow ? ((slow = false), 4000) : 0) },
+    vars: { CHAIN_ID: undefined, UPSTREAM_TIMEOUT_MS: "1500" },
+  });
+  try {
+    const account = devAccount(1);
+    const raw = await signTransfer(account, 0);
+    const [a, b] = await Promise.all([sendRaw(s.relay.url, raw, 1), sendRaw(s.relay.url, raw, 2)]);
+    for (const answer of [a, b]) {
+      assert.equal(answer.json?.error?.code, -32002, answer.text);
+      assert.equal(answer.json.error.message, "cannot learn the chain id: upstream did not answer within 1500 ms");
+      assert.ok(answer.ms < 3500, `answered after ${answer.ms} ms`);
+    }
+    assert.equal(s.proxy.seen.length, 0, "no transaction went on without a chain id");
+    const c = await sendRaw(s.relay.url, raw, 3);
+    assert.ok(c.json?.result, c.text);
+    assert.equal(s.proxy.requests.filter((r) => r.body?.method === "eth_chainId").length, 2, "one lookup each time");
+  } finally {
+    await s.stop();
+  }
+});
+
 test("transactions that arrive in reverse nonce order still leave in nonce order", async () => {
   const s = await stack({ proxy: { latency: random(10) } });
   try {

@@ -62,6 +62,10 @@ impl Backend for Recorder {
 
     async fn sleep(&self, _ms: u64) {}
 
+    fn now_ms(&self) -> u64 {
+        0
+    }
+
     fn emit(&self, metric: &Metric) {
         self.logs
             .borrow_mut()
