@@ -174,6 +174,14 @@ pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, String> {
     }
 }
 
+/// The `result` of a JSON-RPC answer text when it is a quantity (0x-hex, at most 64 bits), as
+/// `eth_chainId` and `eth_getTransactionCount` answer; `None` for anything else (an error
+/// answer, a missing or malformed result, text that is not JSON).
+pub fn result_quantity(answer: &str) -> Option<u64> {
+    let value: Value = serde_json::from_str(answer).ok()?;
+    crate::hex::decode_quantity(value.get("result")?.as_str()?).ok()
+}
+
 /// Joins member responses into a batch response (JSON array text).
 pub fn batch(responses: &[String]) -> String {
     let mut out = String::with_capacity(2 + responses.iter().map(|r| r.len() + 1).sum::<usize>());
@@ -263,6 +271,24 @@ mod tests {
             panic!()
         };
         assert_eq!(error_of(&e).1, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn result_quantities() {
+        assert_eq!(
+            result_quantity(r#"{"jsonrpc":"2.0","id":1,"result":"0x7a69"}"#),
+            Some(31337)
+        );
+        for answer in [
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":"7a69"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":31337}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":"0x10000000000000000"}"#,
+            r#"[1]"#,
+            "not json",
+        ] {
+            assert_eq!(result_quantity(answer), None, "{answer}");
+        }
     }
 
     #[test]

@@ -54,34 +54,37 @@ impl UpstreamError {
         }
     }
 
-    /// The JSON-RPC error a client gets: -32002 (resource unavailable, EIP-1474) when the upstream
-    /// could not be reached or did not answer, -32603 when its answer was unusable.
+    /// The JSON-RPC error code (EIP-1474): -32002 (resource unavailable) when the upstream could
+    /// not be reached or did not answer, -32603 when its answer was unusable.
+    pub fn code(&self) -> i64 {
+        match self {
+            UpstreamError::Unreachable(_)
+            | UpstreamError::Status(_)
+            | UpstreamError::Timeout(_) => jsonrpc::RESOURCE_UNAVAILABLE,
+            UpstreamError::Invalid | UpstreamError::TooLarge(_) => jsonrpc::INTERNAL_ERROR,
+        }
+    }
+
+    /// What went wrong, for a client, without the upstream's address.
+    pub fn reason(&self) -> String {
+        match self {
+            UpstreamError::Unreachable(_) => "upstream unavailable: connection failed".into(),
+            UpstreamError::Status(status) => format!("upstream unavailable: HTTP {status}"),
+            UpstreamError::Invalid => "upstream returned an invalid JSON-RPC response".into(),
+            UpstreamError::TooLarge(limit) => format!("upstream response exceeds {limit} bytes"),
+            UpstreamError::Timeout(ms) => format!("upstream did not answer within {ms} ms"),
+        }
+    }
+
+    /// The JSON-RPC error a client gets for a request that was sent on: [`Self::code`] and
+    /// [`Self::reason`]; a timeout adds that a transaction may still be processed.
     pub fn to_rpc(&self) -> RpcError {
-        let (code, message) = match self {
-            UpstreamError::Unreachable(_) => (
-                jsonrpc::RESOURCE_UNAVAILABLE,
-                "upstream unavailable: connection failed".to_string(),
-            ),
-            UpstreamError::Status(status) => (
-                jsonrpc::RESOURCE_UNAVAILABLE,
-                format!("upstream unavailable: HTTP {status}"),
-            ),
-            UpstreamError::Invalid => (
-                jsonrpc::INTERNAL_ERROR,
-                "upstream returned an invalid JSON-RPC response".to_string(),
-            ),
-            UpstreamError::TooLarge(limit) => (
-                jsonrpc::INTERNAL_ERROR,
-                format!("upstream response exceeds {limit} bytes"),
-            ),
-            UpstreamError::Timeout(ms) => (
-                jsonrpc::RESOURCE_UNAVAILABLE,
-                format!(
-                    "upstream did not answer within {ms} ms; a transaction may still be processed"
-                ),
-            ),
+        let reason = self.reason();
+        let message = match self {
+            UpstreamError::Timeout(_) => format!("{reason}; a transaction may still be processed"),
+            _ => reason,
         };
-        RpcError::new(code, message)
+        RpcError::new(self.code(), message)
     }
 }
 
@@ -263,8 +266,9 @@ impl<'a, B: Backend> Relay<'a, B> {
         answers.into_iter().map(Option::unwrap_or_default).collect()
     }
 
-    /// The chain id transactions must carry: `CHAIN_ID`, or the upstream's `eth_chainId`, learned once: requests that arrive during the
-    /// lookup wait for it, so it does not reorder a burst ([`crate::chain_id`]).
+    /// The chain id transactions must carry: `CHAIN_ID`, or the upstream's `eth_chainId` learned
+    /// once; requests that arrive during the lookup wait for it, so it does not reorder a burst
+    /// ([`crate::chain_id`]).
     async fn chain_id(&self) -> Result<u64, RpcError> {
         if let Some(id) = self.config.chain_id {
             return Ok(id);
@@ -291,23 +295,17 @@ impl<'a, B: Backend> Relay<'a, B> {
         let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
         let answer = self.backend.upstream(request).await.map_err(|e| {
             self.backend.emit(&upstream_error_metric("eth_chainId", &e));
-            // Nothing was sent: say what failed, without to_rpc's "may still be processed".
-            let why = match &e {
-                UpstreamError::Timeout(ms) => format!("upstream did not answer within {ms} ms"),
-                other => other.to_rpc().message,
-            };
-            RpcError::new(e.to_rpc().code, format!("cannot learn the chain id: {why}"))
+            RpcError::new(
+                e.code(),
+                format!("cannot learn the chain id: {}", e.reason()),
+            )
         })?;
-        let value: Value = serde_json::from_str(&answer).unwrap_or_default();
-        value["result"]
-            .as_str()
-            .and_then(|s| hex::decode_quantity(s).ok())
-            .ok_or_else(|| {
-                RpcError::new(
-                    jsonrpc::INTERNAL_ERROR,
-                    "cannot learn the chain id: the upstream's eth_chainId answer has no valid result",
-                )
-            })
+        jsonrpc::result_quantity(&answer).ok_or_else(|| {
+            RpcError::new(
+                jsonrpc::INTERNAL_ERROR,
+                "cannot learn the chain id: the upstream's eth_chainId answer has no valid result",
+            )
+        })
     }
 
     /// Decodes and checks an `eth_sendRawTransaction` request against the chain id policy.

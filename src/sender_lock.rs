@@ -39,12 +39,6 @@ const LOOKUP_ATTEMPTS: u32 = 3;
 /// The pause between two tries of the next-nonce lookup, in ms.
 const LOOKUP_RETRY_MS: u64 = 100;
 
-/// The `result` quantity of a JSON-RPC answer to `eth_getTransactionCount`, if it has one.
-fn next_nonce_of(answer: &str) -> Option<u64> {
-    let value: serde_json::Value = serde_json::from_str(answer).ok()?;
-    crate::hex::decode_quantity(value["result"].as_str()?).ok()
-}
-
 /// The lock record as stored: the holder's session key (UUID text) and acquisition time (Unix ms).
 #[derive(Serialize, Deserialize)]
 struct LockRecord {
@@ -166,7 +160,7 @@ impl SenderLock {
             }
             match upstream::post(config, &request, timeout_ms).await {
                 Ok(answer) => {
-                    if let Some(next) = next_nonce_of(&answer) {
+                    if let Some(next) = jsonrpc::result_quantity(&answer) {
                         return Some(next);
                     }
                     // An answer without a count (a JSON-RPC error): asking again won't change it.
