@@ -50,6 +50,11 @@ pub fn emit(env: &Env, metric: &Metric) {
     }
 }
 
+/// The time, Unix ms. The Workers clock advances across I/O, not while code computes.
+pub fn now_ms() -> u64 {
+    worker::Date::now().as_millis()
+}
+
 /// Reads [`Config`] from the Worker's vars and secrets.
 pub fn config_from_env(env: &Env) -> Result<Config, crate::config::ConfigError> {
     Config::from_lookup(|name| {
@@ -129,7 +134,7 @@ impl Backend for WorkerBackend<'_> {
     }
 
     fn now_ms(&self) -> u64 {
-        worker::Date::now().as_millis()
+        now_ms()
     }
 
     fn emit(&self, metric: &Metric) {

@@ -13,7 +13,7 @@
 //! holder's writes are never overtaken by an earlier holder's deletes.
 
 use crate::config::{Config, ConfigError, DEFAULT_GAP_WAIT_MS};
-use crate::entry::{config_from_env, emit, NONCE_HEADER, SENDER_HEADER};
+use crate::entry::{config_from_env, emit, now_ms, NONCE_HEADER, SENDER_HEADER};
 use crate::jsonrpc::{self, RpcError};
 use crate::log;
 use crate::metrics::Metric;
@@ -26,8 +26,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use worker::{
-    console_log, durable_object, js_sys, wasm_bindgen::JsValue, Date, Delay, DurableObject, Env,
-    Request, Response, ScheduledTime, State, Storage,
+    console_log, durable_object, js_sys, wasm_bindgen::JsValue, Delay, DurableObject, Env, Request,
+    Response, ScheduledTime, State, Storage,
 };
 
 /// The storage key of the lock record.
@@ -53,10 +53,6 @@ impl From<Lock> for LockRecord {
             acquired_at_ms: lock.acquired_at_ms,
         }
     }
-}
-
-fn now_ms() -> u64 {
-    Date::now().as_millis()
 }
 
 fn at_ms(unix_ms: u64) -> ScheduledTime {
