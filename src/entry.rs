@@ -3,13 +3,14 @@
 //! `console.log` for structured log lines.
 
 use crate::chain_id::ChainIdCache;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::jsonrpc::{self, RpcError};
 use crate::metrics::Metric;
 use crate::relay::{Backend, Relay, UpstreamError};
 use crate::transaction::Transaction;
 use crate::upstream;
 use serde_json::Value;
+use std::cell::OnceCell;
 use std::rc::Rc;
 use worker::wasm_bindgen::JsValue;
 use worker::{
@@ -27,6 +28,9 @@ pub const NONCE_HEADER: &str = "x-nonce";
 thread_local! {
     /// The chain id learned from the upstream, for this isolate's lifetime.
     static CHAIN_IDS: Rc<ChainIdCache> = Rc::new(ChainIdCache::new());
+    /// The settings, read by the isolate's first request: vars and secrets do not change during
+    /// an isolate's life (the Durable Object reads them once too).
+    static CONFIG: OnceCell<Rc<Result<Config, ConfigError>>> = const { OnceCell::new() };
 }
 
 /// The Analytics Engine dataset binding for metrics (optional).
@@ -56,7 +60,7 @@ pub fn now_ms() -> u64 {
 }
 
 /// Reads [`Config`] from the Worker's vars and secrets.
-pub fn config_from_env(env: &Env) -> Result<Config, crate::config::ConfigError> {
+pub fn config_from_env(env: &Env) -> Result<Config, ConfigError> {
     Config::from_lookup(|name| {
         env.secret(name)
             .ok()
@@ -143,7 +147,8 @@ impl Backend for WorkerBackend<'_> {
 }
 
 async fn handle_rpc(mut req: Request, env: &Env) -> worker::Result<Response> {
-    let config = match config_from_env(env) {
+    let settings = CONFIG.with(|cell| cell.get_or_init(|| Rc::new(config_from_env(env))).clone());
+    let config = match settings.as_ref() {
         Ok(config) => config,
         Err(e) => {
             console_log!(
@@ -173,15 +178,13 @@ async fn handle_rpc(mut req: Request, env: &Env) -> worker::Result<Response> {
         return too_large();
     }
     let backend = WorkerBackend {
-        config: &config,
+        config,
         env,
         #[cfg(feature = "test-faults")]
         test_fault: req.headers().get(TEST_FAULT_HEADER)?,
     };
     let chain_ids = CHAIN_IDS.with(Rc::clone);
-    let reply = Relay::new(&config, &backend, &chain_ids)
-        .handle(&body)
-        .await;
+    let reply = Relay::new(config, &backend, &chain_ids).handle(&body).await;
     match reply.body {
         Some(body) => json_response(reply.status, body),
         None => Ok(Response::empty()?.with_status(reply.status)),
