@@ -4,8 +4,9 @@
 //! The pure core (no `worker` crate, tested natively): [`transaction`] decoding with
 //! [`signature`] recovery over [`canonical_rlp`], the per-sender [`ordering`] state machine,
 //! the request semantics in [`relay`] with the [`chain_id`] learned once, [`jsonrpc`] types and errors, [`config`] parsing,
-//! structured [`log`] lines and operator [`metrics`]. The wasm32-only adapters: `entry` (the
-//! Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to the node).
+//! structured [`log`] lines and operator [`metrics`]. The wasm32-only adapters, in `edge/`:
+//! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to
+//! the node).
 
 pub mod address;
 pub mod canonical_rlp;
@@ -21,8 +22,4 @@ pub mod signature;
 pub mod transaction;
 
 #[cfg(target_arch = "wasm32")]
-mod entry;
-#[cfg(target_arch = "wasm32")]
-mod sender_lock;
-#[cfg(target_arch = "wasm32")]
-mod upstream;
+mod edge;

@@ -13,13 +13,13 @@
 //! holder's writes are never overtaken by an earlier holder's deletes.
 
 use crate::config::{Config, ConfigError, DEFAULT_GAP_WAIT_MS};
-use crate::entry::{config_from_env, emit, now_ms, NONCE_HEADER, SENDER_HEADER};
+use crate::edge::worker::{config_from_env, emit, now_ms, NONCE_HEADER, SENDER_HEADER};
 use crate::jsonrpc::{self, RpcError};
 use crate::log;
 use crate::metrics::Metric;
 use crate::ordering::{Expiry, Handoff, Lock, Outcome, SenderQueue, SessionKey, Turn};
 use crate::relay::{self, UpstreamError};
-use crate::upstream;
+use crate::edge::upstream;
 use futures_util::future::{select, Either};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -283,7 +283,7 @@ impl DurableObject for SenderLock {
         #[cfg(feature = "test-faults")]
         if req
             .headers()
-            .get(crate::entry::TEST_FAULT_HEADER)?
+            .get(crate::edge::worker::TEST_FAULT_HEADER)?
             .as_deref()
             == Some("throw-after-forward")
         {

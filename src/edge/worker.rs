@@ -8,7 +8,7 @@ use crate::jsonrpc::{self, RpcError};
 use crate::metrics::Metric;
 use crate::relay::{Backend, Relay, UpstreamError};
 use crate::transaction::Transaction;
-use crate::upstream;
+use crate::edge::upstream;
 use serde_json::Value;
 use std::cell::OnceCell;
 use std::rc::Rc;
