@@ -1,6 +1,8 @@
 //! The relay's settings, read from the Worker's environment (wrangler.toml `[vars]` and secrets).
 //! Every setting, its default and its meaning are also in the README's table.
 
+use crate::ordering::retry::{RetryPolicy, BASE_DELAY_MS};
+use crate::ordering::sender::{ReplacementPolicy, Settings};
 use std::fmt;
 
 /// The default `NONCE_GAP_WAIT_MS`, in ms. A request whose first TCP SYN is lost is retried after
@@ -36,9 +38,25 @@ pub struct Config {
     pub max_request_bytes: usize,
     /// `MAX_UPSTREAM_RESPONSE_BYTES` (default 16777216, 16 MiB): largest upstream answer relayed.
     pub max_upstream_response_bytes: usize,
-    /// `UPSTREAM_TIMEOUT_MS` (default 60000): how long to wait for the upstream's answer to a
-    /// proxied (non-transaction) request. A transaction's forward is bounded by the lock's hold.
+    /// `UPSTREAM_TIMEOUT_MS` (default 60000): how long one upstream request may take, ms. A
+    /// transaction's attempts together are also bounded by `LOCK_MAX_HOLD_MS`.
     pub upstream_timeout_ms: u64,
+    /// `UPSTREAM_RETRIES` (default 3): how many more times a transaction's original bytes are sent
+    /// after an answer that says nothing about it (connection lost, timeout, HTTP 429/502/503/504,
+    /// not JSON, a busy node). Other methods are not retried.
+    pub upstream_retries: u32,
+    /// `IDEMPOTENCY_TTL_S` (default 300) in ms: how long a sender's object answers an accepted
+    /// transaction's hash again without the upstream.
+    pub idempotency_ttl_ms: u64,
+    /// `REPLACEMENT_POLICY` (`forward`, the default, or `reject`): what becomes of a different
+    /// transaction with the nonce of an accepted one not known to be mined.
+    pub replacement_policy: ReplacementPolicy,
+    /// `MAX_QUEUE_PER_SENDER` (default 64): the most transactions that may wait per sender; one
+    /// more gets -32005.
+    pub max_queue_per_sender: usize,
+    /// `ADMIN_TOKEN` (secret, optional): the bearer token of `GET /senders/{address}`; unset, that
+    /// route does not exist.
+    pub admin_token: Option<String>,
 }
 
 /// A setting that could not be read: the variable's name and what was wrong.
@@ -131,7 +149,41 @@ impl Config {
             max_request_bytes: number(&get, "MAX_REQUEST_BYTES", 4 << 20)?,
             max_upstream_response_bytes: number(&get, "MAX_UPSTREAM_RESPONSE_BYTES", 16 << 20)?,
             upstream_timeout_ms: number(&get, "UPSTREAM_TIMEOUT_MS", 60_000)?,
+            upstream_retries: number(&get, "UPSTREAM_RETRIES", 3)?,
+            idempotency_ttl_ms: number::<u64>(&get, "IDEMPOTENCY_TTL_S", 300)?
+                .saturating_mul(1_000),
+            replacement_policy: match get("REPLACEMENT_POLICY").as_deref().map(str::trim) {
+                None | Some("forward") => ReplacementPolicy::Forward,
+                Some("reject") => ReplacementPolicy::Reject,
+                Some(v) => {
+                    return Err(ConfigError {
+                        name: "REPLACEMENT_POLICY",
+                        problem: format!("must be forward or reject, got {v:?}"),
+                    })
+                }
+            },
+            max_queue_per_sender: number(&get, "MAX_QUEUE_PER_SENDER", 64)?,
+            admin_token: get("ADMIN_TOKEN"),
         })
+    }
+
+    /// The settings of each sender's state in its Durable Object.
+    pub fn sender_settings(&self) -> Settings {
+        Settings {
+            gap_wait_ms: self.nonce_gap_wait_ms,
+            max_queue: self.max_queue_per_sender,
+            idempotency_ttl_ms: self.idempotency_ttl_ms,
+            replacement: self.replacement_policy,
+        }
+    }
+
+    /// The retry budget of a transaction's sends.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            retries: self.upstream_retries,
+            base_delay_ms: BASE_DELAY_MS,
+            attempt_timeout_ms: self.upstream_timeout_ms,
+        }
     }
 
     /// `text` with every appearance of the upstream URL (and of its host) replaced by
@@ -186,6 +238,11 @@ mod tests {
         assert_eq!(c.lock_max_hold_ms, 30_000);
         assert_eq!(c.max_batch, 100);
         assert_eq!(c.nonce_gap_wait_ms, 3_000);
+        assert_eq!(c.upstream_retries, 3);
+        assert_eq!(c.idempotency_ttl_ms, 300_000);
+        assert_eq!(c.replacement_policy, ReplacementPolicy::Forward);
+        assert_eq!(c.max_queue_per_sender, 64);
+        assert_eq!(c.admin_token, None);
     }
 
     #[test]
@@ -201,8 +258,18 @@ mod tests {
             ("MAX_REQUEST_BYTES", "1000"),
             ("MAX_UPSTREAM_RESPONSE_BYTES", "2000"),
             ("UPSTREAM_TIMEOUT_MS", "3000"),
+            ("UPSTREAM_RETRIES", "0"),
+            ("IDEMPOTENCY_TTL_S", "2"),
+            ("REPLACEMENT_POLICY", "reject"),
+            ("MAX_QUEUE_PER_SENDER", "8"),
+            ("ADMIN_TOKEN", "s3cret"),
         ])
         .unwrap();
+        assert_eq!((c.upstream_retries, c.idempotency_ttl_ms), (0, 2_000));
+        assert_eq!(c.replacement_policy, ReplacementPolicy::Reject);
+        assert_eq!(c.max_queue_per_sender, 8);
+        assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
+        assert_eq!(c.retry_policy().attempt_timeout_ms, 3_000);
         assert_eq!(c.chain_id, Some(31337));
         assert!(c.allow_unprotected_txs && !c.enable_nonce_ordering);
         assert_eq!(
@@ -244,6 +311,8 @@ mod tests {
             with("ENABLE_NONCE_ORDERING", "yes"),
             "ENABLE_NONCE_ORDERING"
         );
+        assert_eq!(with("REPLACEMENT_POLICY", "drop"), "REPLACEMENT_POLICY");
+        assert_eq!(with("UPSTREAM_RETRIES", "-1"), "UPSTREAM_RETRIES");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::fmt;
 
 /// Invalid JSON was received (JSON-RPC 2.0).
@@ -62,6 +63,95 @@ impl RpcError {
 impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// What one request gets, without its id: the raw JSON of a `result`, or of an `error` object.
+/// It is rendered into a response with each asker's own id ([`Answer::render`]), so one upstream
+/// answer can serve every copy of a transaction sent at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The JSON text of a `result` (for `eth_sendRawTransaction`, the transaction hash).
+    Result(String),
+    /// The JSON text of an `error` object (`{"code": ..., "message": ..., "data"?: ...}`).
+    Error(String),
+}
+
+impl Answer {
+    /// The `result` or `error` of a single JSON-RPC response text, unchanged; `None` when the
+    /// text is not one JSON object holding either (a batch, a bare value, not JSON).
+    pub fn parse(response: &str) -> Option<Answer> {
+        let members: HashMap<String, &RawValue> = serde_json::from_str(response).ok()?;
+        match (members.get("error"), members.get("result")) {
+            (Some(error), _) if error.get() != "null" => Some(Answer::Error(error.get().into())),
+            (_, Some(result)) => Some(Answer::Result(result.get().into())),
+            _ => None,
+        }
+    }
+
+    /// The answer that a transaction went in: its hash as a `result` (`"0x"` + 64 hex digits).
+    pub fn hash(hash: &[u8; 32]) -> Answer {
+        Answer::Result(format!("\"{}\"", crate::hex::encode(hash)))
+    }
+
+    /// An `error` answer made of `error`.
+    pub fn error(error: &RpcError) -> Answer {
+        let mut obj = Map::new();
+        obj.insert("code".into(), error.code.into());
+        obj.insert("message".into(), error.message.clone().into());
+        if let Some(data) = &error.data {
+            obj.insert("data".into(), data.clone());
+        }
+        Answer::Error(Value::Object(obj).to_string())
+    }
+
+    /// The error's code and message, for an `error` answer that has them.
+    pub fn error_parts(&self) -> Option<(i64, String)> {
+        let Answer::Error(text) = self else {
+            return None;
+        };
+        let value: Value = serde_json::from_str(text).ok()?;
+        let code = value.get("code").and_then(Value::as_i64).unwrap_or(0);
+        let message = match value.get("message") {
+            Some(Value::String(m)) => m.clone(),
+            _ => String::new(),
+        };
+        // Some nodes put the reason in `data` (a string, or an object with a message).
+        let data = match value.get("data") {
+            Some(Value::String(d)) => d.clone(),
+            Some(Value::Object(d)) => d
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        };
+        Some((
+            code,
+            if data.is_empty() {
+                message
+            } else {
+                format!("{message}: {data}")
+            },
+        ))
+    }
+
+    /// The full response text for request `id`: `{"jsonrpc":"2.0","id":...,"result"|"error":...}`.
+    pub fn render(&self, id: &Value) -> String {
+        let (key, raw) = match self {
+            Answer::Result(raw) => ("result", raw),
+            Answer::Error(raw) => ("error", raw),
+        };
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"{key}":{raw}}}"#)
+    }
+
+    /// The answer as the Durable Object sends it to the Worker: `{"result": ...}` or
+    /// `{"error": ...}`.
+    pub fn to_wire(&self) -> String {
+        match self {
+            Answer::Result(raw) => format!(r#"{{"result":{raw}}}"#),
+            Answer::Error(raw) => format!(r#"{{"error":{raw}}}"#),
+        }
     }
 }
 
@@ -309,6 +399,49 @@ mod tests {
                 INVALID_PARAMS
             );
         }
+    }
+
+    #[test]
+    fn answers_parse_and_render_with_any_id() {
+        let ok = Answer::parse(r#"{"jsonrpc":"2.0","id":1,"result":"0xab"}"#).unwrap();
+        assert_eq!(ok, Answer::Result("\"0xab\"".into()));
+        assert_eq!(
+            ok.render(&json!("x")),
+            r#"{"jsonrpc":"2.0","id":"x","result":"0xab"}"#
+        );
+        let err = Answer::parse(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"already known"}}"#,
+        )
+        .unwrap();
+        assert_eq!(err.error_parts(), Some((-32000, "already known".into())));
+        let with_data = Answer::parse(
+            r#"{"id":1,"error":{"code":-32010,"message":"rejected","data":"nonce too low"},"result":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            with_data.error_parts().unwrap().1,
+            "rejected: nonce too low"
+        );
+        assert_eq!(
+            Answer::parse(r#"{"id":1,"result":null}"#),
+            Some(Answer::Result("null".into()))
+        );
+        for bad in ["[]", "1", "{}", "nope", r#"[{"result":1}]"#] {
+            assert_eq!(Answer::parse(bad), None, "{bad}");
+        }
+        assert_eq!(
+            Answer::hash(&[0xab; 32]).render(&json!(7)),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"result":"0x{}"}}"#,
+                "ab".repeat(32)
+            )
+        );
+        let made = Answer::error(&RpcError::new(LIMIT_EXCEEDED, "full"));
+        assert_eq!(
+            made.to_wire(),
+            r#"{"error":{"code":-32005,"message":"full"}}"#
+        );
+        assert_eq!(Answer::parse(&made.to_wire()), Some(made));
     }
 
     #[test]

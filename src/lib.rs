@@ -9,6 +9,7 @@
 //! the node).
 
 pub mod address;
+pub mod admin;
 pub mod canonical_rlp;
 pub mod chain_id;
 pub mod config;
@@ -19,7 +20,9 @@ pub mod metrics;
 pub mod ordering;
 pub mod relay;
 pub mod signature;
+pub mod submit;
 pub mod transaction;
+pub mod upstream;
 
 #[cfg(target_arch = "wasm32")]
 mod edge;

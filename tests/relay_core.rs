@@ -3,11 +3,13 @@
 //! The end-to-end tests (tests/relay.test.mjs) run the same code compiled to wasm on workerd.
 
 use k256::ecdsa::SigningKey;
+use nonce_relay::address::Address;
 use nonce_relay::chain_id::ChainIdCache;
 use nonce_relay::config::Config;
+use nonce_relay::jsonrpc::Answer;
 use nonce_relay::metrics::Metric;
-use nonce_relay::relay::{Backend, Relay, UpstreamError};
-use nonce_relay::transaction::Transaction;
+use nonce_relay::relay::{Backend, Relay};
+use nonce_relay::upstream::{Upstream, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -32,32 +34,33 @@ fn block_on<F: Future>(future: F) -> F::Output {
 struct Recorder {
     upstream: RefCell<Vec<Value>>,
     locked: RefCell<Vec<(String, u64)>>,
+    /// One entry per call to a sender's object: the sender and how many transactions it carried.
+    calls: RefCell<Vec<(String, usize)>>,
     logs: RefCell<Vec<Value>>,
     lock_unreachable: bool,
+    /// What `eth_sendRawTransaction` answers (default: a result).
+    send_answer: Option<Value>,
+    /// What the objects answer for the next nonce after what they accepted.
+    accepted_next: Option<u64>,
 }
 
-impl Backend for Recorder {
-    async fn upstream(&self, body: &str) -> Result<String, UpstreamError> {
+impl Upstream for Recorder {
+    async fn post(&self, body: &str, _timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
         let req: Value = serde_json::from_str(body).unwrap();
         self.upstream.borrow_mut().push(req.clone());
-        let result = match req["method"].as_str().unwrap() {
-            "eth_chainId" => json!("0x7a69"),
-            "eth_sendRawTransaction" => json!("0xhash"),
-            _ => json!("0x1"),
+        let answer = match req["method"].as_str().unwrap() {
+            "eth_chainId" => json!({"result": "0x7a69"}),
+            "eth_sendRawTransaction" => self
+                .send_answer
+                .clone()
+                .unwrap_or(json!({"result": "0xhash"})),
+            "eth_getTransactionCount" => json!({"result": "0x5"}),
+            _ => json!({"result": "0x1"}),
         };
-        Ok(json!({"jsonrpc": "2.0", "id": req["id"], "result": result}).to_string())
-    }
-
-    async fn sender_lock(&self, tx: &Transaction, body: &str) -> Result<String, String> {
-        if self.lock_unreachable {
-            return Err(
-                "Durable Object is overloaded (via http://10.9.9.9/upstream-secret)".into(),
-            );
-        }
-        self.locked
-            .borrow_mut()
-            .push((tx.sender.to_string(), tx.nonce));
-        self.upstream(body).await.map_err(|e| e.to_string())
+        let mut answer = answer.as_object().unwrap().clone();
+        answer.insert("jsonrpc".into(), json!("2.0"));
+        answer.insert("id".into(), req["id"].clone());
+        Ok(UpstreamReply::ok(Value::Object(answer).to_string()))
     }
 
     async fn sleep(&self, _ms: u64) {}
@@ -66,10 +69,42 @@ impl Backend for Recorder {
         0
     }
 
+    fn random(&self) -> f64 {
+        0.5
+    }
+
     fn emit(&self, metric: &Metric) {
         self.logs
             .borrow_mut()
             .push(serde_json::from_str(&metric.log_line()).unwrap());
+    }
+}
+
+impl Backend for Recorder {
+    async fn sender_lock(
+        &self,
+        sender: &Address,
+        txs: &[(&[u8; 32], u64, &str)],
+    ) -> Result<Vec<Answer>, String> {
+        if self.lock_unreachable {
+            return Err(
+                "Durable Object is overloaded (via http://10.9.9.9/upstream-secret)".into(),
+            );
+        }
+        self.calls
+            .borrow_mut()
+            .push((sender.to_string(), txs.len()));
+        let mut answers = Vec::new();
+        for (_, nonce, request) in txs {
+            self.locked.borrow_mut().push((sender.to_string(), *nonce));
+            let reply = self.post(request, 1_000).await.map_err(|e| e.to_string())?;
+            answers.push(Answer::parse(&reply.body).unwrap());
+        }
+        Ok(answers)
+    }
+
+    async fn accepted_next_nonce(&self, _sender: &Address) -> Result<Option<u64>, String> {
+        Ok(self.accepted_next)
     }
 }
 
@@ -182,6 +217,12 @@ fn a_batch_keeps_order_and_ids_and_a_senders_transactions_go_in_batch_order() {
         .collect();
     assert_eq!(seven, [0, 1, 2], "one sender's transactions in batch order");
     assert_eq!(locked.len(), 4);
+    let calls = backend.calls.borrow();
+    assert_eq!(
+        calls.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+        [3, 1],
+        "one call per sender, with all its transactions"
+    );
     assert_eq!(
         backend.upstream.borrow().len(),
         5,
@@ -215,6 +256,79 @@ fn fail_open_forwards_directly_and_logs_once_without_the_upstream_url() {
         error.contains("overloaded") && !error.contains("10.9.9.9") && !error.contains("secret"),
         "{error}"
     );
+}
+
+#[test]
+fn fail_open_sends_a_batchs_transactions_in_nonce_order_and_maps_already_known() {
+    let (config, cache) = (
+        config(&[("CHAIN_ID", "31337")]),
+        Rc::new(ChainIdCache::new()),
+    );
+    let backend = Recorder {
+        lock_unreachable: true,
+        send_answer: Some(json!({"error": {"code": -32000, "message": "already known"}})),
+        ..Recorder::default()
+    };
+    let raws: Vec<String> = [2, 0, 1]
+        .iter()
+        .map(|&n| legacy(9, n, Some(31337)))
+        .collect();
+    let body = Value::Array(
+        raws.iter()
+            .enumerate()
+            .map(|(i, raw)| send(json!(i), raw))
+            .collect(),
+    );
+    let answers = handle(&config, &backend, &cache, &body).unwrap();
+    let sent: Vec<String> = backend
+        .upstream
+        .borrow()
+        .iter()
+        .map(|r| r["params"][0].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sent, [raws[1].clone(), raws[2].clone(), raws[0].clone()]);
+    for (i, raw) in raws.iter().enumerate() {
+        let tx = nonce_relay::transaction::decode(&nonce_relay::hex::decode(raw).unwrap()).unwrap();
+        assert_eq!(answers[i]["id"], i);
+        assert_eq!(
+            answers[i]["result"],
+            nonce_relay::hex::encode(&tx.hash),
+            "already known is the hash"
+        );
+    }
+    assert_eq!(backend.logs.borrow().len(), 3, "one fail_open each");
+}
+
+#[test]
+fn the_pending_count_is_raised_to_what_the_sender_s_object_accepted() {
+    let config = config(&[("CHAIN_ID", "31337")]);
+    let cache = Rc::new(ChainIdCache::new());
+    let ask = |backend: &Recorder, tag: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 4, "method": "eth_getTransactionCount",
+                          "params": ["0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266", tag]});
+        handle(&config, backend, &cache, &body).unwrap()
+    };
+    // The upstream says 5.
+    let ahead = Recorder {
+        accepted_next: Some(9),
+        ..Recorder::default()
+    };
+    assert_eq!(
+        ask(&ahead, "pending"),
+        json!({"jsonrpc": "2.0", "id": 4, "result": "0x9"})
+    );
+    assert_eq!(
+        ask(&ahead, "latest")["result"],
+        "0x5",
+        "other tags are the upstream's"
+    );
+    let behind = Recorder {
+        accepted_next: Some(3),
+        ..Recorder::default()
+    };
+    assert_eq!(ask(&behind, "pending")["result"], "0x5");
+    let unknown = Recorder::default();
+    assert_eq!(ask(&unknown, "pending")["result"], "0x5");
 }
 
 #[test]

@@ -2,138 +2,55 @@
 //!
 //! - `eth_sendRawTransaction`: the raw transaction is decoded and checked
 //!   ([`crate::transaction`]), its chain id compared with the configured (or learned) one, then it
-//!   is handed to the sender's lock ([`Backend::sender_lock`]), which forwards it in order. When the
-//!   lock can't be reached, the transaction is forwarded directly (fail-open) and one
-//!   `fail_open` metric is emitted. Nothing invalid reaches the upstream.
-//! - Every other method goes to the upstream unchanged and its answer comes back unchanged.
-//! - Batches keep request order in the answer. Transactions of one sender in a batch are handled
-//!   one after the other, in batch order; everything else runs concurrently.
+//!   is handed to its sender's Durable Object ([`Backend::sender_lock`]), which sends it in nonce
+//!   order, with retries and idempotency by hash. When the object can't be reached, the
+//!   transaction is sent directly (fail-open, one `fail_open` metric each), with the same retries
+//!   and answer rules ([`crate::submit`]). Nothing invalid reaches the upstream.
+//! - `eth_getTransactionCount(address, "pending")`: the upstream's answer, raised to the sender's
+//!   next nonce after what its object accepted, both asked at once ([`send`]).
+//! - Every other method goes to the upstream unchanged and its answer comes back unchanged (no
+//!   retries: it may not be idempotent).
+//! - Batches keep request order in the answer. A sender's transactions in a batch go to its object
+//!   in one call, which sorts them by nonce; senders and other requests run concurrently.
 //!
 //! The platform's part (HTTP to the upstream, the Durable Object stub, logging) is the
 //! [`Backend`] trait, implemented by the Worker adapter.
 
+pub mod send;
+pub mod wire;
+
 use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
-use crate::hex;
-use crate::jsonrpc::{self, Incoming, Request, RpcError};
-use crate::metrics::Metric;
+use crate::jsonrpc::{self, Answer, Incoming, Request, RpcError};
 use crate::transaction::{self, Transaction};
+use crate::upstream::{error_metric, Upstream};
 use futures_util::future::join_all;
-use serde_json::Value;
 use std::collections::HashMap;
-use std::fmt;
 use std::rc::Rc;
 
-/// Why the upstream gave no usable answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpstreamError {
-    /// The request could not be made or got no response (connection refused, DNS, reset). The
-    /// platform's message, already redacted of the upstream URL.
-    Unreachable(String),
-    /// An HTTP status other than 2xx with a body that is not JSON.
-    Status(u16),
-    /// A body that is not JSON.
-    Invalid,
-    /// A body over `MAX_UPSTREAM_RESPONSE_BYTES`; the limit in bytes.
-    TooLarge(usize),
-    /// No answer within the timeout, in ms.
-    Timeout(u64),
-}
-
-impl UpstreamError {
-    /// A short name for logs and metrics: `unreachable`, `http_status`, `invalid`, `too_large`,
-    /// `timeout`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            UpstreamError::Unreachable(_) => "unreachable",
-            UpstreamError::Status(_) => "http_status",
-            UpstreamError::Invalid => "invalid",
-            UpstreamError::TooLarge(_) => "too_large",
-            UpstreamError::Timeout(_) => "timeout",
-        }
-    }
-
-    /// The JSON-RPC error code (EIP-1474): -32002 (resource unavailable) when the upstream could
-    /// not be reached or did not answer, -32603 when its answer was unusable.
-    pub fn code(&self) -> i64 {
-        match self {
-            UpstreamError::Unreachable(_)
-            | UpstreamError::Status(_)
-            | UpstreamError::Timeout(_) => jsonrpc::RESOURCE_UNAVAILABLE,
-            UpstreamError::Invalid | UpstreamError::TooLarge(_) => jsonrpc::INTERNAL_ERROR,
-        }
-    }
-
-    /// What went wrong, for a client, without the upstream's address.
-    pub fn reason(&self) -> String {
-        match self {
-            UpstreamError::Unreachable(_) => "upstream unavailable: connection failed".into(),
-            UpstreamError::Status(status) => format!("upstream unavailable: HTTP {status}"),
-            UpstreamError::Invalid => "upstream returned an invalid JSON-RPC response".into(),
-            UpstreamError::TooLarge(limit) => format!("upstream response exceeds {limit} bytes"),
-            UpstreamError::Timeout(ms) => format!("upstream did not answer within {ms} ms"),
-        }
-    }
-
-    /// The JSON-RPC error a client gets for a request that was sent on: [`Self::code`] and
-    /// [`Self::reason`]; a timeout adds that a transaction may still be processed.
-    pub fn to_rpc(&self) -> RpcError {
-        let reason = self.reason();
-        let message = match self {
-            UpstreamError::Timeout(_) => format!("{reason}; a transaction may still be processed"),
-            _ => reason,
-        };
-        RpcError::new(self.code(), message)
-    }
-}
-
-impl fmt::Display for UpstreamError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpstreamError::Unreachable(why) => write!(f, "unreachable: {why}"),
-            other => write!(f, "{}", other.to_rpc().message),
-        }
-    }
-}
-
-/// Checks an upstream answer: HTTP status and body (already bounded by the size limit).
-///
-/// # Errors
-/// [`UpstreamError::Invalid`] for a body that is not JSON (or [`UpstreamError::Status`] when the
-/// status was not 2xx). A JSON body is accepted whatever the status: it is the upstream's own
-/// JSON-RPC answer, errors included, and is relayed unchanged.
-pub fn check_upstream_body(status: u16, body: String) -> Result<String, UpstreamError> {
-    match serde_json::from_str::<&serde_json::value::RawValue>(&body) {
-        Ok(_) => Ok(body),
-        Err(_) if !(200..300).contains(&status) => Err(UpstreamError::Status(status)),
-        Err(_) => Err(UpstreamError::Invalid),
-    }
-}
-
-/// The platform: the upstream, the per-sender locks, the log.
+/// The platform: the upstream and clock ([`Upstream`]) and the senders' Durable Objects.
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
-pub trait Backend {
-    /// POSTs one JSON-RPC request (or batch) text to the upstream and returns its answer's body,
-    /// checked with [`check_upstream_body`].
-    async fn upstream(&self, body: &str) -> Result<String, UpstreamError>;
-
-    /// Hands a single `eth_sendRawTransaction` request text (carrying `tx`) to the lock of
-    /// `tx.sender`, which forwards it to the upstream in nonce order and returns the JSON-RPC
-    /// response text.
+pub trait Backend: Upstream {
+    /// Hands `sender`'s transactions of one HTTP request to its Durable Object, which sends them in
+    /// nonce order; returns their answers in the same order. Each is `(hash, nonce, request
+    /// text)`; see [`wire`] for the call.
     ///
     /// # Errors
-    /// The reason, when the lock could not be reached (the caller then fails open).
-    async fn sender_lock(&self, tx: &Transaction, body: &str) -> Result<String, String>;
+    /// The reason, when the object could not be reached or answered nonsense (the caller then
+    /// fails open).
+    async fn sender_lock(
+        &self,
+        sender: &Address,
+        txs: &[(&[u8; 32], u64, &str)],
+    ) -> Result<Vec<Answer>, String>;
 
-    /// Records one operator metric (a log line, and a data point where a dataset is bound).
-    fn emit(&self, metric: &Metric);
-
-    /// Waits `ms` milliseconds on a timer of this request's own.
-    async fn sleep(&self, ms: u64);
-
-    /// The time, Unix ms.
-    fn now_ms(&self) -> u64;
+    /// `sender`'s next nonce after what its object accepted within the idempotency window
+    /// (`None` when it accepted nothing).
+    ///
+    /// # Errors
+    /// The reason, when the object could not be reached.
+    async fn accepted_next_nonce(&self, sender: &Address) -> Result<Option<u64>, String>;
 }
 
 /// The HTTP answer to a request body.
@@ -157,6 +74,7 @@ enum Plan {
     Done(String),
     Proxy(Request),
     Send(Request, Transaction),
+    PendingCount(Request, Address),
 }
 
 impl<'a, B: Backend> Relay<'a, B> {
@@ -216,7 +134,13 @@ impl<'a, B: Backend> Relay<'a, B> {
             .into_iter()
             .map(|entry| match entry {
                 Err(error) => Plan::Done(error),
-                Ok(req) if req.method != jsonrpc::SEND_RAW_TRANSACTION => Plan::Proxy(req),
+                Ok(req) if req.method != jsonrpc::SEND_RAW_TRANSACTION => {
+                    match send::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
+                    {
+                        Some(address) => Plan::PendingCount(req, address),
+                        None => Plan::Proxy(req),
+                    }
+                }
                 Ok(req) => match chain_id
                     .clone()
                     .and_then(|chain_id| self.check(&req, chain_id))
@@ -227,15 +151,17 @@ impl<'a, B: Backend> Relay<'a, B> {
             })
             .collect();
 
-        // One task per proxied request and per sender (its transactions in batch order).
+        // One task per proxied request and per sender (its transactions in one call).
         let mut answers: Vec<Option<String>> = vec![None; plans.len()];
         let mut proxied = Vec::new();
+        let mut counts = Vec::new();
         let mut by_sender: HashMap<Address, Vec<(usize, Request, Transaction)>> = HashMap::new();
         let mut sender_order = Vec::new();
         for (i, plan) in plans.into_iter().enumerate() {
             match plan {
                 Plan::Done(text) => answers[i] = Some(text),
                 Plan::Proxy(req) => proxied.push((i, req)),
+                Plan::PendingCount(req, address) => counts.push((i, req, address)),
                 Plan::Send(req, tx) => {
                     let list = by_sender.entry(tx.sender).or_default();
                     if list.is_empty() {
@@ -247,20 +173,20 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
         let proxy_tasks = proxied
             .into_iter()
-            .map(|(i, req)| async move { vec![(i, self.proxy(&req).await)] });
+            .map(|(i, req)| async move { (i, self.proxy(&req).await) });
+        let count_tasks = counts
+            .into_iter()
+            .map(|(i, req, address)| async move { (i, self.pending_count(&req, &address).await) });
         let send_tasks = sender_order.into_iter().map(|sender| {
             let txs = by_sender.remove(&sender).unwrap_or_default();
-            async move {
-                let mut out = Vec::with_capacity(txs.len());
-                for (i, req, tx) in txs {
-                    out.push((i, self.send(&req, &tx).await));
-                }
-                out
-            }
+            async move { self.send_group(&sender, txs).await }
         });
-        let (sent, proxied) =
-            futures_util::future::join(join_all(send_tasks), join_all(proxy_tasks)).await;
-        for (i, text) in sent.into_iter().chain(proxied).flatten() {
+        let (sent, (proxied, counted)) = futures_util::future::join(
+            join_all(send_tasks),
+            futures_util::future::join(join_all(proxy_tasks), join_all(count_tasks)),
+        )
+        .await;
+        for (i, text) in sent.into_iter().flatten().chain(proxied).chain(counted) {
             answers[i] = Some(text);
         }
         answers.into_iter().map(Option::unwrap_or_default).collect()
@@ -293,14 +219,15 @@ impl<'a, B: Backend> Relay<'a, B> {
 
     async fn ask_chain_id(&self) -> Result<u64, RpcError> {
         let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
-        let answer = self.backend.upstream(request).await.map_err(|e| {
-            self.backend.emit(&upstream_error_metric("eth_chainId", &e));
+        let timeout_ms = self.config.upstream_timeout_ms;
+        let answer = self.backend.post(request, timeout_ms).await.map_err(|e| {
+            self.backend.emit(&error_metric("eth_chainId", &e));
             RpcError::new(
                 e.code(),
                 format!("cannot learn the chain id: {}", e.reason()),
             )
         })?;
-        jsonrpc::result_quantity(&answer).ok_or_else(|| {
+        jsonrpc::result_quantity(&answer.body).ok_or_else(|| {
             RpcError::new(
                 jsonrpc::INTERNAL_ERROR,
                 "cannot learn the chain id: the upstream's eth_chainId answer has no valid result",
@@ -326,63 +253,19 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
     }
 
+    /// Sends a request to the upstream and returns its answer unchanged, or the JSON-RPC error
+    /// when there was no usable one.
     async fn proxy(&self, req: &Request) -> String {
-        match self.backend.upstream(&req.text).await {
-            Ok(answer) => answer,
+        match self
+            .backend
+            .post(&req.text, self.config.upstream_timeout_ms)
+            .await
+        {
+            Ok(reply) => reply.body,
             Err(e) => {
-                self.backend.emit(&upstream_error_metric(&req.method, &e));
+                self.backend.emit(&error_metric(&req.method, &e));
                 e.to_rpc().response(&req.response_id())
             }
         }
     }
-
-    async fn send(&self, req: &Request, tx: &Transaction) -> String {
-        if !self.config.enable_nonce_ordering {
-            return self.proxy(req).await;
-        }
-        match self.backend.sender_lock(tx, &req.text).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                self.backend.emit(
-                    &Metric::new("fail_open", tx.sender.to_string(), "lock_unreachable")
-                        .value("count", 1.0)
-                        .field("tx_hash", hex::encode(&tx.hash))
-                        .field("nonce", tx.nonce)
-                        .field("error", self.config.redact(&error)),
-                );
-                self.proxy(req).await
-            }
-        }
-    }
-}
-
-/// The Durable Object's side: forwards one transaction request (`body`, a single JSON-RPC request
-/// text) to the upstream and returns the response text, or the JSON-RPC error for an upstream
-/// failure with the request's id.
-pub fn answer_or_error(body: &str, result: Result<String, UpstreamError>) -> String {
-    result.unwrap_or_else(|e| e.to_rpc().response(&request_id(body)))
-}
-
-/// The `id` of a single JSON-RPC request text, null when there is none.
-pub fn request_id(body: &str) -> Value {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("id").cloned())
-        .unwrap_or(Value::Null)
-}
-
-/// Whether an upstream answer to a transaction accepted it (a JSON-RPC `result`).
-pub fn accepted(answer: &Result<String, UpstreamError>) -> bool {
-    answer.as_ref().is_ok_and(|text| {
-        serde_json::from_str::<Value>(text)
-            .is_ok_and(|v| v.get("result").is_some_and(|r| !r.is_null()))
-    })
-}
-
-/// The metric for an upstream failure seen by `method` (label: the error's kind).
-pub fn upstream_error_metric(method: &str, error: &UpstreamError) -> Metric {
-    Metric::new("upstream_error", "", error.kind())
-        .value("count", 1.0)
-        .field("method", method)
-        .field("error", error.to_string())
 }

@@ -1,0 +1,167 @@
+//! The Worker's calls to a sender's Durable Object, as JSON text (both ends are this crate):
+//!
+//! - `POST /send` with `{"txs":[{"hash":"0x…","nonce":5,"request":{…}}, …]}`: a sender's
+//!   transactions of one HTTP request (one, or every member of a batch), each with its hash, its
+//!   nonce and the client's JSON-RPC request object, unchanged. The object enqueues them all in one
+//!   turn, so a shuffled batch is sorted by nonce without gap waits. The answer is a JSON array, one
+//!   [`Answer::to_wire`] object per transaction, in the same order.
+//! - `GET /next-nonce`: `{"next_nonce": n}` (or `null`), the sender's next nonce after what its
+//!   object accepted within the idempotency window.
+//! - `GET /state`: the per-sender view ([`crate::ordering::sender::SenderState::view`]).
+
+use crate::hex;
+use crate::jsonrpc::Answer;
+use crate::ordering::seen::TxHash;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// The path of a send.
+pub const SEND_PATH: &str = "/send";
+/// The path of the next-nonce question.
+pub const NEXT_NONCE_PATH: &str = "/next-nonce";
+/// The path of the per-sender view.
+pub const STATE_PATH: &str = "/state";
+
+/// One transaction handed to its sender's object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireTx {
+    /// The transaction hash.
+    pub hash: TxHash,
+    /// Its nonce.
+    pub nonce: u64,
+    /// The client's `eth_sendRawTransaction` request text, forwarded unchanged.
+    pub request: String,
+}
+
+#[derive(Deserialize)]
+struct SendBody<'a> {
+    #[serde(borrow)]
+    txs: Vec<TxBody<'a>>,
+}
+
+#[derive(Deserialize)]
+struct TxBody<'a> {
+    hash: &'a str,
+    nonce: u64,
+    #[serde(borrow)]
+    request: &'a RawValue,
+}
+
+/// The body of a send: `(hash, nonce, request text)` for each transaction.
+pub fn encode_send<'a>(txs: impl IntoIterator<Item = (&'a TxHash, u64, &'a str)>) -> String {
+    let members: Vec<String> = txs
+        .into_iter()
+        .map(|(hash, nonce, request)| {
+            format!(
+                r#"{{"hash":"{}","nonce":{nonce},"request":{request}}}"#,
+                hex::encode(hash)
+            )
+        })
+        .collect();
+    format!(r#"{{"txs":[{}]}}"#, members.join(","))
+}
+
+/// Reads the body of a send.
+///
+/// # Errors
+/// What is malformed (not this format, a hash that is not 32 bytes of hex, no transaction).
+pub fn decode_send(body: &str) -> Result<Vec<WireTx>, String> {
+    let parsed: SendBody = serde_json::from_str(body).map_err(|e| format!("send body: {e}"))?;
+    if parsed.txs.is_empty() {
+        return Err("send body: no transaction".into());
+    }
+    parsed
+        .txs
+        .into_iter()
+        .map(|tx| {
+            let hash: TxHash = hex::decode(tx.hash)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| format!("send body: bad hash {:?}", tx.hash))?;
+            Ok(WireTx {
+                hash,
+                nonce: tx.nonce,
+                request: tx.request.get().to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The object's answer to a send.
+pub fn encode_answers(answers: &[Answer]) -> String {
+    let parts: Vec<String> = answers.iter().map(Answer::to_wire).collect();
+    format!("[{}]", parts.join(","))
+}
+
+/// Reads the object's answer to a send of `count` transactions.
+///
+/// # Errors
+/// When it is not a JSON array of `count` answers.
+pub fn decode_answers(body: &str, count: usize) -> Result<Vec<Answer>, String> {
+    let parts: Vec<&RawValue> =
+        serde_json::from_str(body).map_err(|e| format!("Durable Object answer: {e}"))?;
+    if parts.len() != count {
+        return Err(format!(
+            "Durable Object answered {} results for {count} transactions",
+            parts.len()
+        ));
+    }
+    parts
+        .into_iter()
+        .map(|raw| {
+            Answer::parse(raw.get()).ok_or_else(|| "Durable Object answer: not an answer".into())
+        })
+        .collect()
+}
+
+/// The object's answer to the next-nonce question.
+pub fn encode_next_nonce(next: Option<u64>) -> String {
+    serde_json::json!({ "next_nonce": next }).to_string()
+}
+
+/// Reads the object's answer to the next-nonce question.
+///
+/// # Errors
+/// When it is not `{"next_nonce": n | null}`.
+pub fn decode_next_nonce(body: &str) -> Result<Option<u64>, String> {
+    #[derive(Deserialize)]
+    struct Next {
+        next_nonce: Option<u64>,
+    }
+    serde_json::from_str::<Next>(body)
+        .map(|n| n.next_nonce)
+        .map_err(|e| format!("Durable Object next nonce: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::RpcError;
+
+    #[test]
+    fn a_send_round_trips_with_the_request_unchanged() {
+        let request =
+            r#"{"jsonrpc":"2.0","id":"a b","method":"eth_sendRawTransaction","params":["0x02f8"]}"#;
+        let body = encode_send([(&[7u8; 32], 5, request), (&[8u8; 32], 4, request)]);
+        let txs = decode_send(&body).unwrap();
+        assert_eq!(txs.len(), 2);
+        assert_eq!((txs[0].hash, txs[0].nonce), ([7; 32], 5));
+        assert_eq!(txs[1].request, request);
+        assert!(decode_send(r#"{"txs":[]}"#).is_err());
+        assert!(decode_send(r#"{"txs":[{"hash":"0x12","nonce":1,"request":{}}]}"#).is_err());
+    }
+
+    #[test]
+    fn answers_round_trip_in_order() {
+        let answers = vec![
+            Answer::hash(&[1; 32]),
+            Answer::error(&RpcError::new(-32000, "nonce too low")),
+        ];
+        let text = encode_answers(&answers);
+        assert_eq!(decode_answers(&text, 2).unwrap(), answers);
+        assert!(decode_answers(&text, 3).is_err());
+        assert!(decode_answers("{}", 1).is_err());
+        assert_eq!(decode_next_nonce(&encode_next_nonce(Some(9))), Ok(Some(9)));
+        assert_eq!(decode_next_nonce(&encode_next_nonce(None)), Ok(None));
+    }
+}

@@ -1,0 +1,338 @@
+//! Sending one transaction to the upstream until it has a final answer: the sender's holder does
+//! this inside the lock, and the Worker's direct path (fail-open, `ENABLE_NONCE_ORDERING=false`)
+//! does it too.
+//!
+//! 1. The request text (the client's, with the original signed bytes) is POSTed; an answer that
+//!    says nothing about the transaction ([`AnswerClass::retryable`]) is retried with the same
+//!    text after a jittered backoff, within the [`RetryPolicy`] and never past the deadline.
+//! 2. A "nonce too low" (or Hedera's direction-less "wrong nonce") may be the transaction itself,
+//!    already in: a retry after a lost answer, or a client resending. The upstream is asked
+//!    `eth_getTransactionByHash`; if it has the transaction (pending or mined), it is
+//!    [`AnswerClass::AlreadyKnown`].
+//! 3. "Already known" answers are the hash: the transaction went in.
+
+use crate::hex;
+use crate::jsonrpc::Answer;
+use crate::metrics::Metric;
+use crate::ordering::answer::{classify, AnswerClass};
+use crate::ordering::retry::RetryPolicy;
+use crate::ordering::seen::TxHash;
+use crate::upstream::{error_metric, Upstream, UpstreamError};
+use serde_json::Value;
+
+/// The method whose answers [`submit`] classifies.
+const METHOD: &str = "eth_sendRawTransaction";
+
+/// The transaction being sent, for the lookup by hash and for metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct Sending<'a> {
+    /// The transaction hash.
+    pub hash: &'a TxHash,
+    /// Its nonce.
+    pub nonce: u64,
+    /// The sender, lowercase 0x hex (metrics only).
+    pub sender: &'a str,
+}
+
+/// The final answer to one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submission {
+    /// What the answer means (after the lookup by hash).
+    pub class: AnswerClass,
+    /// What the client gets: the upstream's `result` or `error`, the hash for an already-known
+    /// transaction, or the relay's -32002/-32603 error when there was no usable answer.
+    pub answer: Answer,
+    /// How many times the request was sent.
+    pub attempts: u32,
+}
+
+/// Sends `request` (one `eth_sendRawTransaction` request text) until it has a final answer, by
+/// `deadline_ms` (Unix ms). See the module documentation. Emits a `tx_retried` metric for each
+/// retry and an `upstream_error` one when the upstream could not be used at the end.
+pub async fn submit<U: Upstream + ?Sized>(
+    upstream: &U,
+    request: &str,
+    tx: Sending<'_>,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Submission {
+    let mut attempts = 0;
+    let (mut class, answer, failure) = loop {
+        attempts += 1;
+        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        let reply = upstream.post(request, timeout_ms).await;
+        let (class, answer) = classify(&reply);
+        if class.retryable() {
+            let now = upstream.now_ms();
+            if let Some(delay_ms) = policy.next_retry(attempts, upstream.random(), now, deadline_ms)
+            {
+                let why = match &reply {
+                    Err(e) => e.kind().to_string(),
+                    Ok(r) if class == AnswerClass::Unavailable => format!("http_{}", r.status),
+                    Ok(_) => class.label().to_string(),
+                };
+                upstream.emit(
+                    &Metric::new("tx_retried", tx.sender, why)
+                        .value("attempt", f64::from(attempts))
+                        .value("delay_ms", delay_ms as f64)
+                        .field("nonce", tx.nonce)
+                        .field("tx_hash", hex::encode(tx.hash)),
+                );
+                upstream.sleep(delay_ms).await;
+                continue;
+            }
+        }
+        break (class, answer, reply.err());
+    };
+    if class.check_by_hash() && known_by_hash(upstream, tx.hash, policy, deadline_ms).await {
+        class = AnswerClass::AlreadyKnown;
+    }
+    let answer = match (class, answer, failure) {
+        (AnswerClass::AlreadyKnown, _, _) => Answer::hash(tx.hash),
+        (_, Some(answer), _) => answer,
+        (_, None, Some(error)) => {
+            upstream.emit(&error_metric(METHOD, &error).field("attempts", attempts));
+            Answer::error(&error.to_rpc())
+        }
+        (_, None, None) => Answer::error(&UpstreamError::Invalid.to_rpc()),
+    };
+    Submission {
+        class,
+        answer,
+        attempts,
+    }
+}
+
+/// Whether the upstream has the transaction `hash` (pending or mined): `eth_getTransactionByHash`
+/// answers a transaction object. Retried like a send while the upstream can't be used.
+pub async fn known_by_hash<U: Upstream + ?Sized>(
+    upstream: &U,
+    hash: &TxHash,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> bool {
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByHash","params":["{}"]}}"#,
+        hex::encode(hash)
+    );
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        match upstream.post(&request, timeout_ms).await {
+            Ok(reply) if (200..300).contains(&reply.status) => {
+                return matches!(Answer::parse(&reply.body), Some(Answer::Result(raw))
+                    if serde_json::from_str::<Value>(&raw).is_ok_and(|v| v.is_object()));
+            }
+            _ => {
+                let now = upstream.now_ms();
+                match policy.next_retry(attempts, upstream.random(), now, deadline_ms) {
+                    Some(delay_ms) => upstream.sleep(delay_ms).await,
+                    None => return false,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::UpstreamReply;
+    use std::cell::{Cell, RefCell};
+    use std::collections::VecDeque;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    /// A scripted upstream on a virtual clock: each POST takes the next scripted reply (by
+    /// method), and sleeping advances the clock.
+    #[derive(Default)]
+    struct Scripted {
+        sends: RefCell<VecDeque<Result<UpstreamReply, UpstreamError>>>,
+        lookups: RefCell<VecDeque<Result<UpstreamReply, UpstreamError>>>,
+        posts: RefCell<Vec<(String, u64)>>,
+        metrics: RefCell<Vec<String>>,
+        now: Cell<u64>,
+    }
+
+    impl Upstream for Scripted {
+        async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+            self.posts.borrow_mut().push((body.to_string(), timeout_ms));
+            self.now.set(self.now.get() + 10);
+            let script = if body.contains("eth_getTransactionByHash") {
+                &self.lookups
+            } else {
+                &self.sends
+            };
+            script.borrow_mut().pop_front().expect("a scripted reply")
+        }
+        async fn sleep(&self, ms: u64) {
+            self.now.set(self.now.get() + ms);
+        }
+        fn now_ms(&self) -> u64 {
+            self.now.get()
+        }
+        fn random(&self) -> f64 {
+            0.5
+        }
+        fn emit(&self, metric: &Metric) {
+            self.metrics.borrow_mut().push(metric.log_line());
+        }
+    }
+
+    fn run<F: Future>(f: F) -> F::Output {
+        match pin!(f)
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the scripted upstream never waits"),
+        }
+    }
+
+    const POLICY: RetryPolicy = RetryPolicy {
+        retries: 3,
+        base_delay_ms: 50,
+        attempt_timeout_ms: 60_000,
+    };
+    const HASH: TxHash = [0xab; 32];
+    const TX: Sending = Sending {
+        hash: &HASH,
+        nonce: 4,
+        sender: "0xsender",
+    };
+    const REQUEST: &str =
+        r#"{"jsonrpc":"2.0","id":9,"method":"eth_sendRawTransaction","params":["0x02"]}"#;
+
+    fn ok(body: &str) -> Result<UpstreamReply, UpstreamError> {
+        Ok(UpstreamReply::ok(body))
+    }
+    fn error(message: &str) -> Result<UpstreamReply, UpstreamError> {
+        ok(&format!(
+            r#"{{"jsonrpc":"2.0","id":9,"error":{{"code":-32000,"message":"{message}"}}}}"#
+        ))
+    }
+    fn lost() -> Result<UpstreamReply, UpstreamError> {
+        Err(UpstreamError::Unreachable(
+            "Network connection lost.".into(),
+        ))
+    }
+
+    fn upstream(
+        sends: Vec<Result<UpstreamReply, UpstreamError>>,
+        lookups: Vec<Result<UpstreamReply, UpstreamError>>,
+    ) -> Scripted {
+        let s = Scripted::default();
+        *s.sends.borrow_mut() = sends.into();
+        *s.lookups.borrow_mut() = lookups.into();
+        s
+    }
+
+    #[test]
+    fn lost_connections_are_retried_with_the_same_bytes_and_backoff() {
+        let up = upstream(
+            vec![
+                lost(),
+                Ok(UpstreamReply {
+                    status: 503,
+                    body: "<html>".into(),
+                }),
+                ok(r#"{"id":9,"result":"0xabab"}"#),
+            ],
+            vec![],
+        );
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!(s.class, AnswerClass::Accepted);
+        assert_eq!(s.answer, Answer::Result("\"0xabab\"".into()));
+        assert_eq!(s.attempts, 3);
+        let posts = up.posts.borrow();
+        assert!(
+            posts.iter().all(|(body, _)| body == REQUEST),
+            "the same bytes every time"
+        );
+        // 10 ms per post, 50 then 100 ms of backoff.
+        assert_eq!(up.now.get(), 10 + 50 + 10 + 100 + 10);
+        let metrics = up.metrics.borrow();
+        assert_eq!(metrics.len(), 2);
+        assert!(
+            metrics[0].contains(r#""event":"tx_retried""#)
+                && metrics[0].contains(r#""label":"unreachable""#)
+        );
+        assert!(metrics[1].contains(r#""label":"http_503""#));
+    }
+
+    #[test]
+    fn the_budget_ends_with_the_last_error() {
+        let up = upstream(vec![lost(), lost(), lost(), lost()], vec![]);
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!((s.class, s.attempts), (AnswerClass::Unavailable, 4));
+        assert_eq!(s.answer.error_parts().unwrap().0, -32002);
+        assert!(up
+            .metrics
+            .borrow()
+            .last()
+            .unwrap()
+            .contains("upstream_error"));
+        // No retry without a budget, and none past the deadline.
+        let none = RetryPolicy {
+            retries: 0,
+            ..POLICY
+        };
+        let up = upstream(vec![lost()], vec![]);
+        assert_eq!(run(submit(&up, REQUEST, TX, &none, 30_000)).attempts, 1);
+        let up = upstream(vec![lost()], vec![]);
+        assert_eq!(run(submit(&up, REQUEST, TX, &POLICY, 60)).attempts, 1);
+        assert_eq!(
+            up.posts.borrow()[0].1,
+            60,
+            "the attempt is cut to the deadline"
+        );
+    }
+
+    #[test]
+    fn already_known_is_the_hash() {
+        let up = upstream(vec![error("already known")], vec![]);
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!(
+            (s.class, s.answer),
+            (AnswerClass::AlreadyKnown, Answer::hash(&HASH))
+        );
+    }
+
+    #[test]
+    fn nonce_too_low_for_a_transaction_the_upstream_has_is_the_hash() {
+        // The first answer was lost after the transaction went in; the retry says nonce too low.
+        let up = upstream(
+            vec![lost(), error("nonce too low: next nonce 5, tx nonce 4")],
+            vec![
+                lost(),
+                ok(r#"{"id":1,"result":{"hash":"0xabab","blockNumber":null}}"#),
+            ],
+        );
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!(
+            (s.class, s.answer),
+            (AnswerClass::AlreadyKnown, Answer::hash(&HASH))
+        );
+        // Not there: the refusal stands.
+        let up = upstream(
+            vec![error("nonce too low")],
+            vec![ok(r#"{"id":1,"result":null}"#)],
+        );
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!(s.class, AnswerClass::NonceTooLow);
+        assert_eq!(s.answer.error_parts().unwrap().1, "nonce too low");
+    }
+
+    #[test]
+    fn terminal_answers_are_not_retried() {
+        let up = upstream(
+            vec![error("insufficient funds for gas * price + value")],
+            vec![],
+        );
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!((s.class, s.attempts), (AnswerClass::Rejected, 1));
+        assert!(up.posts.borrow().len() == 1 && up.metrics.borrow().is_empty());
+    }
+}
