@@ -153,13 +153,17 @@ test("10 senders x 10 transactions: senders do not serialize each other", async 
   }
 });
 
-test("force release: a hung transaction holds its sender for LOCK_MAX_HOLD_MS, others not at all", async () => {
+test("a hung upstream: the holder gives up at LOCK_MAX_HOLD_MS, the sender's next goes after a gap wait, others not at all", async () => {
   const a = devAccount(13);
   const b = devAccount(14);
   const hungSender = a.address.toLowerCase();
   const s = await stack({
     proxy: { strictNonce: false, hang: (tx) => tx.sender === hungSender && tx.nonce === 0 },
-    vars: { LOCK_MAX_HOLD_MS: "500", UPSTREAM_TIMEOUT_MS: "3000" },
+    // Every attempt of the holder is cut to its maximum hold, so it gives up by itself at 500 ms
+    // (the alarm's force release is for holders that crash: tests/faults.test.mjs). The outcome
+    // is unknown, so the relay asks the upstream for the next nonce (0: the hung one never went
+    // in), and nonce 1 waits NONCE_GAP_WAIT_MS for a resend of 0 before it goes.
+    vars: { LOCK_MAX_HOLD_MS: "500", UPSTREAM_TIMEOUT_MS: "3000", NONCE_GAP_WAIT_MS: "300" },
   });
   try {
     const hung = sendRaw(s.relay.url, await signTransfer(a, 0));
@@ -174,11 +178,12 @@ test("force release: a hung transaction holds its sender for LOCK_MAX_HOLD_MS, o
     const nextAt = s.proxy.seen.find((r) => r.sender === hungSender && r.nonce === 1).at;
     const otherAt = s.proxy.seen.find((r) => r.sender === b.address.toLowerCase()).at;
     console.log(`# next of the hung sender forwarded ${(nextAt - t0).toFixed(0)} ms after the hung one`);
-    assert.ok(nextAt - t0 >= 450 && nextAt - t0 < 1500, `forwarded after ${nextAt - t0} ms`);
+    assert.ok(nextAt - t0 >= 750 && nextAt - t0 < 1800, `forwarded after ${nextAt - t0} ms`);
     assert.ok(otherAt - t0 < 400, `another sender waited ${otherAt - t0} ms`);
     const late = await hung;
     assert.equal(late.json.error?.code, -32002, "the hung client gets an error, not silence");
-    assert.ok(s.relay.events("force_release").length >= 1, "force_release logged");
+    assert.match(late.json.error.message, /did not answer within \d+ ms; a transaction may still be processed/);
+    assert.equal(s.relay.events("gap_wait_expired").length, 1, "1 went after its gap wait");
   } finally {
     await s.stop();
   }
@@ -273,7 +278,7 @@ test("errors: each has its code, keeps its id, and nothing invalid reaches the u
 
     // The upstream's own error comes back unchanged: nonce 5 is not next, the proxy refuses it.
     const gap = await sendRaw(s.relay.url, await signTransfer(account, 5));
-    assert.deepEqual(gap.json.error, { code: -32000, message: "wrong nonce: expected 0, got 5" });
+    assert.deepEqual(gap.json.error, { code: -32000, message: "Nonce too high. Provided nonce: 5, current nonce: 0" });
 
     // A batch keeps request order and ids; its invalid member goes nowhere.
     const batch = await post(s.relay.url, [
@@ -334,7 +339,9 @@ test("restart with transactions queued: clients of lost requests get errors; the
   const sender = a.address.toLowerCase();
   const { startProxy } = await import("./support/harness.mjs");
   const proxy = await startProxy({ upstream: anvil.url, strictNonce: false, hang: (tx) => tx.sender === sender && tx.nonce === 0 });
-  const vars = { UPSTREAM_RPC_URL: proxy.url, LOCK_MAX_HOLD_MS: "2000" };
+  // After the force release the next nonce is asked anew (0: the lost one never went in), so the
+  // resent nonce 1 also waits NONCE_GAP_WAIT_MS for 0.
+  const vars = { UPSTREAM_RPC_URL: proxy.url, LOCK_MAX_HOLD_MS: "2000", NONCE_GAP_WAIT_MS: "500" };
   let second;
   try {
     const first = await startRelay({ vars, persist });
@@ -358,7 +365,7 @@ test("restart with transactions queued: clients of lost requests get errors; the
     const forwardedAt = proxy.seen.find((r) => r.nonce === 1).at;
     const waited = forwardedAt - heldSince;
     console.log(`# after restart, the sender's next transaction went ${waited.toFixed(0)} ms after the lost one took the lock`);
-    assert.ok(waited >= 1800 && waited < 5000, `waited ${waited} ms; LOCK_MAX_HOLD_MS is 2000\n${second.logs.join("\n")}`);
+    assert.ok(waited >= 2300 && waited < 5000, `waited ${waited} ms; LOCK_MAX_HOLD_MS is 2000\n${second.logs.join("\n")}`);
     assert.equal(second.events("lock_restored").length, 1, second.logs.join("\n"));
     assert.ok(second.events("force_release").length >= 1);
   } finally {

@@ -1,43 +1,58 @@
 //! The `SenderLock` Durable Object (wasm32 only): one per sender, named by the sender's lowercase
-//! 0x address. Its [`SenderQueue`] is the lock and its nonce-ordered queue; this adapter adds the
-//! platform parts:
+//! 0x address. Its [`SenderState`] is the lock, the nonce-ordered queue and the idempotency by
+//! hash; this adapter adds the platform parts:
 //!
 //! - the lock record `{session_key, acquired_at_ms}` under the storage key `lock` while a lock is
 //!   held, and a storage alarm at `acquired_at_ms + LOCK_MAX_HOLD_MS`;
-//! - forwarding the holder's transaction to the upstream, then releasing (on success and on every
-//!   error), which deletes the record and alarm or hands both to the next waiter;
+//! - the accepted hashes in the object's SQLite storage (table `accepted`: `hash` TEXT primary
+//!   key, `nonce` TEXT, decimal, `at_ms` INTEGER), read back when the object starts, so a
+//!   restarted object still answers them within `IDEMPOTENCY_TTL_S`;
+//! - the holder's sends ([`crate::submit`]: retries with the original bytes, "already known" and
+//!   "nonce too low" resolved by hash), then the release, which hands the lock on, keeps the next
+//!   nonce, or looks it up anew (`eth_getTransactionCount` at `pending` and `latest`);
 //! - the alarm handler, which force-releases a lock held too long, including a stale record left by
 //!   a previous incarnation of the object (restored at construction).
 //!
 //! Storage calls that must stay in order are issued together, before any await, so a later
 //! holder's writes are never overtaken by an earlier holder's deletes.
 
-use crate::config::{Config, ConfigError, DEFAULT_GAP_WAIT_MS};
-use crate::edge::worker::{config_from_env, emit, now_ms, NONCE_HEADER, SENDER_HEADER};
-use crate::jsonrpc::{self, RpcError};
+use crate::config::{Config, ConfigError};
+use crate::edge::upstream::HttpUpstream;
+use crate::edge::worker::{config_from_env, emit, now_ms, SENDER_HEADER};
+use crate::hex;
+use crate::jsonrpc::{self, Answer};
 use crate::log;
 use crate::metrics::Metric;
-use crate::ordering::{Expiry, Handoff, Lock, Outcome, SenderQueue, SessionKey, Turn};
-use crate::relay::{self, UpstreamError};
-use crate::edge::upstream;
-use futures_util::future::{select, Either};
+use crate::ordering::answer::AnswerClass;
+use crate::ordering::queue::{Expiry, Handoff, Lock, SessionKey, Turn};
+use crate::ordering::seen::TxHash;
+use crate::ordering::sender::{Admission, Finished, Held, SenderState, Settings};
+use crate::relay::wire::{self, WireTx};
+use crate::submit::{submit, Sending};
+use crate::upstream::{error_metric, Upstream};
+use futures_util::future::{join, join_all, poll_fn, select, Either};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 use worker::{
-    console_log, durable_object, js_sys, wasm_bindgen::JsValue, Delay, DurableObject, Env, Request,
-    Response, ScheduledTime, State, Storage,
+    console_log, durable_object, js_sys, wasm_bindgen::JsValue, Delay, DurableObject, Env, Method,
+    Request, Response, ScheduledTime, SqlStorageValue, State, Storage,
 };
 
 /// The storage key of the lock record.
 const LOCK_KEY: &str = "lock";
-/// The method that learns a sender's next nonce from the upstream.
+/// The method that learns a sender's nonces from the upstream.
 const NONCE_LOOKUP: &str = "eth_getTransactionCount";
-/// How many times the next-nonce lookup is tried before the queue goes on without it.
+/// How many times a nonce lookup is tried before the queue goes on without it.
 const LOOKUP_ATTEMPTS: u32 = 3;
-/// The pause between two tries of the next-nonce lookup, in ms.
+/// The pause between two tries of a nonce lookup, in ms.
 const LOOKUP_RETRY_MS: u64 = 100;
+/// A nonce lookup's whole budget, ms (below the queue's `LOOKUP_TIMEOUT_MS`).
+const LOOKUP_BUDGET_MS: u64 = 5_000;
 
 /// The lock record as stored: the holder's session key (UUID text) and acquisition time (Unix ms).
 #[derive(Serialize, Deserialize)]
@@ -55,8 +70,26 @@ impl From<Lock> for LockRecord {
     }
 }
 
+/// A row of the `accepted` table.
+#[derive(Deserialize)]
+struct AcceptedRow {
+    hash: String,
+    nonce: String,
+    at_ms: f64,
+}
+
 fn at_ms(unix_ms: u64) -> ScheduledTime {
     ScheduledTime::new(js_sys::Date::new(&JsValue::from_f64(unix_ms as f64)))
+}
+
+fn storage_error(op: &str, e: &worker::Error) {
+    console_log!(
+        "{}",
+        log::line(
+            "storage_error",
+            &[("op", op.into()), ("error", e.to_string().into())]
+        )
+    );
 }
 
 /// One sender's lock. See the module documentation.
@@ -66,7 +99,8 @@ pub struct SenderLock {
     env: Env,
     /// The settings, read once: vars and secrets do not change during an object's life.
     config: Result<Config, ConfigError>,
-    queue: Rc<RefCell<SenderQueue>>,
+    sender: RefCell<String>,
+    inner: Rc<RefCell<SenderState>>,
 }
 
 impl SenderLock {
@@ -74,104 +108,149 @@ impl SenderLock {
         self.state.storage()
     }
 
+    fn upstream<'a>(&'a self, config: &'a Config) -> HttpUpstream<'a> {
+        HttpUpstream {
+            config,
+            env: &self.env,
+        }
+    }
+
+    fn sender(&self) -> String {
+        let known = self.sender.borrow().clone();
+        if known.is_empty() {
+            self.state.id().name().unwrap_or_default()
+        } else {
+            known
+        }
+    }
+
     /// Writes `lock`'s record and its alarm, issued together, and waits until they are on disk.
     async fn persist(&self, lock: Lock, max_hold_ms: u64) {
         let storage = self.storage();
-        let (put, alarm) = futures_util::future::join(
+        let (put, alarm) = join(
             storage.put(LOCK_KEY, LockRecord::from(lock)),
             storage.set_alarm(at_ms(lock.deadline_ms(max_hold_ms))),
         )
         .await;
         // On disk before the transaction leaves: the record is what a restarted object finds.
         if let Err(e) = put.and(alarm).and(storage.sync().await) {
-            console_log!(
-                "{}",
-                log::line(
-                    "storage_error",
-                    &[("op", "persist".into()), ("error", e.to_string().into())]
-                )
-            );
+            storage_error("persist", &e);
         }
     }
 
     /// Clears the record and alarm after the lock went idle, issued together.
     async fn clear(&self) {
         let storage = self.storage();
-        let (delete, alarm) =
-            futures_util::future::join(storage.delete(LOCK_KEY), storage.delete_alarm()).await;
+        let (delete, alarm) = join(storage.delete(LOCK_KEY), storage.delete_alarm()).await;
         if let Err(e) = delete.map(|_| ()).and(alarm) {
-            console_log!(
-                "{}",
-                log::line(
-                    "storage_error",
-                    &[("op", "clear".into()), ("error", e.to_string().into())]
-                )
-            );
+            storage_error("clear", &e);
         }
     }
 
-    /// Storage work after a release: only an idle lock clears; a handed-on lock is persisted by
-    /// its new holder as it wakes; an ignored release changes nothing.
-    async fn after(&self, handoff: Handoff) {
-        if handoff == Handoff::Idle {
+    /// Writes an accepted hash and deletes the ones that left the set (synchronous SQL; the
+    /// object's output gate holds every answer until it is on disk).
+    fn store_accepted(&self, hash: &TxHash, nonce: u64, now: u64, gone: &[TxHash]) {
+        let sql = self.storage().sql();
+        let written = sql.exec(
+            "INSERT OR REPLACE INTO accepted (hash, nonce, at_ms) VALUES (?, ?, ?)",
+            vec![
+                SqlStorageValue::from(hex::encode(hash)),
+                SqlStorageValue::from(nonce.to_string()),
+                SqlStorageValue::from(now as i64),
+            ],
+        );
+        if let Err(e) = written {
+            storage_error("accepted_insert", &e);
+        }
+        self.forget_accepted(gone);
+    }
+
+    fn forget_accepted(&self, gone: &[TxHash]) {
+        let sql = self.storage().sql();
+        for hash in gone {
+            if let Err(e) = sql.exec(
+                "DELETE FROM accepted WHERE hash = ?",
+                vec![SqlStorageValue::from(hex::encode(hash))],
+            ) {
+                storage_error("accepted_delete", &e);
+            }
+        }
+    }
+
+    /// Storage and lookups after a step of the state machine: an idle lock clears its record; a
+    /// relearn clears it and asks the upstream for the sender's nonces; a handed-on lock is
+    /// persisted by its new holder as it wakes.
+    async fn after(&self, config: &Config, handoff: Handoff) {
+        match handoff {
+            Handoff::Idle => self.clear().await,
+            Handoff::Relearn => {
+                self.clear().await;
+                self.lookup(config).await;
+            }
+            Handoff::Next(_) | Handoff::Ignored => {}
+        }
+    }
+
+    /// Asks the upstream for the sender's pending and mined counts, at once, and reports them.
+    async fn lookup(&self, config: &Config) {
+        let sender = self.sender();
+        let (pending, mined) = join(
+            self.nonce_count(config, &sender, "pending"),
+            self.nonce_count(config, &sender, "latest"),
+        )
+        .await;
+        let now = now_ms();
+        let handoff = match pending {
+            Some(pending) => self.inner.borrow_mut().learned(pending, mined, now),
+            None => self.inner.borrow_mut().lookup_failed(now),
+        };
+        if handoff == Handoff::Idle && self.inner.borrow().queue().holder().is_none() {
             self.clear().await;
         }
     }
 
-    /// Waits for `turn`; when its gap wait runs out first, lets the queue move on without the
-    /// missing nonce ([`SenderQueue::tick`]) and keeps waiting.
-    async fn wait(&self, mut turn: Turn) -> Lock {
-        loop {
-            let now = now_ms();
-            if now >= turn.gap_deadline_ms {
-                self.queue.borrow_mut().tick(now);
-                return (&mut turn).await;
-            }
-            let delay = Delay::from(Duration::from_millis(turn.gap_deadline_ms - now));
-            if let Either::Left((lock, _)) = select(&mut turn, Box::pin(delay)).await {
-                return lock;
-            }
-        }
-    }
-
-    /// The sender's next nonce according to the upstream (`eth_getTransactionCount` at
-    /// `pending`). Up to [`LOOKUP_ATTEMPTS`] tries, each within 5 s, [`LOOKUP_RETRY_MS`] apart,
-    /// while the upstream can't be used (each an `upstream_error` metric); an answer without a
-    /// count is not asked again. On failure a `nonce_lookup_failed` metric and `None`: the queue
-    /// goes on without a known next nonce.
-    async fn pending_nonce(&self, config: &Config, sender: &str) -> Option<u64> {
+    /// `eth_getTransactionCount(sender, tag)` from the upstream. Up to [`LOOKUP_ATTEMPTS`] tries,
+    /// [`LOOKUP_RETRY_MS`] apart, within [`LOOKUP_BUDGET_MS`], while the upstream can't be used;
+    /// an answer without a count is not asked again. On failure a `nonce_lookup_failed` metric and
+    /// `None`.
+    async fn nonce_count(&self, config: &Config, sender: &str, tag: &str) -> Option<u64> {
         let request = serde_json::json!({
             "jsonrpc": "2.0",
             "id": 1,
             "method": NONCE_LOOKUP,
-            "params": [sender, "pending"],
+            "params": [sender, tag],
         })
         .to_string();
-        let timeout_ms = config.upstream_timeout_ms.min(5_000);
+        let upstream = self.upstream(config);
+        let deadline = now_ms().saturating_add(LOOKUP_BUDGET_MS);
         let (mut last_error, mut tries) = (String::new(), 0);
         for attempt in 1..=LOOKUP_ATTEMPTS {
             tries = attempt;
             if attempt > 1 {
-                Delay::from(Duration::from_millis(LOOKUP_RETRY_MS)).await;
+                upstream.sleep(LOOKUP_RETRY_MS).await;
             }
-            match upstream::post(config, &request, timeout_ms).await {
-                Ok(answer) => {
-                    if let Some(next) = jsonrpc::result_quantity(&answer) {
-                        return Some(next);
+            let timeout_ms = config
+                .upstream_timeout_ms
+                .min(deadline.saturating_sub(now_ms()))
+                .max(1);
+            match upstream.post(&request, timeout_ms).await {
+                Ok(reply) => {
+                    if let Some(count) = jsonrpc::result_quantity(&reply.body) {
+                        return Some(count);
                     }
                     // An answer without a count (a JSON-RPC error): asking again won't change it.
-                    last_error = format!("unusable answer: {answer:.200}");
+                    last_error = format!("unusable answer: {:.200}", reply.body);
                     break;
                 }
                 Err(e) => {
-                    emit(&self.env, &relay::upstream_error_metric(NONCE_LOOKUP, &e));
+                    emit(&self.env, &error_metric(NONCE_LOOKUP, &e));
                     last_error = e.to_string();
                 }
             }
         }
         emit(
             &self.env,
-            &Metric::new("nonce_lookup_failed", sender, "no_next_nonce")
+            &Metric::new("nonce_lookup_failed", sender, tag)
                 .value("count", 1.0)
                 .field("attempts", tries)
                 .field("error", config.redact(&last_error)),
@@ -179,27 +258,289 @@ impl SenderLock {
         None
     }
 
-    async fn forward(&self, config: &Config, body: &str) -> Result<String, UpstreamError> {
-        upstream::post(config, body, config.upstream_timeout_ms).await
+    /// Waits for `turn`, waking at the queue's next tick (a gap wait or a lookup running out) to
+    /// let it move on ([`SenderState::tick`]), and setting that timer anew whenever the queue
+    /// changes.
+    async fn wait(&self, mut turn: Turn) -> Lock {
+        loop {
+            let (next_tick, generation) = {
+                let inner = self.inner.borrow();
+                (inner.next_tick_ms(), inner.queue().generation())
+            };
+            let now = now_ms();
+            if next_tick.is_some_and(|tick| now >= tick) {
+                // Time alone lets the queue move: grant the due waiter (maybe this one).
+                self.inner.borrow_mut().tick(now);
+            }
+            let inner = &self.inner;
+            let changed = poll_fn(|cx| match Pin::new(&mut turn).poll(cx) {
+                Poll::Ready(lock) => Poll::Ready(Some(lock)),
+                Poll::Pending if inner.borrow().queue().generation() != generation => {
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            });
+            match next_tick {
+                Some(tick) if tick > now => {
+                    let delay = Delay::from(Duration::from_millis(tick - now));
+                    if let Either::Left((Some(lock), _)) =
+                        select(Box::pin(changed), Box::pin(delay)).await
+                    {
+                        return lock;
+                    }
+                }
+                _ => {
+                    if let Some(lock) = changed.await {
+                        return lock;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A send (`POST /send`): admits every transaction in one turn, looks the nonces up if
+    /// nothing is known yet, then answers each (see [`SenderState::admit`]).
+    /// `crash`: test builds only, the holder stops after its send as if the object crashed,
+    /// holding the lock (see the `test-faults` feature).
+    async fn send(&self, config: &Config, body: &str, crash: bool) -> worker::Result<Response> {
+        let txs = match wire::decode_send(body) {
+            Ok(txs) => txs,
+            Err(why) => return Response::error(why, 400),
+        };
+        let now = now_ms();
+        let sender = self.sender();
+        let (lookup, admissions) = {
+            let mut inner = self.inner.borrow_mut();
+            let lookup = inner.needs_lookup(now);
+            if lookup {
+                inner.begin_lookup(now);
+            }
+            let admissions: Vec<Admission> = txs
+                .iter()
+                .map(|tx| inner.admit(tx.hash, tx.nonce, now))
+                .collect();
+            (lookup, admissions)
+        };
+        if lookup {
+            self.lookup(config).await;
+        }
+        let answers = join_all(
+            txs.iter()
+                .zip(admissions)
+                .map(|(tx, admission)| self.answer(config, &sender, tx, admission, crash)),
+        )
+        .await;
+        if crash {
+            return Err(worker::Error::RustError(
+                "test fault: thrown after forwarding".into(),
+            ));
+        }
+        Response::ok(wire::encode_answers(&answers))
+    }
+
+    async fn answer(
+        &self,
+        config: &Config,
+        sender: &str,
+        tx: &WireTx,
+        admission: Admission,
+        crash: bool,
+    ) -> Answer {
+        let metric = |event, label: &str| {
+            Metric::new(event, sender, label)
+                .value("count", 1.0)
+                .field("nonce", tx.nonce)
+                .field("tx_hash", hex::encode(&tx.hash))
+        };
+        match admission {
+            Admission::Known => {
+                emit(&self.env, &metric("tx_deduplicated", "accepted"));
+                Answer::hash(&tx.hash)
+            }
+            Admission::Copy(wait) => {
+                emit(&self.env, &metric("tx_deduplicated", "in_flight"));
+                wait.await
+            }
+            Admission::Refused(refusal) => {
+                emit(&self.env, &metric("tx_refused", refusal.label()));
+                Answer::error(&refusal.to_rpc(sender))
+            }
+            Admission::Queued(turn) => self.hold(config, sender, tx, turn, crash).await,
+        }
+    }
+
+    /// A queued transaction: waits for the lock, sends with retries, releases.
+    async fn hold(
+        &self,
+        config: &Config,
+        sender: &str,
+        tx: &WireTx,
+        turn: Turn,
+        crash: bool,
+    ) -> Answer {
+        let enqueued_at = now_ms();
+        let lock = self.wait(turn).await;
+        let granted_at = now_ms();
+        let go = self
+            .inner
+            .borrow_mut()
+            .go_ahead(&lock, tx.hash, tx.nonce, granted_at);
+        if let Err(refusal) = go {
+            let answer = Answer::error(&refusal.to_rpc(sender));
+            emit(
+                &self.env,
+                &Metric::new("tx_refused", sender, refusal.label())
+                    .value("count", 1.0)
+                    .field("nonce", tx.nonce)
+                    .field("tx_hash", hex::encode(&tx.hash)),
+            );
+            let finished = self.inner.borrow_mut().finish(
+                Held {
+                    session_key: lock.session_key,
+                    hash: tx.hash,
+                    nonce: tx.nonce,
+                },
+                None,
+                &answer,
+                now_ms(),
+            );
+            self.after(config, finished.handoff).await;
+            return answer;
+        }
+        if let Some(expected) = lock.expected_nonce.filter(|&expected| tx.nonce > expected) {
+            // The missing nonces did not come within NONCE_GAP_WAIT_MS: this one goes anyway.
+            emit(
+                &self.env,
+                &Metric::new("gap_wait_expired", sender, "missing_nonce")
+                    .value("count", 1.0)
+                    .value("waited_ms", granted_at.saturating_sub(enqueued_at) as f64)
+                    .field("nonce", tx.nonce)
+                    .field("expected_nonce", expected),
+            );
+        }
+        self.persist(lock, config.lock_max_hold_ms).await;
+        let sending = Sending {
+            hash: &tx.hash,
+            nonce: tx.nonce,
+            sender,
+        };
+        let deadline = lock.deadline_ms(config.lock_max_hold_ms);
+        let upstream = self.upstream(config);
+        let submission = submit(
+            &upstream,
+            &tx.request,
+            sending,
+            &config.retry_policy(),
+            deadline,
+        )
+        .await;
+        if crash {
+            // Gone without a release, as a crash would leave it: only the alarm frees the lock.
+            return submission.answer;
+        }
+        self.inner.borrow_mut().counters.retried += u64::from(submission.attempts - 1);
+        let released_at = now_ms();
+        let finished: Finished = self.inner.borrow_mut().finish(
+            Held {
+                session_key: lock.session_key,
+                hash: tx.hash,
+                nonce: tx.nonce,
+            },
+            Some(submission.class),
+            &submission.answer,
+            released_at,
+        );
+        if finished.accepted {
+            self.store_accepted(&tx.hash, tx.nonce, released_at, &finished.gone);
+        }
+        emit(
+            &self.env,
+            &Metric::new("tx_forwarded", sender, submission.class.label())
+                .value(
+                    "lock_wait_ms",
+                    granted_at.saturating_sub(enqueued_at) as f64,
+                )
+                .value(
+                    "lock_hold_ms",
+                    released_at.saturating_sub(granted_at) as f64,
+                )
+                .value("queue_depth", self.inner.borrow().queue().waiting() as f64)
+                .field("nonce", tx.nonce)
+                .field("attempts", submission.attempts)
+                .field("copies", finished.copies),
+        );
+        if finished.handoff == Handoff::Ignored {
+            console_log!(
+                "{}",
+                log::line(
+                    "late_release_ignored",
+                    &[
+                        ("sender", sender.into()),
+                        ("session_key", lock.session_key.to_string().into()),
+                        (
+                            "held_ms",
+                            released_at.saturating_sub(lock.acquired_at_ms).into()
+                        ),
+                    ]
+                )
+            );
+        }
+        self.after(config, finished.handoff).await;
+        submission.answer
     }
 }
 
 impl DurableObject for SenderLock {
     fn new(state: State, env: Env) -> Self {
         let config = config_from_env(&env);
-        let gap_wait_ms = config
+        // A misconfigured object answers every request with an error; its state is never used.
+        let settings = config
             .as_ref()
-            .map_or(DEFAULT_GAP_WAIT_MS, |c| c.nonce_gap_wait_ms);
-        let queue = Rc::new(RefCell::new(SenderQueue::new(gap_wait_ms)));
+            .map_or(Settings::DEFAULT, Config::sender_settings);
+        let inner = Rc::new(RefCell::new(SenderState::new(settings)));
+        let storage = state.storage();
+        // The accepted hashes, oldest first; the ones past the window or the bound are deleted.
+        let sql = storage.sql();
+        let loaded = sql
+            .exec(
+                "CREATE TABLE IF NOT EXISTS accepted (hash TEXT PRIMARY KEY, nonce TEXT NOT NULL, at_ms INTEGER NOT NULL)",
+                None,
+            )
+            .and_then(|_| sql.exec("SELECT hash, nonce, at_ms FROM accepted ORDER BY at_ms", None))
+            .and_then(|cursor| cursor.to_array::<AcceptedRow>());
+        match loaded {
+            Ok(rows) => {
+                let mut gone = Vec::new();
+                for row in rows {
+                    let hash: Option<TxHash> =
+                        hex::decode(&row.hash).ok().and_then(|b| b.try_into().ok());
+                    if let (Some(hash), Ok(nonce)) = (hash, row.nonce.parse::<u64>()) {
+                        gone.extend(inner.borrow_mut().restore_accepted(
+                            hash,
+                            nonce,
+                            row.at_ms as u64,
+                        ));
+                    }
+                }
+                gone.extend(inner.borrow_mut().prune_accepted(now_ms()));
+                for hash in gone {
+                    let _ = sql.exec(
+                        "DELETE FROM accepted WHERE hash = ?",
+                        vec![SqlStorageValue::from(hex::encode(&hash))],
+                    );
+                }
+            }
+            Err(e) => storage_error("accepted_load", &e),
+        }
         // A lock record found here was left by a previous incarnation: restore it so newcomers
         // queue behind it until its alarm force-releases it. Events wait until this completes.
-        let (restored, storage) = (queue.clone(), state.storage());
+        let restored = inner.clone();
         let _init = state.block_concurrency_while(async move {
             if let Ok(Some(record)) = storage.get::<LockRecord>(LOCK_KEY).await {
                 if let Ok(key) = uuid::Uuid::parse_str(&record.session_key) {
                     restored
                         .borrow_mut()
-                        .restore(SessionKey(key), record.acquired_at_ms);
+                        .restore_lock(SessionKey(key), record.acquired_at_ms);
                     console_log!(
                         "{}",
                         log::line(
@@ -222,151 +563,66 @@ impl DurableObject for SenderLock {
             state,
             env,
             config,
-            queue,
+            sender: RefCell::new(String::new()),
+            inner,
         }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        let body = req.text().await?;
-        let sender = req.headers().get(SENDER_HEADER)?.unwrap_or_default();
+        if let Some(sender) = req.headers().get(SENDER_HEADER)? {
+            *self.sender.borrow_mut() = sender;
+        }
         let config = match &self.config {
             Ok(config) => config,
-            Err(e) => {
-                let error = RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string());
-                return Response::ok(error.response(&relay::request_id(&body)));
+            Err(e) => return Response::error(e.to_string(), 500),
+        };
+        let now = now_ms();
+        match (req.method(), req.path().as_str()) {
+            (Method::Post, wire::SEND_PATH) => {
+                let body = req.text().await?;
+                #[cfg(feature = "test-faults")]
+                let crash = req
+                    .headers()
+                    .get(crate::edge::worker::TEST_FAULT_HEADER)?
+                    .as_deref()
+                    == Some("throw-after-forward");
+                #[cfg(not(feature = "test-faults"))]
+                let crash = false;
+                self.send(config, &body, crash).await
             }
-        };
-        let Some(nonce) = req
-            .headers()
-            .get(NONCE_HEADER)?
-            .and_then(|v| v.parse::<u64>().ok())
-        else {
-            let error = RpcError::new(
-                jsonrpc::INTERNAL_ERROR,
-                "Durable Object request without a nonce",
-            );
-            return Response::ok(error.response(&relay::request_id(&body)));
-        };
-        let learn = {
-            let mut queue = self.queue.borrow_mut();
-            let learn = queue.needs_next_nonce();
-            if learn {
-                queue.begin_learning();
+            (Method::Get, wire::NEXT_NONCE_PATH) => Response::ok(wire::encode_next_nonce(
+                self.inner.borrow().next_after_accepted(now),
+            )),
+            (Method::Get, wire::STATE_PATH) => {
+                let mut view = self.inner.borrow().view(now);
+                view["sender"] = self.sender().into();
+                Response::ok(view.to_string())
             }
-            learn
-        };
-        let enqueued_at = now_ms();
-        let turn = self.queue.borrow_mut().enqueue(nonce, enqueued_at);
-        if learn {
-            let next = self.pending_nonce(config, &sender).await;
-            let mut queue = self.queue.borrow_mut();
-            match next {
-                Some(next) => queue.learn_next_nonce(next, now_ms()),
-                None => queue.learning_failed(now_ms()),
-            };
+            _ => Response::error("not found", 404),
         }
-        let lock = self.wait(turn).await;
-        let granted_at = now_ms();
-        if let Some(expected) = lock.expected_nonce.filter(|&expected| nonce > expected) {
-            // The missing nonces did not come within NONCE_GAP_WAIT_MS: this one goes anyway.
-            emit(
-                &self.env,
-                &Metric::new("gap_wait_expired", sender.clone(), "missing_nonce")
-                    .value("count", 1.0)
-                    .value("waited_ms", granted_at.saturating_sub(enqueued_at) as f64)
-                    .field("nonce", nonce)
-                    .field("expected_nonce", expected),
-            );
-        }
-        self.persist(lock, config.lock_max_hold_ms).await;
-        let result = self.forward(config, &body).await;
-        #[cfg(feature = "test-faults")]
-        if req
-            .headers()
-            .get(crate::edge::worker::TEST_FAULT_HEADER)?
-            .as_deref()
-            == Some("throw-after-forward")
-        {
-            // Throws out of the handler holding the lock, as a crash mid-processing would.
-            return Err(worker::Error::RustError(
-                "test fault: thrown after forwarding".into(),
-            ));
-        }
-        let outcome = if relay::accepted(&result) {
-            Outcome::Accepted
-        } else {
-            Outcome::Failed
-        };
-        let released_at = now_ms();
-        let handoff = self
-            .queue
-            .borrow_mut()
-            .release(lock.session_key, outcome, released_at);
-        if let Err(e) = &result {
-            emit(
-                &self.env,
-                &relay::upstream_error_metric(jsonrpc::SEND_RAW_TRANSACTION, e),
-            );
-        }
-        let label = if outcome == Outcome::Accepted {
-            "accepted"
-        } else {
-            "failed"
-        };
-        emit(
-            &self.env,
-            &Metric::new("tx_forwarded", sender.clone(), label)
-                .value(
-                    "lock_wait_ms",
-                    granted_at.saturating_sub(enqueued_at) as f64,
-                )
-                .value(
-                    "lock_hold_ms",
-                    released_at.saturating_sub(granted_at) as f64,
-                )
-                .value("queue_depth", self.queue.borrow().waiting() as f64)
-                .field("nonce", nonce),
-        );
-        if handoff == Handoff::Ignored {
-            console_log!(
-                "{}",
-                log::line(
-                    "late_release_ignored",
-                    &[
-                        ("sender", sender.clone().into()),
-                        ("session_key", lock.session_key.to_string().into()),
-                        (
-                            "held_ms",
-                            released_at.saturating_sub(lock.acquired_at_ms).into()
-                        ),
-                    ]
-                )
-            );
-        }
-        self.after(handoff).await;
-        Response::ok(relay::answer_or_error(&body, result))
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        let max_hold_ms = self.config.as_ref().map_or(30_000, |c| c.lock_max_hold_ms);
+        let Ok(config) = &self.config else {
+            return Response::ok("");
+        };
         let now = now_ms();
-        let expiry = self.queue.borrow_mut().expire(now, max_hold_ms);
+        let expiry = self.inner.borrow_mut().expire(now, config.lock_max_hold_ms);
         match expiry {
             Expiry::Free => self.clear().await,
             Expiry::NotYet(deadline) => {
                 self.storage().set_alarm(at_ms(deadline)).await?;
             }
-            Expiry::ForceReleased(stale, handoff) => {
-                let sender = self.state.id().name().unwrap_or_default();
+            Expiry::ForceReleased(stale) => {
                 emit(
                     &self.env,
-                    &Metric::new("force_release", sender, "max_hold")
+                    &Metric::new("force_release", self.sender(), "max_hold")
                         .value("held_ms", now.saturating_sub(stale.acquired_at_ms) as f64)
-                        .value("queue_depth", self.queue.borrow().waiting() as f64)
+                        .value("queue_depth", self.inner.borrow().queue().waiting() as f64)
                         .field("session_key", stale.session_key.to_string())
-                        .field("handed_on", matches!(handoff, Handoff::Next(_))),
+                        .field("nonce", stale.nonce),
                 );
-                self.after(handoff).await;
+                self.after(config, Handoff::Relearn).await;
             }
         }
         Response::ok("")

@@ -1,15 +1,20 @@
 //! HTTP to the upstream node from the Worker and the Durable Object (wasm32 only): a POST with a
-//! timeout, an answer size limit, and errors redacted of the upstream URL.
+//! timeout, an answer size limit, and errors redacted of the upstream URL; and [`HttpUpstream`],
+//! the core's [`Upstream`] over it.
 
 use crate::config::Config;
-use crate::relay::{check_upstream_body, UpstreamError};
+use crate::metrics::Metric;
+use crate::upstream::{check_upstream_body, Upstream, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use std::time::Duration;
 use worker::wasm_bindgen::JsValue;
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response};
 
-async fn read_limited(mut response: Response, limit: usize) -> Result<String, UpstreamError> {
+async fn read_limited(
+    mut response: Response,
+    limit: usize,
+) -> Result<UpstreamReply, UpstreamError> {
     let declared = response
         .headers()
         .get("content-length")
@@ -35,12 +40,17 @@ async fn read_limited(mut response: Response, limit: usize) -> Result<String, Up
     check_upstream_body(status, text)
 }
 
-/// POSTs `body` (JSON-RPC text) to `UPSTREAM_RPC_URL` and returns the answer's body text.
+/// POSTs `body` (JSON-RPC text) to `UPSTREAM_RPC_URL` and returns the answer (status and JSON
+/// body).
 ///
 /// # Errors
 /// [`UpstreamError`]: unreachable (message redacted), non-JSON answer (with its HTTP status),
 /// over `MAX_UPSTREAM_RESPONSE_BYTES`, or no complete answer within `timeout_ms`.
-pub async fn post(config: &Config, body: &str, timeout_ms: u64) -> Result<String, UpstreamError> {
+pub async fn post(
+    config: &Config,
+    body: &str,
+    timeout_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
     let unreachable = |e: worker::Error| UpstreamError::Unreachable(config.redact(&e.to_string()));
     let headers = Headers::new();
     headers
@@ -70,5 +80,35 @@ pub async fn post(config: &Config, body: &str, timeout_ms: u64) -> Result<String
             controller.abort();
             Err(UpstreamError::Timeout(timeout_ms))
         }
+    }
+}
+
+/// The upstream, the clock and the metrics of one Worker request or Durable Object.
+pub struct HttpUpstream<'a> {
+    /// The settings (upstream URL, limits).
+    pub config: &'a Config,
+    /// The environment, for the metrics dataset.
+    pub env: &'a worker::Env,
+}
+
+impl Upstream for HttpUpstream<'_> {
+    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+        post(self.config, body, timeout_ms).await
+    }
+
+    async fn sleep(&self, ms: u64) {
+        Delay::from(Duration::from_millis(ms)).await;
+    }
+
+    fn now_ms(&self) -> u64 {
+        crate::edge::worker::now_ms()
+    }
+
+    fn random(&self) -> f64 {
+        worker::js_sys::Math::random()
+    }
+
+    fn emit(&self, metric: &Metric) {
+        crate::edge::worker::emit(self.env, metric);
     }
 }

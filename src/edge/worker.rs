@@ -2,28 +2,28 @@
 //! relay core runs on: the upstream over `fetch`, each sender's `SenderLock` Durable Object, and
 //! `console.log` for structured log lines.
 
+use crate::address::Address;
+use crate::admin;
 use crate::chain_id::ChainIdCache;
 use crate::config::{Config, ConfigError};
-use crate::jsonrpc::{self, RpcError};
+use crate::edge::upstream::HttpUpstream;
+use crate::jsonrpc::{self, Answer, RpcError};
 use crate::metrics::Metric;
-use crate::relay::{Backend, Relay, UpstreamError};
-use crate::transaction::Transaction;
-use crate::edge::upstream;
+use crate::relay::{wire, Backend, Relay};
+use crate::upstream::{Upstream, UpstreamError, UpstreamReply};
 use serde_json::Value;
 use std::cell::OnceCell;
 use std::rc::Rc;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    console_log, event, AnalyticsEngineDataPointBuilder, Context, Delay, Env, Headers, Method,
-    Request, RequestInit, Response,
+    console_log, event, AnalyticsEngineDataPointBuilder, Context, Env, Headers, Method, Request,
+    RequestInit, Response,
 };
 
 /// The Durable Object namespace binding (wrangler.toml `[[durable_objects.bindings]]`).
 pub const SENDER_LOCK_BINDING: &str = "SENDER_LOCK";
 /// Request header to the Durable Object: the sender's lowercase 0x address (for its logs).
 pub const SENDER_HEADER: &str = "x-sender";
-/// Request header to the Durable Object: the transaction's nonce, decimal.
-pub const NONCE_HEADER: &str = "x-nonce";
 
 thread_local! {
     /// The chain id learned from the upstream, for this isolate's lifetime.
@@ -78,7 +78,7 @@ fn json_response(status: u16, body: String) -> worker::Result<Response> {
 }
 
 struct WorkerBackend<'a> {
-    config: &'a Config,
+    upstream: HttpUpstream<'a>,
     env: &'a Env,
     /// The client's `x-test-fault` header, passed on to the Durable Object (test builds only).
     #[cfg(feature = "test-faults")]
@@ -89,56 +89,61 @@ struct WorkerBackend<'a> {
 #[cfg(feature = "test-faults")]
 pub const TEST_FAULT_HEADER: &str = "x-test-fault";
 
-impl Backend for WorkerBackend<'_> {
-    async fn upstream(&self, body: &str) -> Result<String, UpstreamError> {
-        upstream::post(self.config, body, self.config.upstream_timeout_ms).await
+/// Calls `sender`'s Durable Object: `method` on `path` (see [`wire`]) with an optional body;
+/// returns the answer's text.
+///
+/// # Errors
+/// The reason when the object can't be reached or answers other than HTTP 200.
+async fn call_object(
+    env: &Env,
+    sender: &Address,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    headers: Headers,
+) -> Result<String, String> {
+    let stub = env
+        .durable_object(SENDER_LOCK_BINDING)
+        .and_then(|ns| ns.get_by_name(&sender.to_string()))
+        .map_err(|e| e.to_string())?;
+    headers
+        .set(SENDER_HEADER, &sender.to_string())
+        .map_err(|e| e.to_string())?;
+    let mut init = RequestInit::new();
+    init.with_method(method).with_headers(headers);
+    if let Some(body) = body {
+        init.with_body(Some(JsValue::from_str(&body)));
     }
+    let request = Request::new_with_init(&format!("https://sender-lock{path}"), &init)
+        .map_err(|e| e.to_string())?;
+    let mut response = stub
+        .fetch_with_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    if response.status_code() != 200 {
+        return Err(format!(
+            "Durable Object answered HTTP {}",
+            response.status_code()
+        ));
+    }
+    response.text().await.map_err(|e| e.to_string())
+}
 
-    async fn sender_lock(&self, tx: &Transaction, body: &str) -> Result<String, String> {
-        let sender = tx.sender;
-        let stub = self
-            .env
-            .durable_object(SENDER_LOCK_BINDING)
-            .and_then(|ns| ns.get_by_name(&sender.to_string()))
-            .map_err(|e| e.to_string())?;
-        let headers = Headers::new();
-        headers
-            .set(SENDER_HEADER, &sender.to_string())
-            .map_err(|e| e.to_string())?;
-        headers
-            .set(NONCE_HEADER, &tx.nonce.to_string())
-            .map_err(|e| e.to_string())?;
-        #[cfg(feature = "test-faults")]
-        if let Some(fault) = self.test_fault.as_deref() {
-            headers
-                .set(TEST_FAULT_HEADER, fault)
-                .map_err(|e| e.to_string())?;
-        }
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_headers(headers)
-            .with_body(Some(JsValue::from_str(body)));
-        let request =
-            Request::new_with_init("https://sender-lock/send", &init).map_err(|e| e.to_string())?;
-        let mut response = stub
-            .fetch_with_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
-        if response.status_code() != 200 {
-            return Err(format!(
-                "Durable Object answered HTTP {}",
-                response.status_code()
-            ));
-        }
-        response.text().await.map_err(|e| e.to_string())
+impl Upstream for WorkerBackend<'_> {
+    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+        self.upstream.post(body, timeout_ms).await
     }
 
     async fn sleep(&self, ms: u64) {
-        Delay::from(std::time::Duration::from_millis(ms)).await;
+        self.upstream.sleep(ms).await;
     }
 
     fn now_ms(&self) -> u64 {
         now_ms()
+    }
+
+    fn random(&self) -> f64 {
+        self.upstream.random()
     }
 
     fn emit(&self, metric: &Metric) {
@@ -146,8 +151,92 @@ impl Backend for WorkerBackend<'_> {
     }
 }
 
+impl Backend for WorkerBackend<'_> {
+    async fn sender_lock(
+        &self,
+        sender: &Address,
+        txs: &[(&[u8; 32], u64, &str)],
+    ) -> Result<Vec<Answer>, String> {
+        let headers = Headers::new();
+        #[cfg(feature = "test-faults")]
+        if let Some(fault) = self.test_fault.as_deref() {
+            headers
+                .set(TEST_FAULT_HEADER, fault)
+                .map_err(|e| e.to_string())?;
+        }
+        let body = wire::encode_send(txs.iter().copied());
+        let text = call_object(
+            self.env,
+            sender,
+            Method::Post,
+            wire::SEND_PATH,
+            Some(body),
+            headers,
+        )
+        .await?;
+        wire::decode_answers(&text, txs.len())
+    }
+
+    async fn accepted_next_nonce(&self, sender: &Address) -> Result<Option<u64>, String> {
+        let text = call_object(
+            self.env,
+            sender,
+            Method::Get,
+            wire::NEXT_NONCE_PATH,
+            None,
+            Headers::new(),
+        )
+        .await?;
+        wire::decode_next_nonce(&text)
+    }
+}
+
+/// The settings, read once per isolate.
+fn settings(env: &Env) -> Rc<Result<Config, ConfigError>> {
+    CONFIG.with(|cell| cell.get_or_init(|| Rc::new(config_from_env(env))).clone())
+}
+
+/// `GET /senders/{address}` with `Authorization: Bearer <ADMIN_TOKEN>`: the sender's object's
+/// state. 404 when no `ADMIN_TOKEN` is set (the route does not exist), 401 for a missing or wrong
+/// token, 400 for a path that is not an address.
+async fn sender_view(req: &Request, env: &Env) -> worker::Result<Response> {
+    let settings = settings(env);
+    let Some(token) = settings
+        .as_ref()
+        .as_ref()
+        .ok()
+        .and_then(|c| c.admin_token.as_deref())
+    else {
+        return Response::error("not found", 404);
+    };
+    let authorization = req.headers().get("authorization")?;
+    if !admin::bearer_matches(authorization.as_deref(), token) {
+        let response = json_response(
+            401,
+            r#"{"error":"a valid bearer token is required"}"#.into(),
+        )?;
+        response.headers().set("www-authenticate", "Bearer")?;
+        return Ok(response);
+    }
+    let sender = match admin::sender_of_path(&req.path()) {
+        Some(Ok(sender)) => sender,
+        Some(Err(why)) => {
+            return json_response(400, serde_json::json!({ "error": why }).to_string())
+        }
+        None => return Response::error("not found", 404),
+    };
+    match call_object(env, &sender, Method::Get, wire::STATE_PATH, None, Headers::new()).await {
+        Ok(state) => json_response(200, state),
+        Err(why) => json_response(
+            503,
+            serde_json::json!({ "error": format!("the sender's Durable Object can't be reached: {why}") })
+                .to_string(),
+        ),
+    }
+}
+
 async fn handle_rpc(mut req: Request, env: &Env) -> worker::Result<Response> {
-    let settings = CONFIG.with(|cell| cell.get_or_init(|| Rc::new(config_from_env(env))).clone());
+    let settings = settings(env);
     let config = match settings.as_ref() {
         Ok(config) => config,
         Err(e) => {
@@ -178,7 +267,7 @@ async fn handle_rpc(mut req: Request, env: &Env) -> worker::Result<Response> {
         return too_large();
     }
     let backend = WorkerBackend {
-        config,
+        upstream: HttpUpstream { config, env },
         env,
         #[cfg(feature = "test-faults")]
         test_fault: req.headers().get(TEST_FAULT_HEADER)?,
@@ -217,6 +306,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
     match (req.method(), req.path().as_str()) {
         (Method::Post, "/") => handle_rpc(req, &env).await,
         (Method::Get, "/health") => json_response(200, r#"{"status":"ok"}"#.into()),
+        (Method::Get, path) if path.starts_with(admin::SENDERS_PREFIX) => {
+            sender_view(&req, &env).await
+        }
         #[cfg(feature = "bench")]
         (Method::Post, "/__bench/decode") => bench_decode(req).await,
         (_, "/") => {

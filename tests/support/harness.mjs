@@ -9,7 +9,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 import { mnemonicToAccount } from "viem/accounts";
-import { parseTransaction, recoverTransactionAddress, parseGwei } from "viem";
+import { parseTransaction, recoverTransactionAddress, parseGwei, keccak256 } from "viem";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const ANVIL_BIN =
@@ -84,30 +84,42 @@ export async function startAnvil({ accounts = 20, extraArgs = [] } = {}) {
 }
 
 /**
- * A recording proxy in front of `upstream`.
- * - latency(): ms to wait before handling each request (default 0);
- * - strictNonce: refuse eth_sendRawTransaction whose nonce is not the sender's next one
- *   (JSON-RPC error -32000 "wrong nonce"), as Hedera's consensus nodes do;
+ * A recording proxy in front of `upstream`: a test upstream that can be unfriendly.
+ * - latency(req): ms to wait before handling each request (default 0);
+ * - strictNonce: refuse eth_sendRawTransaction whose nonce is not the sender's next one, as
+ *   Hedera's consensus nodes do, in the words of Hedera's JSON-RPC relay (-32000 "Nonce too low.
+ *   Provided nonce: M, current nonce: N" / "Nonce too high. ...");
  * - hang(tx): when true for a transaction, never answer it;
- * - fault(req): may return a { status, body } to answer instead of forwarding;
+ * - drop(tx): "before" closes the connection without forwarding the transaction; "after" forwards
+ *   it (it goes in) and then closes the connection without an answer; null behaves;
+ * - fault(req): may return a { status, body } to answer instead of forwarding ({ destroy: true }
+ *   closes the connection);
+ * - http10: speak HTTP/1.0 and close every connection after one answer (a raw TCP server), as
+ *   some load balancers and old nodes do; otherwise Node's HTTP/1.1 server with keep-alive;
+ * - lagPendingMs: answer eth_getTransactionCount(address, "pending") as it stood that many ms
+ *   earlier, from the transactions this proxy saw accepted (a lagging mirror node);
  * - senderOf(raw): the sender of a raw transaction the caller signed itself (lowercase), to spare
  *   the proxy a signature recovery under load; otherwise it recovers the sender.
  * `seen` records every transaction that reached the proxy:
- * { sender, nonce, hash, at (arrival, before the injected latency), answeredAt, accepted }
- * (times from performance.now(), ms).
+ * { sender, nonce, hash, at (arrival, before the injected latency), answeredAt, accepted, dropped }
+ * (times from performance.now(), ms). `requests` records every request body with its arrival.
  */
 export async function startProxy({
   upstream,
   latency = () => 0,
   strictNonce = true,
   hang = () => false,
+  drop = () => null,
   fault = () => null,
+  http10 = false,
+  lagPendingMs = 0,
   senderOf = () => undefined,
 }) {
   const seen = [];
   const requests = [];
   const nextNonce = new Map();
   const hung = [];
+  const base = new Map();
   const nonceOf = async (sender) => {
     if (!nextNonce.has(sender)) {
       nextNonce.set(
@@ -121,36 +133,59 @@ export async function startProxy({
     const res = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body: text });
     return { status: res.status, body: await res.text() };
   };
+  const DROP = Symbol("drop");
+  const lagged = async (req) => {
+    const sender = String(req.params[0]).toLowerCase();
+    if (!base.has(sender)) {
+      const now = Number(BigInt((await rpc(upstream, "eth_getTransactionCount", [sender, "pending"])).result));
+      base.set(sender, now - seen.filter((r) => r.sender === sender && r.accepted).length);
+    }
+    const cutoff = performance.now() - lagPendingMs;
+    const count = base.get(sender) + seen.filter((r) => r.sender === sender && r.accepted && r.answeredAt <= cutoff).length;
+    return { jsonrpc: "2.0", id: req.id, result: `0x${count.toString(16)}` };
+  };
   const handleOne = async (req, arrivedAt) => {
+    if (lagPendingMs && req.method === "eth_getTransactionCount" && req.params?.[1] === "pending") return lagged(req);
     if (req.method !== "eth_sendRawTransaction") return JSON.parse((await forward(JSON.stringify(req))).body);
     const raw = req.params[0];
     const tx = parseTransaction(raw);
     const sender = senderOf(raw) ?? (await recoverTransactionAddress({ serializedTransaction: raw })).toLowerCase();
-    const record = { sender, nonce: tx.nonce, at: arrivedAt, accepted: false };
+    const record = { sender, nonce: tx.nonce, hash: keccak256(raw), at: arrivedAt, accepted: false };
     seen.push(record);
     if (hang(record)) {
       await new Promise((resolve) => hung.push(resolve));
       return null;
     }
+    const dropped = drop(record);
+    if (dropped === "before") {
+      record.dropped = "before";
+      return DROP;
+    }
     if (strictNonce) {
       const expected = await nonceOf(sender);
       if (tx.nonce !== expected) {
         record.answeredAt = performance.now();
-        return { jsonrpc: "2.0", id: req.id, error: { code: -32000, message: `wrong nonce: expected ${expected}, got ${tx.nonce}` } };
+        const word = tx.nonce < expected ? "low" : "high";
+        return {
+          jsonrpc: "2.0",
+          id: req.id,
+          error: { code: -32000, message: `Nonce too ${word}. Provided nonce: ${tx.nonce}, current nonce: ${expected}` },
+        };
       }
       nextNonce.set(sender, Promise.resolve(expected + 1));
     }
     const answer = JSON.parse((await forward(JSON.stringify(req))).body);
     record.answeredAt = performance.now();
     record.accepted = Boolean(answer.result);
-    record.hash = answer.result;
     if (!answer.result && strictNonce) nextNonce.delete(sender); // relearn after a refusal
+    if (dropped === "after") {
+      record.dropped = "after";
+      return DROP;
+    }
     return answer;
   };
-  const server = http.createServer(async (request, response) => {
-    const chunks = [];
-    for await (const c of request) chunks.push(c);
-    const text = Buffer.concat(chunks).toString();
+  /** One request text in; { status, headers, body }, or "destroy", or null (hung). */
+  const handle = async (text) => {
     let req;
     try {
       req = JSON.parse(text);
@@ -162,31 +197,71 @@ export async function startProxy({
     await sleep(latency(req));
     const injected = fault(req);
     if (injected) {
-      if (injected.destroy) return request.socket.destroy();
-      response.writeHead(injected.status ?? 200, injected.headers ?? { "content-type": "application/json" });
-      return response.end(injected.body ?? "");
+      if (injected.destroy) return "destroy";
+      return { status: injected.status ?? 200, headers: injected.headers ?? { "content-type": "application/json" }, body: injected.body ?? "" };
     }
     try {
       const answer = Array.isArray(req)
         ? await Promise.all(req.map((r) => handleOne(r, arrivedAt)))
         : await handleOne(req, arrivedAt);
-      if (answer === null) return; // hung: the socket stays open until stop()
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify(answer));
+      if (answer === null) return null; // hung: the socket stays open until stop()
+      if (answer === DROP || (Array.isArray(answer) && answer.includes(DROP))) return "destroy";
+      return { status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify(answer) };
     } catch (e) {
-      response.writeHead(500);
-      response.end(String(e));
+      return { status: 500, headers: {}, body: String(e) };
     }
-  });
+  };
+  let server;
+  const sockets = new Set();
+  if (http10) {
+    // HTTP/1.0: one request per connection, answered with Connection: close, then closed.
+    server = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => {});
+      let buf = Buffer.alloc(0);
+      let done = false;
+      socket.on("data", async (chunk) => {
+        if (done) return;
+        buf = Buffer.concat([buf, chunk]);
+        const end = buf.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const head = buf.subarray(0, end).toString();
+        const length = Number(/content-length:\s*(\d+)/i.exec(head)?.[1] ?? 0);
+        if (buf.length < end + 4 + length) return;
+        done = true;
+        const out = await handle(buf.subarray(end + 4, end + 4 + length).toString());
+        if (out === null) return;
+        if (out === "destroy") return socket.destroy();
+        const body = Buffer.from(out.body);
+        const headers = { ...out.headers, "content-length": body.length, connection: "close" };
+        const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join("\r\n");
+        socket.end(Buffer.concat([Buffer.from(`HTTP/1.0 ${out.status} X\r\n${lines}\r\n\r\n`), body]));
+      });
+    });
+  } else {
+    server = http.createServer(async (request, response) => {
+      const chunks = [];
+      for await (const c of request) chunks.push(c);
+      const out = await handle(Buffer.concat(chunks).toString());
+      if (out === null) return;
+      if (out === "destroy") return request.socket.destroy();
+      response.writeHead(out.status, out.headers);
+      response.end(out.body);
+    });
+  }
   const port = await freePort();
   await new Promise((r) => server.listen(port, "127.0.0.1", r));
   return {
     url: `http://127.0.0.1:${port}`,
     seen,
     requests,
+    /** The eth_sendRawTransaction requests that reached the proxy, per transaction hash. */
+    sendsOf: (hash) => seen.filter((r) => r.hash === hash).length,
     stop: async () => {
       hung.forEach((resolve) => resolve());
-      server.closeAllConnections();
+      if (server.closeAllConnections) server.closeAllConnections();
+      sockets.forEach((s) => s.destroy());
       await new Promise((r) => server.close(r));
     },
   };
