@@ -202,3 +202,32 @@ test("a terminal rejection of n in a shuffled burst n..n+9, n corrected within t
     await s.stop();
   }
 });
+
+test("a restarted Durable Object still knows the hashes it accepted (SQLite storage)", async () => {
+  const { mkdtemp, rm } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-do-`);
+  const anvil = await startAnvil();
+  const proxy = await startProxy({ upstream: anvil.url });
+  const vars = { UPSTREAM_RPC_URL: proxy.url };
+  try {
+    const account = devAccount(7);
+    const raw = await signTransfer(account, 0);
+    const first = await startRelay({ vars, persist });
+    assert.equal((await sendRaw(first.url, raw)).json.result, keccak256(raw));
+    await first.stop();
+    const second = await startRelay({ vars, persist });
+    try {
+      const again = await sendRaw(second.url, raw);
+      assert.equal(again.json.result, keccak256(raw), again.text);
+      assert.equal(proxy.sendsOf(keccak256(raw)), 1, "answered from storage, not sent again");
+      assert.equal(second.events("tx_deduplicated")[0]?.label, "accepted");
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    await proxy.stop();
+    anvil.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});

@@ -23,7 +23,6 @@ use crate::hex;
 use crate::jsonrpc::{self, Answer};
 use crate::log;
 use crate::metrics::Metric;
-use crate::ordering::answer::AnswerClass;
 use crate::ordering::queue::{Expiry, Handoff, Lock, SessionKey, Turn};
 use crate::ordering::seen::TxHash;
 use crate::ordering::sender::{Admission, Finished, Held, SenderState, Settings};
@@ -381,10 +380,18 @@ impl SenderLock {
         let enqueued_at = now_ms();
         let lock = self.wait(turn).await;
         let granted_at = now_ms();
-        let go = self
+        let mut go = self
             .inner
             .borrow_mut()
             .go_ahead(&lock, tx.hash, tx.nonce, granted_at);
+        if go.is_ok() && self.inner.borrow().needs_mined_count(tx.nonce) {
+            // A replacement or a resend of a used nonce: is that nonce mined already?
+            if let Some(mined) = self.nonce_count(config, sender, "latest").await {
+                let mut inner = self.inner.borrow_mut();
+                inner.learned_mined(mined);
+                go = inner.recheck(tx.nonce);
+            }
+        }
         if let Err(refusal) = go {
             let answer = Answer::error(&refusal.to_rpc(sender));
             emit(
@@ -395,11 +402,7 @@ impl SenderLock {
                     .field("tx_hash", hex::encode(&tx.hash)),
             );
             let finished = self.inner.borrow_mut().finish(
-                Held {
-                    session_key: lock.session_key,
-                    hash: tx.hash,
-                    nonce: tx.nonce,
-                },
+                Held::of(&lock, tx.hash, tx.nonce),
                 None,
                 &answer,
                 now_ms(),
@@ -441,11 +444,7 @@ impl SenderLock {
         self.inner.borrow_mut().counters.retried += u64::from(submission.attempts - 1);
         let released_at = now_ms();
         let finished: Finished = self.inner.borrow_mut().finish(
-            Held {
-                session_key: lock.session_key,
-                hash: tx.hash,
-                nonce: tx.nonce,
-            },
+            Held::of(&lock, tx.hash, tx.nonce),
             Some(submission.class),
             &submission.answer,
             released_at,

@@ -252,7 +252,7 @@ impl SenderState {
     /// grows; the next nonce is never below it.
     pub fn learned(&mut self, pending: u64, mined: Option<u64>, now_ms: u64) -> Handoff {
         if let Some(mined) = mined {
-            self.mined = Some(self.mined.map_or(mined, |m| m.max(mined)));
+            self.learned_mined(mined);
         }
         let next = pending.max(self.mined.unwrap_or(0));
         self.queue.learn_next_nonce(next, now_ms)
@@ -330,6 +330,33 @@ impl SenderState {
             self.counters.gap_waits_expired += 1;
         }
         Ok(())
+    }
+
+    /// Whether, before sending a transaction of `nonce` that went ahead, its sender's mined count
+    /// is to be asked first: its nonce is below the next nonce (it is a replacement or a resend of
+    /// a used nonce) and not already known to be mined. A stale one is then refused without a
+    /// send ([`SenderState::recheck`]); on Hedera each send of a used nonce is a charged
+    /// `WRONG_NONCE`.
+    pub fn needs_mined_count(&self, nonce: u64) -> bool {
+        self.queue.next_nonce().is_some_and(|next| nonce < next)
+            && self.mined.is_none_or(|mined| nonce >= mined)
+    }
+
+    /// Reports the sender's mined count (`eth_getTransactionCount(sender, "latest")`), asked for
+    /// [`SenderState::needs_mined_count`]; it only grows.
+    pub fn learned_mined(&mut self, mined: u64) {
+        self.mined = Some(self.mined.map_or(mined, |m| m.max(mined)));
+    }
+
+    /// The stale-nonce check again, after [`SenderState::learned_mined`].
+    pub fn recheck(&mut self, nonce: u64) -> Result<(), Refusal> {
+        match self.stale(nonce) {
+            Some(refusal) => {
+                self.counters.stale_refused += 1;
+                Err(refusal)
+            }
+            None => Ok(()),
+        }
     }
 
     /// Records the final `answer` to the transaction `held`, at `now_ms`: `sent` with the answer's
@@ -570,6 +597,32 @@ mod tests {
         assert_eq!(done.handoff, Handoff::Idle);
         assert_eq!(s.queue().next_nonce(), Some(6));
         assert_eq!(s.counters.forwarded, 0);
+    }
+
+    #[test]
+    fn a_nonce_below_the_next_is_checked_against_the_mined_count_before_it_is_sent() {
+        let mut s = SenderState::new(SETTINGS);
+        s.learned(0, Some(0), 0);
+        let mut t0 = queued(s.admit(h(1), 0, 0));
+        let l0 = ready(&mut t0).unwrap();
+        s.go_ahead(&l0, h(1), 0, 0).unwrap();
+        assert!(!s.needs_mined_count(0), "the next nonce itself");
+        s.finish(
+            Held::of(&l0, h(1), 0),
+            Some(AnswerClass::Accepted),
+            &Answer::hash(&h(1)),
+            1,
+        );
+        // A different transaction with nonce 0: a replacement, or a resend of a mined nonce.
+        let mut t = queued(s.admit(h(2), 0, 2));
+        let l = ready(&mut t).unwrap();
+        s.go_ahead(&l, h(2), 0, 2).unwrap();
+        assert!(s.needs_mined_count(0));
+        s.learned_mined(1);
+        assert_eq!(s.recheck(0), Err(Refusal::Stale { mined: 1, nonce: 0 }));
+        assert!(!s.needs_mined_count(0), "known to be mined now");
+        s.learned_mined(0);
+        assert_eq!(s.mined(), Some(1), "the mined count never goes down");
     }
 
     #[test]
