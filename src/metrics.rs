@@ -4,13 +4,14 @@
 //! | data point | content |
 //! |---|---|
 //! | index1 | the sender (lowercase 0x address), or `-` |
-//! | blob1 | the event: `tx_forwarded`, `force_release`, `fail_open`, `upstream_error` |
-//! | blob2 | the label: the outcome (`accepted`/`failed`) or the upstream error kind |
+//! | blob1 | the event: `tx_forwarded`, `tx_retried`, `tx_deduplicated`, `tx_refused`, `force_release`, `fail_open`, `upstream_error`, `gap_wait_expired`, `nonce_lookup_failed`, `pending_nonce_raised` |
+//! | blob2 | the label: the answer class, the reason or the upstream error kind |
 //! | double1..3 | the event's values, in the order [`Metric::values`] lists them |
 //!
 //! Values per event: `tx_forwarded` lock_wait_ms, lock_hold_ms, queue_depth (transactions still
-//! waiting at release); `force_release` held_ms, queue_depth, 0; `fail_open` and
-//! `upstream_error` 1, 0, 0 (a count).
+//! waiting at release); `tx_retried` attempt, delay_ms; `force_release` held_ms, queue_depth;
+//! `gap_wait_expired` 1, waited_ms; `pending_nonce_raised` the upstream's count, the relay's;
+//! the others 1 (a count). The README's "Logs and metrics" lists every field.
 
 use serde_json::Value;
 
