@@ -1,6 +1,8 @@
 //! The relay's settings, read from the Worker's environment (wrangler.toml `[vars]` and secrets).
 //! Every setting, its default and its meaning are also in the README's table.
 
+use crate::access::cors::CorsOrigins;
+use crate::access::methods::{MethodPolicy, Patterns};
 use crate::ordering::retry::{RetryPolicy, BASE_DELAY_MS};
 use crate::ordering::sender::{ReplacementPolicy, Settings};
 use std::fmt;
@@ -57,6 +59,16 @@ pub struct Config {
     /// `ADMIN_TOKEN` (secret, optional): the bearer token of `GET /senders/{address}`; unset, that
     /// route does not exist.
     pub admin_token: Option<String>,
+    /// `CORS_ORIGINS` (default `*`): the origins whose pages may read the answers.
+    pub cors_origins: CorsOrigins,
+    /// `METHOD_ALLOWLIST` and `METHOD_DENYLIST`: the methods passed on (see
+    /// [`crate::access::methods`]).
+    pub methods: MethodPolicy,
+    /// `RATE_LIMIT_PERIOD_S` (default 60): the period of the rate limit bindings, s, sent as
+    /// `Retry-After` with a refusal; keep it equal to their `simple.period`.
+    pub rate_limit_period_s: u64,
+    /// The parts of `UPSTREAM_RPC_URL` never to show (see [`Config::redact`]), longest first.
+    secrets: Vec<String>,
 }
 
 /// A setting that could not be read: the variable's name and what was wrong.
@@ -139,7 +151,6 @@ impl Config {
             });
         }
         Ok(Config {
-            upstream_url,
             chain_id,
             allow_unprotected_txs: flag(&get, "ALLOW_UNPROTECTED_TXS", false)?,
             enable_nonce_ordering: flag(&get, "ENABLE_NONCE_ORDERING", true)?,
@@ -164,6 +175,14 @@ impl Config {
             },
             max_queue_per_sender: number(&get, "MAX_QUEUE_PER_SENDER", 64)?,
             admin_token: get("ADMIN_TOKEN"),
+            cors_origins: CorsOrigins::parse(get("CORS_ORIGINS").as_deref()),
+            methods: MethodPolicy {
+                allow: Patterns::parse(get("METHOD_ALLOWLIST").as_deref()),
+                deny: Patterns::parse(get("METHOD_DENYLIST").as_deref()),
+            },
+            rate_limit_period_s: number(&get, "RATE_LIMIT_PERIOD_S", 60)?,
+            secrets: secrets_of(&upstream_url),
+            upstream_url,
         })
     }
 
@@ -186,26 +205,48 @@ impl Config {
         }
     }
 
-    /// `text` with every appearance of the upstream URL (and of its host) replaced by
-    /// `[upstream]`, for error messages from the platform that may quote it.
+    /// `text` with every appearance of the upstream URL and of its parts that may be secret
+    /// replaced by `[upstream]`: the URL, its authority (with any user and password), its host,
+    /// and its path segments and query values of 8 characters or more (API keys). For error
+    /// messages from the platform and upstream answers that may quote them.
     pub fn redact(&self, text: &str) -> String {
-        let host = self
-            .upstream_url
-            .split("://")
-            .nth(1)
-            .and_then(|rest| rest.split(['/', '?', '#']).next())
-            .and_then(|authority| authority.rsplit('@').next())
-            .unwrap_or_default();
-        let mut out = text.replace(&self.upstream_url, "[upstream]");
-        let trimmed = self.upstream_url.trim_end_matches('/');
-        if !trimmed.is_empty() {
-            out = out.replace(trimmed, "[upstream]");
-        }
-        if !host.is_empty() {
-            out = out.replace(host, "[upstream]");
-        }
-        out
+        self.redact_cow(text).into_owned()
     }
+
+    /// [`Config::redact`], without a copy when nothing is to be redacted (the usual case, for
+    /// every upstream answer).
+    pub fn redact_cow<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        if !self.secrets.iter().any(|s| text.contains(s.as_str())) {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        let mut out = text.to_string();
+        for secret in &self.secrets {
+            out = out.replace(secret.as_str(), "[upstream]");
+        }
+        std::borrow::Cow::Owned(out)
+    }
+}
+
+/// The parts of the upstream URL that must not be shown, longest first.
+fn secrets_of(url: &str) -> Vec<String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = host_port.rsplit_once(':').map_or(host_port, |(h, _)| h);
+    let mut secrets: Vec<String> = vec![url.to_string(), url.trim_end_matches('/').to_string()];
+    secrets.extend([authority, host_port, host].iter().map(|s| s.to_string()));
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        secrets.extend(userinfo.split(':').map(str::to_string));
+    }
+    secrets.extend(
+        tail.split(['/', '?', '#', '&', '='])
+            .filter(|part| part.len() >= 8)
+            .map(str::to_string),
+    );
+    secrets.retain(|s| s.len() >= 4);
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
+    secrets
 }
 
 fn parse_chain_id(v: &str) -> Option<u64> {
@@ -243,6 +284,9 @@ mod tests {
         assert_eq!(c.replacement_policy, ReplacementPolicy::Forward);
         assert_eq!(c.max_queue_per_sender, 64);
         assert_eq!(c.admin_token, None);
+        assert_eq!(c.cors_origins, CorsOrigins::Any);
+        assert!(!c.methods.allows("admin_peers") && c.methods.allows("eth_call"));
+        assert_eq!(c.rate_limit_period_s, 60);
     }
 
     #[test]
@@ -263,6 +307,10 @@ mod tests {
             ("REPLACEMENT_POLICY", "reject"),
             ("MAX_QUEUE_PER_SENDER", "8"),
             ("ADMIN_TOKEN", "s3cret"),
+            ("CORS_ORIGINS", "https://app.example"),
+            ("METHOD_ALLOWLIST", "txpool_status"),
+            ("METHOD_DENYLIST", "eth_getLogs"),
+            ("RATE_LIMIT_PERIOD_S", "10"),
         ])
         .unwrap();
         assert_eq!((c.upstream_retries, c.idempotency_ttl_ms), (0, 2_000));
@@ -270,6 +318,11 @@ mod tests {
         assert_eq!(c.max_queue_per_sender, 8);
         assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
         assert_eq!(c.retry_policy().attempt_timeout_ms, 3_000);
+        assert!(
+            matches!(c.cors_origins, CorsOrigins::List(ref l) if l == &["https://app.example"])
+        );
+        assert!(c.methods.allows("txpool_status") && !c.methods.allows("eth_getLogs"));
+        assert_eq!(c.rate_limit_period_s, 10);
         assert_eq!(c.chain_id, Some(31337));
         assert!(c.allow_unprotected_txs && !c.enable_nonce_ordering);
         assert_eq!(
@@ -313,6 +366,21 @@ mod tests {
         );
         assert_eq!(with("REPLACEMENT_POLICY", "drop"), "REPLACEMENT_POLICY");
         assert_eq!(with("UPSTREAM_RETRIES", "-1"), "UPSTREAM_RETRIES");
+    }
+
+    #[test]
+    fn redacts_keys_in_the_path_and_query_and_leaves_other_text_alone() {
+        let c = config(&[(
+            "UPSTREAM_RPC_URL",
+            "https://eth.node.example/v2/Ab12Cd34Ef56?apikey=Zz9Yy8Xx7&x=1",
+        )])
+        .unwrap();
+        let red = c.redact("invalid key Ab12Cd34Ef56 (Zz9Yy8Xx7) at eth.node.example:443");
+        assert_eq!(red, "invalid key [upstream] ([upstream]) at [upstream]:443");
+        assert!(matches!(
+            c.redact_cow("nothing here: /v2/ 1"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

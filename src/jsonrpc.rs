@@ -9,6 +9,9 @@ use std::fmt;
 pub const PARSE_ERROR: i64 = -32700;
 /// The JSON sent is not a valid request object (JSON-RPC 2.0).
 pub const INVALID_REQUEST: i64 = -32600;
+/// The method does not exist or is not available (JSON-RPC 2.0): here, refused by the method
+/// policy.
+pub const METHOD_NOT_FOUND: i64 = -32601;
 /// Invalid method parameters (JSON-RPC 2.0).
 pub const INVALID_PARAMS: i64 = -32602;
 /// Internal JSON-RPC error (JSON-RPC 2.0).

@@ -8,6 +8,7 @@
 //! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to
 //! the node).
 
+pub mod access;
 pub mod address;
 pub mod admin;
 pub mod canonical_rlp;

@@ -42,6 +42,10 @@ struct Recorder {
     send_answer: Option<Value>,
     /// What the objects answer for the next nonce after what they accepted.
     accepted_next: Option<u64>,
+    /// The rate limits: (sends, reads) allowed in all; `None`: no limits.
+    limits: Option<(usize, usize)>,
+    /// What was counted against them.
+    counted: RefCell<(usize, usize)>,
 }
 
 impl Upstream for Recorder {
@@ -105,6 +109,15 @@ impl Backend for Recorder {
 
     async fn accepted_next_nonce(&self, _sender: &Address) -> Result<Option<u64>, String> {
         Ok(self.accepted_next)
+    }
+
+    async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool {
+        let mut counted = self.counted.borrow_mut();
+        counted.0 += sends;
+        counted.1 += reads;
+        // Like the bindings: a body is over when a limit it counts against is exceeded.
+        self.limits
+            .is_some_and(|(s, r)| (sends > 0 && counted.0 > s) || (reads > 0 && counted.1 > r))
     }
 }
 
@@ -329,6 +342,79 @@ fn the_pending_count_is_raised_to_what_the_sender_s_object_accepted() {
     assert_eq!(ask(&behind, "pending")["result"], "0x5");
     let unknown = Recorder::default();
     assert_eq!(ask(&unknown, "pending")["result"], "0x5");
+}
+
+#[test]
+fn methods_that_use_the_nodes_keys_or_administration_are_refused_and_go_nowhere() {
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
+    let body = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "admin_peers", "params": []},
+        {"jsonrpc": "2.0", "id": 2, "method": "eth_sendTransaction", "params": [{}]},
+        {"jsonrpc": "2.0", "id": 3, "method": "eth_blockNumber", "params": []},
+        {"jsonrpc": "2.0", "id": 4, "method": "txpool_status", "params": []},
+    ]);
+    let allowing = config(&[("CHAIN_ID", "31337"), ("METHOD_ALLOWLIST", "txpool_status")]);
+    let answers = handle(&allowing, &backend, &cache, &body).unwrap();
+    assert_eq!(
+        answers[0]["error"],
+        json!({"code": -32601, "message": "method not allowed: admin_peers"})
+    );
+    assert_eq!(answers[1]["error"]["code"], -32601);
+    assert_eq!(answers[2]["result"], "0x1");
+    assert_eq!(answers[3]["result"], "0x1");
+    let methods: Vec<Value> = backend
+        .upstream
+        .borrow()
+        .iter()
+        .map(|r| r["method"].clone())
+        .collect();
+    assert_eq!(methods, [json!("eth_blockNumber"), json!("txpool_status")]);
+}
+
+#[test]
+fn over_a_rate_limit_the_whole_body_gets_429_and_nothing_goes_on() {
+    let config = config(&[("CHAIN_ID", "31337"), ("RATE_LIMIT_PERIOD_S", "10")]);
+    let cache = Rc::new(ChainIdCache::new());
+    let backend = Recorder {
+        limits: Some((1, 5)),
+        ..Recorder::default()
+    };
+    let sends = json!([
+        send(json!(1), &legacy(7, 0, Some(31337))),
+        send(json!(2), &legacy(7, 1, Some(31337))),
+        {"jsonrpc": "2.0", "id": 3, "method": "eth_blockNumber"},
+    ]);
+    let reply =
+        block_on(Relay::new(&config, &backend, &cache).handle(sends.to_string().as_bytes()));
+    assert_eq!((reply.status, reply.retry_after_s), (429, Some(10)));
+    let answers: Value = serde_json::from_str(&reply.body.unwrap()).unwrap();
+    assert_eq!(
+        answers.as_array().unwrap().len(),
+        3,
+        "each member counted and answered"
+    );
+    for (i, a) in answers.as_array().unwrap().iter().enumerate() {
+        assert_eq!(a["id"], i + 1);
+        assert_eq!(
+            a["error"],
+            json!({"code": -32005, "message": "rate limit exceeded"})
+        );
+    }
+    assert!(backend.upstream.borrow().is_empty() && backend.locked.borrow().is_empty());
+    assert_eq!(*backend.counted.borrow(), (2, 1));
+    // Reads have their own limit: a read still goes.
+    let read = json!({"jsonrpc": "2.0", "id": 9, "method": "eth_blockNumber"});
+    let reply = block_on(Relay::new(&config, &backend, &cache).handle(read.to_string().as_bytes()));
+    assert_eq!(reply.status, 200);
+    let fresh = Recorder {
+        limits: Some((1, 5)),
+        ..Recorder::default()
+    };
+    let reply = block_on(Relay::new(&config, &fresh, &cache).handle(read.to_string().as_bytes()));
+    assert_eq!((reply.status, reply.retry_after_s), (200, None));
+    let garbage = block_on(Relay::new(&config, &fresh, &cache).handle(b"{nope"));
+    assert_eq!(garbage.status, 200, "a parse error counts as one read");
+    assert_eq!(*fresh.counted.borrow(), (0, 2));
 }
 
 #[test]

@@ -1,8 +1,11 @@
-//! The wasm32-only platform adapters, kept thin: [`worker`] (the Worker's fetch handler and the
-//! relay's backend over `fetch` and the Durable Object stub), [`sender_lock`] (the `SenderLock`
-//! Durable Object: storage, alarm, the holder's upstream calls) and [`upstream`] (HTTP to the
-//! upstream node).
+//! The wasm32-only platform adapters, kept thin: [`worker`] (the Worker's fetch handler: routes,
+//! CORS, request ids, limits), [`backend`] (the relay core's backend over `fetch`, the Durable
+//! Object stubs and the rate limit bindings), [`sender_lock`] (the `SenderLock` Durable Object:
+//! storage, alarm, the holder's upstream calls), [`upstream`] (HTTP to the upstream node) and
+//! [`platform`] (settings, clock and metrics shared by the Worker and the object).
 
+pub mod backend;
+pub mod platform;
 pub mod sender_lock;
 pub mod upstream;
 pub mod worker;

@@ -16,9 +16,11 @@
 //! Storage calls that must stay in order are issued together, before any await, so a later
 //! holder's writes are never overtaken by an earlier holder's deletes.
 
+use crate::access::request_id;
 use crate::config::{Config, ConfigError};
+use crate::edge::backend::SENDER_HEADER;
+use crate::edge::platform::{config_from_env, emit, now_ms};
 use crate::edge::upstream::HttpUpstream;
-use crate::edge::worker::{config_from_env, emit, now_ms, SENDER_HEADER};
 use crate::hex;
 use crate::jsonrpc::{self, Answer};
 use crate::log;
@@ -91,6 +93,17 @@ fn storage_error(op: &str, e: &worker::Error) {
     );
 }
 
+/// What one call from the Worker brings with it.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    config: &'a Config,
+    /// The `X-Request-Id` of the client request behind the call, for the metrics.
+    rid: Option<&'a str>,
+    sender: &'a str,
+    /// Test builds only: stop after the send as if the object crashed (`test-faults`).
+    crash: bool,
+}
+
 /// One sender's lock. See the module documentation.
 #[durable_object]
 pub struct SenderLock {
@@ -107,10 +120,11 @@ impl SenderLock {
         self.state.storage()
     }
 
-    fn upstream<'a>(&'a self, config: &'a Config) -> HttpUpstream<'a> {
+    fn upstream<'a>(&'a self, config: &'a Config, rid: Option<&'a str>) -> HttpUpstream<'a> {
         HttpUpstream {
             config,
             env: &self.env,
+            request_id: rid,
         }
     }
 
@@ -179,23 +193,23 @@ impl SenderLock {
     /// Storage and lookups after a step of the state machine: an idle lock clears its record; a
     /// relearn clears it and asks the upstream for the sender's nonces; a handed-on lock is
     /// persisted by its new holder as it wakes.
-    async fn after(&self, config: &Config, handoff: Handoff) {
+    async fn after(&self, config: &Config, rid: Option<&str>, handoff: Handoff) {
         match handoff {
             Handoff::Idle => self.clear().await,
             Handoff::Relearn => {
                 self.clear().await;
-                self.lookup(config).await;
+                self.lookup(config, rid).await;
             }
             Handoff::Next(_) | Handoff::Ignored => {}
         }
     }
 
     /// Asks the upstream for the sender's pending and mined counts, at once, and reports them.
-    async fn lookup(&self, config: &Config) {
+    async fn lookup(&self, config: &Config, rid: Option<&str>) {
         let sender = self.sender();
         let (pending, mined) = join(
-            self.nonce_count(config, &sender, "pending"),
-            self.nonce_count(config, &sender, "latest"),
+            self.nonce_count(config, rid, &sender, "pending"),
+            self.nonce_count(config, rid, &sender, "latest"),
         )
         .await;
         let now = now_ms();
@@ -212,7 +226,13 @@ impl SenderLock {
     /// [`LOOKUP_RETRY_MS`] apart, within [`LOOKUP_BUDGET_MS`], while the upstream can't be used;
     /// an answer without a count is not asked again. On failure a `nonce_lookup_failed` metric and
     /// `None`.
-    async fn nonce_count(&self, config: &Config, sender: &str, tag: &str) -> Option<u64> {
+    async fn nonce_count(
+        &self,
+        config: &Config,
+        rid: Option<&str>,
+        sender: &str,
+        tag: &str,
+    ) -> Option<u64> {
         let request = serde_json::json!({
             "jsonrpc": "2.0",
             "id": 1,
@@ -220,7 +240,7 @@ impl SenderLock {
             "params": [sender, tag],
         })
         .to_string();
-        let upstream = self.upstream(config);
+        let upstream = self.upstream(config, rid);
         let deadline = now_ms().saturating_add(LOOKUP_BUDGET_MS);
         let (mut last_error, mut tries) = (String::new(), 0);
         for attempt in 1..=LOOKUP_ATTEMPTS {
@@ -242,7 +262,7 @@ impl SenderLock {
                     break;
                 }
                 Err(e) => {
-                    emit(&self.env, &error_metric(NONCE_LOOKUP, &e));
+                    emit(&self.env, &error_metric(NONCE_LOOKUP, &e), rid);
                     last_error = e.to_string();
                 }
             }
@@ -253,6 +273,7 @@ impl SenderLock {
                 .value("count", 1.0)
                 .field("attempts", tries)
                 .field("error", config.redact(&last_error)),
+            rid,
         );
         None
     }
@@ -301,7 +322,13 @@ impl SenderLock {
     /// nothing is known yet, then answers each (see [`SenderState::admit`]).
     /// `crash`: test builds only, the holder stops after its send as if the object crashed,
     /// holding the lock (see the `test-faults` feature).
-    async fn send(&self, config: &Config, body: &str, crash: bool) -> worker::Result<Response> {
+    async fn send(
+        &self,
+        config: &Config,
+        rid: Option<&str>,
+        body: &str,
+        crash: bool,
+    ) -> worker::Result<Response> {
         let txs = match wire::decode_send(body) {
             Ok(txs) => txs,
             Err(why) => return Response::error(why, 400),
@@ -321,12 +348,18 @@ impl SenderLock {
             (lookup, admissions)
         };
         if lookup {
-            self.lookup(config).await;
+            self.lookup(config, rid).await;
         }
+        let call = Call {
+            config,
+            rid,
+            sender: &sender,
+            crash,
+        };
         let answers = join_all(
             txs.iter()
                 .zip(admissions)
-                .map(|(tx, admission)| self.answer(config, &sender, tx, admission, crash)),
+                .map(|(tx, admission)| self.answer(&call, tx, admission)),
         )
         .await;
         if crash {
@@ -337,14 +370,8 @@ impl SenderLock {
         Response::ok(wire::encode_answers(&answers))
     }
 
-    async fn answer(
-        &self,
-        config: &Config,
-        sender: &str,
-        tx: &WireTx,
-        admission: Admission,
-        crash: bool,
-    ) -> Answer {
+    async fn answer(&self, call: &Call<'_>, tx: &WireTx, admission: Admission) -> Answer {
+        let (rid, sender) = (call.rid, call.sender);
         let metric = |event, label: &str| {
             Metric::new(event, sender, label)
                 .value("count", 1.0)
@@ -353,30 +380,29 @@ impl SenderLock {
         };
         match admission {
             Admission::Known => {
-                emit(&self.env, &metric("tx_deduplicated", "accepted"));
+                emit(&self.env, &metric("tx_deduplicated", "accepted"), rid);
                 Answer::hash(&tx.hash)
             }
             Admission::Copy(wait) => {
-                emit(&self.env, &metric("tx_deduplicated", "in_flight"));
+                emit(&self.env, &metric("tx_deduplicated", "in_flight"), rid);
                 wait.await
             }
             Admission::Refused(refusal) => {
-                emit(&self.env, &metric("tx_refused", refusal.label()));
+                emit(&self.env, &metric("tx_refused", refusal.label()), rid);
                 Answer::error(&refusal.to_rpc(sender))
             }
-            Admission::Queued(turn) => self.hold(config, sender, tx, turn, crash).await,
+            Admission::Queued(turn) => self.hold(call, tx, turn).await,
         }
     }
 
     /// A queued transaction: waits for the lock, sends with retries, releases.
-    async fn hold(
-        &self,
-        config: &Config,
-        sender: &str,
-        tx: &WireTx,
-        turn: Turn,
-        crash: bool,
-    ) -> Answer {
+    async fn hold(&self, call: &Call<'_>, tx: &WireTx, turn: Turn) -> Answer {
+        let Call {
+            config,
+            rid,
+            sender,
+            crash,
+        } = *call;
         let enqueued_at = now_ms();
         let lock = self.wait(turn).await;
         let granted_at = now_ms();
@@ -386,7 +412,7 @@ impl SenderLock {
             .go_ahead(&lock, tx.hash, tx.nonce, granted_at);
         if go.is_ok() && self.inner.borrow().needs_mined_count(tx.nonce) {
             // A replacement or a resend of a used nonce: is that nonce mined already?
-            if let Some(mined) = self.nonce_count(config, sender, "latest").await {
+            if let Some(mined) = self.nonce_count(config, rid, sender, "latest").await {
                 let mut inner = self.inner.borrow_mut();
                 inner.learned_mined(mined);
                 go = inner.recheck(tx.nonce);
@@ -400,6 +426,7 @@ impl SenderLock {
                     .value("count", 1.0)
                     .field("nonce", tx.nonce)
                     .field("tx_hash", hex::encode(&tx.hash)),
+                rid,
             );
             let finished = self.inner.borrow_mut().finish(
                 Held::of(&lock, tx.hash, tx.nonce),
@@ -407,7 +434,7 @@ impl SenderLock {
                 &answer,
                 now_ms(),
             );
-            self.after(config, finished.handoff).await;
+            self.after(config, rid, finished.handoff).await;
             return answer;
         }
         if let Some(expected) = lock.expected_nonce.filter(|&expected| tx.nonce > expected) {
@@ -419,6 +446,7 @@ impl SenderLock {
                     .value("waited_ms", granted_at.saturating_sub(enqueued_at) as f64)
                     .field("nonce", tx.nonce)
                     .field("expected_nonce", expected),
+                rid,
             );
         }
         self.persist(lock, config.lock_max_hold_ms).await;
@@ -428,7 +456,7 @@ impl SenderLock {
             sender,
         };
         let deadline = lock.deadline_ms(config.lock_max_hold_ms);
-        let upstream = self.upstream(config);
+        let upstream = self.upstream(config, rid);
         let submission = submit(
             &upstream,
             &tx.request,
@@ -467,6 +495,7 @@ impl SenderLock {
                 .field("nonce", tx.nonce)
                 .field("attempts", submission.attempts)
                 .field("copies", finished.copies),
+            rid,
         );
         if finished.handoff == Handoff::Ignored {
             console_log!(
@@ -484,7 +513,7 @@ impl SenderLock {
                 )
             );
         }
-        self.after(config, finished.handoff).await;
+        self.after(config, rid, finished.handoff).await;
         submission.answer
     }
 }
@@ -568,6 +597,7 @@ impl DurableObject for SenderLock {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let rid = req.headers().get(request_id::HEADER)?;
         if let Some(sender) = req.headers().get(SENDER_HEADER)? {
             *self.sender.borrow_mut() = sender;
         }
@@ -582,12 +612,12 @@ impl DurableObject for SenderLock {
                 #[cfg(feature = "test-faults")]
                 let crash = req
                     .headers()
-                    .get(crate::edge::worker::TEST_FAULT_HEADER)?
+                    .get(crate::edge::backend::TEST_FAULT_HEADER)?
                     .as_deref()
                     == Some("throw-after-forward");
                 #[cfg(not(feature = "test-faults"))]
                 let crash = false;
-                self.send(config, &body, crash).await
+                self.send(config, rid.as_deref(), &body, crash).await
             }
             (Method::Get, wire::NEXT_NONCE_PATH) => Response::ok(wire::encode_next_nonce(
                 self.inner.borrow().next_after_accepted(now),
@@ -620,8 +650,9 @@ impl DurableObject for SenderLock {
                         .value("queue_depth", self.inner.borrow().queue().waiting() as f64)
                         .field("session_key", stale.session_key.to_string())
                         .field("nonce", stale.nonce),
+                    None,
                 );
-                self.after(config, Handoff::Relearn).await;
+                self.after(config, None, Handoff::Relearn).await;
             }
         }
         Response::ok("")

@@ -9,7 +9,9 @@ use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use std::time::Duration;
 use worker::wasm_bindgen::JsValue;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response};
+use worker::{
+    AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
+};
 
 async fn read_limited(
     mut response: Response,
@@ -57,6 +59,9 @@ pub async fn post(
         .set("content-type", "application/json")
         .map_err(unreachable)?;
     let mut init = RequestInit::new();
+    // A redirect is not followed: it would send the request, keys and all, somewhere else. The
+    // client gets "HTTP 30x".
+    init.with_redirect(RequestRedirect::Manual);
     init.with_method(Method::Post)
         .with_headers(headers)
         .with_body(Some(JsValue::from_str(body)));
@@ -68,7 +73,13 @@ pub async fn post(
             .send_with_signal(&signal)
             .await
             .map_err(unreachable)?;
-        read_limited(response, config.max_upstream_response_bytes).await
+        let mut reply = read_limited(response, config.max_upstream_response_bytes).await?;
+        // An answer that quotes the upstream's URL or key (some nodes echo them in errors) is
+        // relayed without them.
+        if let std::borrow::Cow::Owned(redacted) = config.redact_cow(&reply.body) {
+            reply.body = redacted;
+        }
+        Ok(reply)
     });
     let timeout = Delay::from(Duration::from_millis(timeout_ms));
     match select(exchange, timeout).await {
@@ -83,12 +94,14 @@ pub async fn post(
     }
 }
 
-/// The upstream, the clock and the metrics of one Worker request or Durable Object.
+/// The upstream, the clock and the metrics of one Worker request or Durable Object call.
 pub struct HttpUpstream<'a> {
     /// The settings (upstream URL, limits).
     pub config: &'a Config,
     /// The environment, for the metrics dataset.
     pub env: &'a worker::Env,
+    /// The `X-Request-Id` of the request this work is for, added to its metrics.
+    pub request_id: Option<&'a str>,
 }
 
 impl Upstream for HttpUpstream<'_> {
@@ -101,7 +114,7 @@ impl Upstream for HttpUpstream<'_> {
     }
 
     fn now_ms(&self) -> u64 {
-        crate::edge::worker::now_ms()
+        crate::edge::platform::now_ms()
     }
 
     fn random(&self) -> f64 {
@@ -109,6 +122,6 @@ impl Upstream for HttpUpstream<'_> {
     }
 
     fn emit(&self, metric: &Metric) {
-        crate::edge::worker::emit(self.env, metric);
+        crate::edge::platform::emit(self.env, metric, self.request_id);
     }
 }

@@ -8,6 +8,7 @@
 //!   and answer rules ([`crate::submit`]). Nothing invalid reaches the upstream.
 //! - `eth_getTransactionCount(address, "pending")`: the upstream's answer, raised to the sender's
 //!   next nonce after what its object accepted, both asked at once ([`send`]).
+//! - Methods refused by the method policy ([`crate::access::methods`]) get -32601 and go nowhere.
 //! - Every other method goes to the upstream unchanged and its answer comes back unchanged (no
 //!   retries: it may not be idempotent).
 //! - Batches keep request order in the answer. A sender's transactions in a batch go to its object
@@ -19,6 +20,7 @@
 pub mod send;
 pub mod wire;
 
+use crate::access::rate_limit;
 use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
@@ -45,6 +47,11 @@ pub trait Backend: Upstream {
         txs: &[(&[u8; 32], u64, &str)],
     ) -> Result<Vec<Answer>, String>;
 
+    /// Counts a body's requests against the client's rate limits: `sends` against the
+    /// transaction limit, `reads` against the other. True when the client is over either (the
+    /// body is then refused). Without limits configured, always false.
+    async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool;
+
     /// `sender`'s next nonce after what its object accepted within the idempotency window
     /// (`None` when it accepted nothing).
     ///
@@ -56,10 +63,12 @@ pub trait Backend: Upstream {
 /// The HTTP answer to a request body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
-    /// The HTTP status.
+    /// The HTTP status: 200, 204 when every request was a notification, 429 over a rate limit.
     pub status: u16,
     /// The JSON body; `None` when every request was a notification (HTTP 204).
     pub body: Option<String>,
+    /// For HTTP 429: the `Retry-After` header, s.
+    pub retry_after_s: Option<u64>,
 }
 
 /// The relay for one Worker invocation.
@@ -88,13 +97,36 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
     }
 
-    /// Answers an HTTP request body (already bounded by `MAX_REQUEST_BYTES`).
+    /// Answers an HTTP request body (already bounded by `MAX_REQUEST_BYTES`). Each request in it
+    /// counts against the client's rate limits first; over a limit, the whole body is refused
+    /// with HTTP 429 and -32005 for each request, and nothing reaches the upstream.
     pub async fn handle(&self, body: &[u8]) -> Reply {
         let reply = |body: Option<String>| Reply {
             status: if body.is_some() { 200 } else { 204 },
             body,
+            retry_after_s: None,
         };
-        match jsonrpc::parse(body, self.config.max_batch) {
+        let parsed = jsonrpc::parse(body, self.config.max_batch);
+        let (entries, batch): (Vec<&jsonrpc::Entry>, bool) = match &parsed {
+            Err(_) => (Vec::new(), false),
+            Ok(Incoming::Single(entry)) => (vec![entry], false),
+            Ok(Incoming::Batch(entries)) => (entries.iter().collect(), true),
+        };
+        let (sends, reads) = rate_limit::count(&entries);
+        // A body that is not JSON-RPC at all counts as one read.
+        let reads = if entries.is_empty() { 1 } else { reads };
+        if self.backend.over_rate_limit(sends, reads).await {
+            let body = match &parsed {
+                Err(_) => rate_limit::exceeded().response(&serde_json::Value::Null),
+                Ok(_) => rate_limit::refusal(&entries, batch),
+            };
+            return Reply {
+                status: 429,
+                body: Some(body),
+                retry_after_s: Some(self.config.rate_limit_period_s),
+            };
+        }
+        match parsed {
             Err(error) => reply(Some(error)),
             Ok(Incoming::Single(entry)) => {
                 let notification = entry.as_ref().is_ok_and(|r| r.id.is_none());
@@ -134,6 +166,13 @@ impl<'a, B: Backend> Relay<'a, B> {
             .into_iter()
             .map(|entry| match entry {
                 Err(error) => Plan::Done(error),
+                Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(
+                    RpcError::new(
+                        jsonrpc::METHOD_NOT_FOUND,
+                        format!("method not allowed: {}", req.method),
+                    )
+                    .response(&req.response_id()),
+                ),
                 Ok(req) if req.method != jsonrpc::SEND_RAW_TRANSACTION => {
                     match send::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
                     {

@@ -1,0 +1,74 @@
+//! Per-client rate limits, counted per JSON-RPC request (each member of a batch counts): one limit
+//! for `eth_sendRawTransaction`, one for everything else. The counting is the platform's (the
+//! Workers Rate Limiting bindings `RATE_LIMIT_SEND` and `RATE_LIMIT_READ`, keyed by the client's
+//! IP); this is what is counted and what a client over a limit gets.
+
+use crate::jsonrpc::{self, Entry, RpcError, LIMIT_EXCEEDED};
+use serde_json::Value;
+
+/// Which limit a request counts against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bucket {
+    /// `eth_sendRawTransaction`.
+    Send,
+    /// Any other request, malformed ones included.
+    Read,
+}
+
+/// How many requests of a body count against each limit: `(sends, reads)`.
+pub fn count(entries: &[&Entry]) -> (usize, usize) {
+    let sends = entries
+        .iter()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|r| r.method == jsonrpc::SEND_RAW_TRANSACTION)
+        })
+        .count();
+    (sends, entries.len() - sends)
+}
+
+/// The error every member of a refused body gets: -32005 (EIP-1474 limit exceeded).
+pub fn exceeded() -> RpcError {
+    RpcError::new(LIMIT_EXCEEDED, "rate limit exceeded")
+}
+
+/// The answer body to a refused body: the error with each request's id (a batch answers each
+/// member, notifications included, since the whole body was refused).
+pub fn refusal(entries: &[&Entry], batch: bool) -> String {
+    let answers: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            let id = e.as_ref().ok().map_or(Value::Null, |r| r.response_id());
+            exceeded().response(&id)
+        })
+        .collect();
+    if batch {
+        jsonrpc::batch(&answers)
+    } else {
+        answers.into_iter().next().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::{parse, Incoming};
+
+    #[test]
+    fn a_batch_counts_each_member_in_its_bucket() {
+        let body = br#"[{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x"]},
+                        {"jsonrpc":"2.0","id":2,"method":"eth_call","params":[]}, 7,
+                        {"jsonrpc":"2.0","id":3,"method":"eth_sendRawTransaction","params":["0x"]}]"#;
+        let Incoming::Batch(entries) = parse(body, 10).unwrap() else {
+            panic!()
+        };
+        let refs: Vec<&Entry> = entries.iter().collect();
+        assert_eq!(count(&refs), (2, 2));
+        let answer: Value = serde_json::from_str(&refusal(&refs, true)).unwrap();
+        assert_eq!(answer.as_array().unwrap().len(), 4);
+        assert_eq!(answer[0]["id"], 1);
+        assert_eq!(answer[0]["error"]["code"], -32005);
+        assert_eq!(answer[0]["error"]["message"], "rate limit exceeded");
+        assert_eq!(answer[2]["id"], Value::Null);
+    }
+}

@@ -1,0 +1,232 @@
+//! The relay core's [`Backend`] in the Worker: the upstream over `fetch`, the senders' Durable
+//! Objects over their stubs, and the rate limit bindings.
+
+use crate::address::Address;
+use crate::config::Config;
+use crate::edge::platform::{emit, now_ms};
+use crate::edge::upstream::HttpUpstream;
+use crate::jsonrpc::Answer;
+use crate::metrics::Metric;
+use crate::relay::{wire, Backend};
+use crate::upstream::{Upstream, UpstreamError, UpstreamReply};
+use futures_util::future::join_all;
+use worker::js_sys::{Function, Object, Promise, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{Env, Headers, Method, Request, RequestInit};
+
+/// The Durable Object namespace binding (wrangler.toml `[[durable_objects.bindings]]`).
+pub const SENDER_LOCK_BINDING: &str = "SENDER_LOCK";
+/// Request header to the Durable Object: the sender's lowercase 0x address (for its logs).
+pub const SENDER_HEADER: &str = "x-sender";
+/// The rate limit binding for `eth_sendRawTransaction` (wrangler.toml `[[ratelimits]]`).
+pub const RATE_LIMIT_SEND: &str = "RATE_LIMIT_SEND";
+/// The rate limit binding for every other request.
+pub const RATE_LIMIT_READ: &str = "RATE_LIMIT_READ";
+
+/// Test builds only: the fault to inject (see the `test-faults` feature).
+#[cfg(feature = "test-faults")]
+pub const TEST_FAULT_HEADER: &str = "x-test-fault";
+
+/// The backend of one Worker request.
+pub struct WorkerBackend<'a> {
+    /// The upstream, clock and metrics of this request.
+    pub upstream: HttpUpstream<'a>,
+    /// The environment (bindings).
+    pub env: &'a Env,
+    /// The client's IP (`CF-Connecting-IP`), the rate limits' key.
+    pub client_ip: String,
+    /// The client's `x-test-fault` header, passed on to the Durable Object (test builds only).
+    #[cfg(feature = "test-faults")]
+    pub test_fault: Option<String>,
+}
+
+impl<'a> WorkerBackend<'a> {
+    /// The backend of a request with this id.
+    pub fn new(config: &'a Config, env: &'a Env, request_id: &'a str, client_ip: String) -> Self {
+        WorkerBackend {
+            upstream: HttpUpstream {
+                config,
+                env,
+                request_id: Some(request_id),
+            },
+            env,
+            client_ip,
+            #[cfg(feature = "test-faults")]
+            test_fault: None,
+        }
+    }
+
+    fn headers(&self) -> Result<Headers, String> {
+        let headers = Headers::new();
+        if let Some(id) = self.upstream.request_id {
+            headers
+                .set(crate::access::request_id::HEADER, id)
+                .map_err(|e| e.to_string())?;
+        }
+        #[cfg(feature = "test-faults")]
+        if let Some(fault) = self.test_fault.as_deref() {
+            headers
+                .set(TEST_FAULT_HEADER, fault)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(headers)
+    }
+
+    /// Counts `n` requests against the rate limit binding `name`; true when over. A binding that
+    /// is not configured limits nothing; one that fails is logged and lets the request through.
+    async fn over(&self, name: &str, n: usize) -> bool {
+        if n == 0 {
+            return false;
+        }
+        let Some(binding) = rate_limiter(self.env, name) else {
+            return false;
+        };
+        let checks = (0..n).map(|_| limit(&binding, &self.client_ip));
+        let outcomes = join_all(checks).await;
+        if let Some(Err(e)) = outcomes.iter().find(|o| o.is_err()) {
+            self.emit(
+                &Metric::new("rate_limit_error", "", name)
+                    .value("count", 1.0)
+                    .field("error", e.clone()),
+            );
+        }
+        outcomes.into_iter().any(|o| o == Ok(false))
+    }
+}
+
+/// The rate limit binding `name`, when configured.
+fn rate_limiter(env: &Env, name: &str) -> Option<Object> {
+    let env: &JsValue = env.as_ref();
+    Reflect::get(env, &JsValue::from_str(name))
+        .ok()
+        .filter(|b| b.is_object())
+        .map(JsCast::unchecked_into)
+}
+
+/// One `limit({key})` call of a Workers Rate Limiting binding: whether the request may go.
+async fn limit(binding: &Object, key: &str) -> Result<bool, String> {
+    let method: Function = Reflect::get(binding, &JsValue::from_str("limit"))
+        .map_err(|_| "no limit method".to_string())?
+        .dyn_into()
+        .map_err(|_| "limit is not a function".to_string())?;
+    let options = Object::new();
+    Reflect::set(&options, &JsValue::from_str("key"), &JsValue::from_str(key))
+        .map_err(|_| "cannot build the options".to_string())?;
+    let promise: Promise = method
+        .call1(binding, &options)
+        .map_err(|e| format!("{e:?}"))?
+        .dyn_into()
+        .map_err(|_| "limit did not return a promise".to_string())?;
+    let outcome = JsFuture::from(promise)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(Reflect::get(&outcome, &JsValue::from_str("success"))
+        .ok()
+        .and_then(|v| v.as_bool())
+        .unwrap_or(true))
+}
+
+/// Calls `sender`'s Durable Object: `method` on `path` (see [`wire`]) with an optional body;
+/// returns the answer's text.
+///
+/// # Errors
+/// The reason when the object can't be reached or answers other than HTTP 200.
+pub async fn call_object(
+    env: &Env,
+    sender: &Address,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    headers: Headers,
+) -> Result<String, String> {
+    let stub = env
+        .durable_object(SENDER_LOCK_BINDING)
+        .and_then(|ns| ns.get_by_name(&sender.to_string()))
+        .map_err(|e| e.to_string())?;
+    headers
+        .set(SENDER_HEADER, &sender.to_string())
+        .map_err(|e| e.to_string())?;
+    let mut init = RequestInit::new();
+    init.with_method(method).with_headers(headers);
+    if let Some(body) = body {
+        init.with_body(Some(JsValue::from_str(&body)));
+    }
+    let request = Request::new_with_init(&format!("https://sender-lock{path}"), &init)
+        .map_err(|e| e.to_string())?;
+    let mut response = stub
+        .fetch_with_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    if response.status_code() != 200 {
+        return Err(format!(
+            "Durable Object answered HTTP {}",
+            response.status_code()
+        ));
+    }
+    response.text().await.map_err(|e| e.to_string())
+}
+
+impl Upstream for WorkerBackend<'_> {
+    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+        self.upstream.post(body, timeout_ms).await
+    }
+
+    async fn sleep(&self, ms: u64) {
+        self.upstream.sleep(ms).await;
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn random(&self) -> f64 {
+        self.upstream.random()
+    }
+
+    fn emit(&self, metric: &Metric) {
+        emit(self.env, metric, self.upstream.request_id);
+    }
+}
+
+impl Backend for WorkerBackend<'_> {
+    async fn sender_lock(
+        &self,
+        sender: &Address,
+        txs: &[(&[u8; 32], u64, &str)],
+    ) -> Result<Vec<Answer>, String> {
+        let body = wire::encode_send(txs.iter().copied());
+        let text = call_object(
+            self.env,
+            sender,
+            Method::Post,
+            wire::SEND_PATH,
+            Some(body),
+            self.headers()?,
+        )
+        .await?;
+        wire::decode_answers(&text, txs.len())
+    }
+
+    async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool {
+        let (send, read) = futures_util::future::join(
+            self.over(RATE_LIMIT_SEND, sends),
+            self.over(RATE_LIMIT_READ, reads),
+        )
+        .await;
+        send || read
+    }
+
+    async fn accepted_next_nonce(&self, sender: &Address) -> Result<Option<u64>, String> {
+        let text = call_object(
+            self.env,
+            sender,
+            Method::Get,
+            wire::NEXT_NONCE_PATH,
+            None,
+            self.headers()?,
+        )
+        .await?;
+        wire::decode_next_nonce(&text)
+    }
+}

@@ -1,0 +1,46 @@
+//! What the Worker and the Durable Object share on the platform: the settings from the
+//! environment, the clock, and metrics as log lines and Analytics Engine data points.
+
+use crate::config::{Config, ConfigError};
+use crate::metrics::Metric;
+use worker::{console_log, AnalyticsEngineDataPointBuilder, Env};
+
+/// The Analytics Engine dataset binding for metrics (optional).
+pub const METRICS_BINDING: &str = "METRICS";
+
+/// Records `metric`, with the `request_id` of the request it belongs to when there is one:
+/// always a JSON log line; a data point too when `METRICS` is bound.
+pub fn emit(env: &Env, metric: &Metric, request_id: Option<&str>) {
+    match request_id {
+        Some(id) => console_log!("{}", metric.clone().field("request_id", id).log_line()),
+        None => console_log!("{}", metric.log_line()),
+    }
+    if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
+        let written = AnalyticsEngineDataPointBuilder::new()
+            .indexes([metric.index()])
+            .blobs([metric.event, metric.label.as_str()])
+            .doubles(metric.doubles())
+            .write_to(&dataset);
+        if let Err(e) = written {
+            console_log!(
+                "{}",
+                crate::log::line("metrics_error", &[("error", e.to_string().into())])
+            );
+        }
+    }
+}
+
+/// The time, Unix ms. The Workers clock advances across I/O, not while code computes.
+pub fn now_ms() -> u64 {
+    worker::Date::now().as_millis()
+}
+
+/// Reads [`Config`] from the Worker's vars and secrets.
+pub fn config_from_env(env: &Env) -> Result<Config, ConfigError> {
+    Config::from_lookup(|name| {
+        env.secret(name)
+            .ok()
+            .map(|s| s.to_string())
+            .or_else(|| env.var(name).ok().map(|v| v.to_string()))
+    })
+}
