@@ -268,14 +268,15 @@ export async function startProxy({
 }
 
 /**
- * Runs the compiled relay (build/worker/shim.mjs) on workerd via miniflare.
+ * Runs the compiled relay (build/worker/shim.mjs) on workerd via miniflare. `ratelimits` are its
+ * rate limit bindings (none by default).
  * `vars` are the Worker's vars/secrets. `lockHost` hosts the SenderLock class in another worker
  * (a script text), to make the Durable Object unreachable for real. `persist` keeps Durable
  * Object storage in that folder, so a second relay on it is the same objects restarted.
  * `buildDir` is the worker build to run (default build/; build-faults/ has the test-faults feature).
  * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
  */
-export async function startRelay({ vars, lockHost, persist, buildDir = "build" } = {}) {
+export async function startRelay({ vars, lockHost, persist, buildDir = "build", ratelimits } = {}) {
   const logs = [];
   const collect = (stream) => {
     let buf = "";
@@ -306,6 +307,9 @@ export async function startRelay({ vars, lockHost, persist, buildDir = "build" }
         ? { className: "SenderLock", scriptName: "lock-host" }
         : { className: "SenderLock", useSQLite: true },
     },
+    // Workers Rate Limiting bindings, as wrangler.toml's [[ratelimits]] would give them:
+    // { RATE_LIMIT_SEND: { simple: { limit, period } }, ... }.
+    ...(ratelimits ? { ratelimits } : {}),
   };
   const workers = [relay];
   if (lockHost) {
@@ -392,10 +396,10 @@ export function sendRaw(url, raw, id = ++ids) {
 }
 
 /** A full stack: anvil, proxy (options), relay (vars). */
-export async function stack({ proxy: proxyOptions = {}, vars = {}, lockHost, buildDir } = {}) {
+export async function stack({ proxy: proxyOptions = {}, vars = {}, lockHost, buildDir, ratelimits } = {}) {
   const anvil = await startAnvil();
   const proxy = await startProxy({ upstream: anvil.url, ...proxyOptions });
-  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars }, lockHost, buildDir });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars }, lockHost, buildDir, ratelimits });
   return {
     anvil,
     proxy,
