@@ -5,10 +5,24 @@ export WORKER_BUILD_VERSION=0.8.7
 export WASM_BINDGEN_VERSION=0.2.130
 # Host tools built from source live outside the checkout so a fresh clone on the same machine reuses them.
 export TOOLS_DIR=${TOOLS_DIR:-$HOME/.cache/nonce-relay/tools}
-export ANVIL_BIN=$ROOT/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
-export CAST_BIN=$ROOT/node_modules/@foundry-rs/cast-linux-amd64/bin/cast
 export WASM_BINDGEN_BIN=$TOOLS_DIR/bin/wasm-bindgen
-export ESBUILD_BIN=$ROOT/node_modules/@esbuild/linux-x64/bin/esbuild
+# anvil, cast and esbuild: this platform's own binaries from node_modules (scripts/tools.mjs), once
+# `npm install` has run (scripts/setup.sh sources this file again after it).
+if [ -d "$ROOT/node_modules" ] && command -v node >/dev/null 2>&1; then
+  eval "$(node "$ROOT/scripts/tools.mjs")"
+fi
+# A Chromium for the browser test: Debian's package, or one already on the machine.
+if [ -z "${CHROMIUM_BIN:-}" ]; then
+  for candidate in chromium chromium-browser google-chrome \
+    "/Applications/Chromium.app/Contents/MacOS/Chromium" \
+    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"; do
+    if command -v "$candidate" >/dev/null 2>&1; then
+      CHROMIUM_BIN=$(command -v "$candidate")
+      break
+    fi
+  done
+  export CHROMIUM_BIN=${CHROMIUM_BIN:-}
+fi
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 
 # Detect, do not assume: rustup's wasm32 target when installed, Debian's toolchain otherwise.

@@ -5,7 +5,9 @@
 #   - a wasm32 Rust toolchain: rustup's wasm32-unknown-unknown target when it is installed, otherwise
 #     Debian's rustc-web/cargo-web with the std sources (the std is then built with -Zbuild-std);
 #   - worker-build and wasm-bindgen-cli (pinned, built from source once) into $TOOLS_DIR;
-#   - the npm packages of package.json: wrangler, miniflare (workerd), anvil, cast, esbuild, binaryen.
+#   - the npm packages of package.json: wrangler, miniflare (workerd), anvil, cast, esbuild, binaryen,
+#     viem, ethers, playwright-core;
+#   - a Chromium for the browser test (Debian's `chromium` where apt-get exists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -42,11 +44,22 @@ if [ "$("$TOOLS_DIR/bin/wasm-bindgen" --version 2>/dev/null || true)" != "wasm-b
   "$host_cargo" install -q wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --root "$TOOLS_DIR"
 fi
 
-if [ ! -x node_modules/.bin/wrangler ] || [ ! -x "$ANVIL_BIN" ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+if [ ! -x node_modules/.bin/wrangler ] || [ ! -x "${ANVIL_BIN:-}" ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "installing npm packages"
   # `npm install`, not `npm ci`: the anvil and cast packages list their other-platform binaries
   # with empty versions, which package-lock.json cannot record, so `npm ci` calls it out of sync.
   # The lock file still pins every version that is installed.
   npm install --no-audit --no-fund --loglevel=error
+  . scripts/env.sh
+fi
+
+if [ -z "$CHROMIUM_BIN" ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    log "installing Debian's chromium (the browser test runs a page in it, headless)"
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    log "no Chromium found: install one (macOS: brew install --cask chromium) or set CHROMIUM_BIN"
+  fi
 fi
 log "ready"

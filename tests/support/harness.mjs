@@ -8,14 +8,15 @@ import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
+import { toolPaths } from "../../scripts/tools.mjs";
 import { mnemonicToAccount } from "viem/accounts";
 import { parseTransaction, recoverTransactionAddress, parseGwei, keccak256 } from "viem";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-export const ANVIL_BIN =
-  process.env.ANVIL_BIN ?? path.join(ROOT, "node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-export const CAST_BIN =
-  process.env.CAST_BIN ?? path.join(ROOT, "node_modules/@foundry-rs/cast-linux-amd64/bin/cast");
+const TOOLS = toolPaths();
+/** This platform's anvil and cast binaries (scripts/tools.mjs), unless given in the environment. */
+export const ANVIL_BIN = process.env.ANVIL_BIN ?? TOOLS.ANVIL_BIN;
+export const CAST_BIN = process.env.CAST_BIN ?? TOOLS.CAST_BIN;
 export const CHAIN_ID = 31337;
 const MNEMONIC = "test test test test test test test test test test test junk";
 
