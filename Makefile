@@ -11,10 +11,10 @@ help:
 	@echo "make dev    - run anvil and the relay locally (http://127.0.0.1:8787)"
 	@echo "make test   - run every test"
 	@echo "make build  - build the wasm worker into build/"
-	@echo "make lint   - cargo fmt --check and clippy"
+	@echo "make lint   - cargo fmt --check and clippy (native, and the wasm32 adapters)"
 	@echo "make fuzz   - fuzz the decoder for FUZZ_SECONDS (default 1800)"
 	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
-	@echo "make bench-e2e - S senders x N transactions through the relay (SENDERS, TXS, LATENCY_MS)"
+	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS)"
 
 setup:
 	@bash scripts/setup.sh
@@ -43,8 +43,10 @@ bench: setup
 	@WASM_OPT=1 bash scripts/build.sh --out-dir build-size
 	@. scripts/env.sh && node tests/bench/decode-report.mjs
 
-# The relay under load against the serialized limit, with full accounting (tests/bench/e2e.mjs).
+# The relay under load against the measured serialized limit and the Redis design, side by side,
+# with full accounting (tests/bench/e2e.mjs; SENDERS, TXS, LATENCY_MS).
 bench-e2e: build
+	@bash scripts/bench-setup.sh
 	@. scripts/env.sh && node tests/bench/e2e.mjs
 
 # libFuzzer on the decoder (fuzz/), with rustup's stable toolchain in nightly mode. New inputs go to
@@ -59,9 +61,10 @@ fuzz:
 fmt:
 	cargo fmt
 
-lint:
+lint: setup
 	cargo fmt --check
 	$(NATIVE) cargo clippy --all-targets -- -D warnings
+	@bash scripts/lint-wasm.sh
 
 clean:
 	rm -rf target build .wrangler

@@ -33,7 +33,7 @@ use crate::submit::{submit, Sending};
 use crate::upstream::{error_metric, Upstream};
 use futures_util::future::{join, join_all, poll_fn, select, Either};
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -55,20 +55,26 @@ const LOOKUP_RETRY_MS: u64 = 100;
 /// A nonce lookup's whole budget, ms (below the queue's `LOOKUP_TIMEOUT_MS`).
 const LOOKUP_BUDGET_MS: u64 = 5_000;
 
-/// The lock record as stored: the holder's session key (UUID text) and acquisition time (Unix ms).
+/// The lock record as stored, one per busy period of the lock: the session key (UUID text) and
+/// acquisition time (Unix ms) of the holder that wrote it, and the lease (Unix ms) until which a
+/// restarted object holds newcomers. Every holder whose deadline falls within the lease goes
+/// without a write; the lease is renewed (to the holder's deadline + [`lease_extra_ms`]) when a
+/// holder's deadline would pass it. After a crash, newcomers so wait at most that extra time
+/// longer than the crashed holder's deadline. A record without a lease (older objects) holds until
+/// `acquired_at_ms + LOCK_MAX_HOLD_MS`.
 #[derive(Serialize, Deserialize)]
 struct LockRecord {
     session_key: String,
     acquired_at_ms: u64,
+    #[serde(default)]
+    held_until_ms: Option<u64>,
 }
 
-impl From<Lock> for LockRecord {
-    fn from(lock: Lock) -> Self {
-        LockRecord {
-            session_key: lock.session_key.to_string(),
-            acquired_at_ms: lock.acquired_at_ms,
-        }
-    }
+/// How far a lock record's lease reaches past the deadline of the holder that wrote it, ms: a
+/// quarter of `LOCK_MAX_HOLD_MS`, at most 5 s. A busy sender writes its record about once per
+/// this much time instead of once per transaction.
+fn lease_extra_ms(max_hold_ms: u64) -> u64 {
+    (max_hold_ms / 4).min(5_000)
 }
 
 /// A row of the `accepted` table.
@@ -113,6 +119,8 @@ pub struct SenderLock {
     config: Result<Config, ConfigError>,
     sender: RefCell<String>,
     inner: Rc<RefCell<SenderState>>,
+    /// The lease of the lock record on disk (Unix ms), 0 when there is none.
+    lease_until_ms: Rc<Cell<u64>>,
 }
 
 impl SenderLock {
@@ -137,22 +145,43 @@ impl SenderLock {
         }
     }
 
-    /// Writes `lock`'s record and its alarm, issued together, and waits until they are on disk.
+    /// Makes sure a restarted object would hold newcomers until `lock`'s deadline: nothing to do
+    /// when the busy period's lease (see [`LockRecord`]) covers it; otherwise writes the record
+    /// with a new lease (and, at the start of a busy period, the alarm at this holder's deadline;
+    /// the alarm handler moves it on to later holders' deadlines only when it fires), issued
+    /// together, and waits until they are on disk, before the transaction leaves.
     async fn persist(&self, lock: Lock, max_hold_ms: u64) {
+        let leased = self.lease_until_ms.get();
+        if lock.deadline_ms(max_hold_ms) <= leased {
+            return;
+        }
+        let lease = lock
+            .deadline_ms(max_hold_ms)
+            .saturating_add(lease_extra_ms(max_hold_ms));
+        self.lease_until_ms.set(lease);
+        let record = LockRecord {
+            session_key: lock.session_key.to_string(),
+            acquired_at_ms: lock.acquired_at_ms,
+            held_until_ms: Some(lease),
+        };
         let storage = self.storage();
-        let (put, alarm) = join(
-            storage.put(LOCK_KEY, LockRecord::from(lock)),
-            storage.set_alarm(at_ms(lock.deadline_ms(max_hold_ms))),
-        )
-        .await;
+        let put = storage.put(LOCK_KEY, record);
+        let written = if leased == 0 {
+            let (put, alarm) =
+                join(put, storage.set_alarm(at_ms(lock.deadline_ms(max_hold_ms)))).await;
+            put.and(alarm)
+        } else {
+            put.await
+        };
         // On disk before the transaction leaves: the record is what a restarted object finds.
-        if let Err(e) = put.and(alarm).and(storage.sync().await) {
+        if let Err(e) = written.and(storage.sync().await) {
             storage_error("persist", &e);
         }
     }
 
     /// Clears the record and alarm after the lock went idle, issued together.
     async fn clear(&self) {
+        self.lease_until_ms.set(0);
         let storage = self.storage();
         let (delete, alarm) = join(storage.delete(LOCK_KEY), storage.delete_alarm()).await;
         if let Err(e) = delete.map(|_| ()).and(alarm) {
@@ -561,14 +590,23 @@ impl DurableObject for SenderLock {
             Err(e) => storage_error("accepted_load", &e),
         }
         // A lock record found here was left by a previous incarnation: restore it so newcomers
-        // queue behind it until its alarm force-releases it. Events wait until this completes.
+        // queue behind it until its lease ends and the alarm force-releases it. Events wait until
+        // this completes.
         let restored = inner.clone();
+        let max_hold_ms = config.as_ref().map_or(30_000, |c| c.lock_max_hold_ms);
+        let lease_until_ms = Rc::new(Cell::new(0));
+        let lease = lease_until_ms.clone();
         let _init = state.block_concurrency_while(async move {
             if let Ok(Some(record)) = storage.get::<LockRecord>(LOCK_KEY).await {
                 if let Ok(key) = uuid::Uuid::parse_str(&record.session_key) {
+                    let until = record
+                        .held_until_ms
+                        .unwrap_or(record.acquired_at_ms.saturating_add(max_hold_ms));
+                    lease.set(until);
+                    // Restored as acquired one maximum hold before the lease ends.
                     restored
                         .borrow_mut()
-                        .restore_lock(SessionKey(key), record.acquired_at_ms);
+                        .restore_lock(SessionKey(key), until.saturating_sub(max_hold_ms));
                     console_log!(
                         "{}",
                         log::line(
@@ -593,6 +631,7 @@ impl DurableObject for SenderLock {
             config,
             sender: RefCell::new(String::new()),
             inner,
+            lease_until_ms,
         }
     }
 

@@ -5,18 +5,31 @@
 use crate::config::Config;
 use crate::metrics::Metric;
 use crate::upstream::{check_upstream_body, Upstream, UpstreamError, UpstreamReply};
-use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use std::time::Duration;
-use worker::wasm_bindgen::JsValue;
-use worker::{
-    AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
-};
+use worker::js_sys::{self, Function, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{web_sys, Delay, Response};
 
+fn js_error(e: JsValue) -> String {
+    e.as_string()
+        .or_else(|| {
+            Reflect::get(&e, &JsValue::from_str("message"))
+                .ok()
+                .and_then(|m| m.as_string())
+        })
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+/// Reads the answer's body within `limit` bytes: in one `text()` call when its length is declared
+/// (nodes declare it), otherwise as a stream, counting.
 async fn read_limited(
-    mut response: Response,
+    response: web_sys::Response,
     limit: usize,
 ) -> Result<UpstreamReply, UpstreamError> {
+    let lost = |e: JsValue| UpstreamError::Unreachable(js_error(e));
+    let status = response.status();
     let declared = response
         .headers()
         .get("content-length")
@@ -26,7 +39,15 @@ async fn read_limited(
     if declared.is_some_and(|len| len > limit) {
         return Err(UpstreamError::TooLarge(limit));
     }
-    let status = response.status_code();
+    if declared.is_some() {
+        let text = JsFuture::from(response.text().map_err(lost)?)
+            .await
+            .map_err(lost)?
+            .as_string()
+            .unwrap_or_default();
+        return check_upstream_body(status, text);
+    }
+    let mut response = Response::from(response);
     let mut stream = response
         .stream()
         .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
@@ -42,8 +63,20 @@ async fn read_limited(
     check_upstream_body(status, text)
 }
 
+/// `AbortSignal.timeout(ms)`: a signal the runtime aborts after `ms`, with no timer of ours.
+fn timeout_signal(ms: u64) -> Result<web_sys::AbortSignal, JsValue> {
+    let class = Reflect::get(&js_sys::global(), &JsValue::from_str("AbortSignal"))?;
+    let timeout: Function = Reflect::get(&class, &JsValue::from_str("timeout"))?.dyn_into()?;
+    Ok(timeout
+        .call1(&class, &JsValue::from_f64(ms as f64))?
+        .unchecked_into())
+}
+
 /// POSTs `body` (JSON-RPC text) to `UPSTREAM_RPC_URL` and returns the answer (status and JSON
-/// body).
+/// body), redacted of the upstream's URL and key (some nodes echo them in errors). The whole
+/// exchange, answer included, is bounded by `timeout_ms` through the request's abort signal
+/// (`AbortSignal.timeout`). A redirect is not followed: it would send the request, keys and all,
+/// somewhere else; the client gets "HTTP 30x".
 ///
 /// # Errors
 /// [`UpstreamError`]: unreachable (message redacted), non-JSON answer (with its HTTP status),
@@ -53,44 +86,40 @@ pub async fn post(
     body: &str,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
-    let unreachable = |e: worker::Error| UpstreamError::Unreachable(config.redact(&e.to_string()));
-    let headers = Headers::new();
+    let unreachable = |e: JsValue| UpstreamError::Unreachable(config.redact(&js_error(e)));
+    let signal = timeout_signal(timeout_ms).map_err(unreachable)?;
+    let headers = web_sys::Headers::new().map_err(unreachable)?;
     headers
         .set("content-type", "application/json")
         .map_err(unreachable)?;
-    let mut init = RequestInit::new();
-    // A redirect is not followed: it would send the request, keys and all, somewhere else. The
-    // client gets "HTTP 30x".
-    init.with_redirect(RequestRedirect::Manual);
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(JsValue::from_str(body)));
-    let request = Request::new_with_init(&config.upstream_url, &init).map_err(unreachable)?;
-    let controller = AbortController::default();
-    let signal = controller.signal();
-    let exchange = Box::pin(async move {
-        let response = Fetch::Request(request)
-            .send_with_signal(&signal)
-            .await
-            .map_err(unreachable)?;
-        let mut reply = read_limited(response, config.max_upstream_response_bytes).await?;
-        // An answer that quotes the upstream's URL or key (some nodes echo them in errors) is
-        // relayed without them.
-        if let std::borrow::Cow::Owned(redacted) = config.redact_cow(&reply.body) {
-            reply.body = redacted;
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_headers(&headers);
+    init.set_body(&JsValue::from_str(body));
+    init.set_redirect(web_sys::RequestRedirect::Manual);
+    init.set_signal(Some(&signal));
+    let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let result = async {
+        let response: web_sys::Response =
+            JsFuture::from(scope.fetch_with_str_and_init(&config.upstream_url, &init))
+                .await
+                .map_err(unreachable)?
+                .unchecked_into();
+        read_limited(response, config.max_upstream_response_bytes).await
+    }
+    .await;
+    match result {
+        Ok(mut reply) => {
+            if let std::borrow::Cow::Owned(redacted) = config.redact_cow(&reply.body) {
+                reply.body = redacted;
+            }
+            Ok(reply)
         }
-        Ok(reply)
-    });
-    let timeout = Delay::from(Duration::from_millis(timeout_ms));
-    match select(exchange, timeout).await {
-        Either::Left((result, _)) => result.map_err(|e| match e {
-            UpstreamError::Unreachable(why) => UpstreamError::Unreachable(config.redact(&why)),
-            other => other,
-        }),
-        Either::Right(((), _)) => {
-            controller.abort();
-            Err(UpstreamError::Timeout(timeout_ms))
+        Err(_) if signal.aborted() => Err(UpstreamError::Timeout(timeout_ms)),
+        Err(UpstreamError::Unreachable(why)) => {
+            Err(UpstreamError::Unreachable(config.redact(&why)))
         }
+        Err(other) => Err(other),
     }
 }
 

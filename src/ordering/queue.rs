@@ -194,9 +194,12 @@ impl SenderQueue {
     }
 
     /// A number that changes whenever the queue's state changes in a way that may move
-    /// [`SenderQueue::next_tick_ms`] (a release, a lookup begun or reported, an arrival, a force
-    /// release). Every waiting [`Turn`]'s waker is woken at such a change, so a waiter that also
-    /// keeps a timer for the next tick can compare generations to know when to set it anew.
+    /// [`SenderQueue::next_tick_ms`] later or earlier for the waiters already there: a lookup
+    /// begun, reported or to be made anew, a release that keeps the next nonce (the gap wait
+    /// starts again). Every waiting [`Turn`]'s waker is woken at such a change, so a waiter that
+    /// keeps a timer for the next tick can compare generations to know when to set it anew. (An
+    /// arrival or an ordinary release does not: the first waiter's own deadline stands, and the
+    /// waiter granted the lock is woken by the grant.)
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -300,7 +303,6 @@ impl SenderQueue {
             arrival: self.arrivals,
             enqueued_at_ms: now_ms,
         });
-        self.changed();
         self.grant(now_ms);
         Turn { slot }
     }
@@ -317,14 +319,16 @@ impl SenderQueue {
         match self.holder {
             Some(lock) if lock.session_key == session_key => {
                 self.holder = None;
-                self.changed();
                 match (effect, lock.nonce) {
                     (NonceEffect::Advance, Some(n)) => {
                         self.next_nonce = Some(self.next_nonce.map_or(n + 1, |k| k.max(n + 1)));
                     }
                     // The holder's nonce is still missing: the waiters above it get a full gap
                     // wait from now for a corrected transaction.
-                    (NonceEffect::Keep, _) => self.gap_opened_ms = now_ms,
+                    (NonceEffect::Keep, _) => {
+                        self.gap_opened_ms = now_ms;
+                        self.changed();
+                    }
                     _ => return self.relearn(now_ms),
                 }
                 self.grant(now_ms)
@@ -336,6 +340,7 @@ impl SenderQueue {
     fn relearn(&mut self, now_ms: u64) -> Handoff {
         self.next_nonce = None;
         self.learning_since = Some(now_ms);
+        self.changed();
         Handoff::Relearn
     }
 
@@ -350,7 +355,6 @@ impl SenderQueue {
             }
             Some(lock) => {
                 self.holder = None;
-                self.changed();
                 self.relearn(now_ms);
                 Expiry::ForceReleased(lock)
             }

@@ -277,7 +277,7 @@ export async function startProxy({
  * `buildDir` is the worker build to run (default build/; build-faults/ has the test-faults feature).
  * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
  */
-export async function startRelay({ vars, lockHost, persist, buildDir = "build", ratelimits } = {}) {
+export async function startRelay({ vars, lockHost, persist, buildDir = "build", ratelimits, inspectorPort } = {}) {
   const logs = [];
   const collect = (stream) => {
     let buf = "";
@@ -329,6 +329,7 @@ export async function startRelay({ vars, lockHost, persist, buildDir = "build", 
     host: "127.0.0.1",
     port,
     ...(persist ? { durableObjectsPersist: persist } : {}),
+    ...(inspectorPort ? { inspectorPort } : {}),
     handleRuntimeStdio(stdout, stderr) {
       collect(stdout);
       collect(stderr);
