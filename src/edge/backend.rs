@@ -154,7 +154,7 @@ pub async fn call_object(
     }
     let request = Request::new_with_init(&format!("https://sender-lock{path}"), &init)
         .map_err(|e| e.to_string())?;
-    let mut response = stub
+    let response = stub
         .fetch_with_request(request)
         .await
         .map_err(|e| e.to_string())?;
@@ -164,7 +164,14 @@ pub async fn call_object(
             response.status_code()
         ));
     }
-    response.text().await.map_err(|e| e.to_string())
+    // The body in one `text()` call: worker's `Response::text` reads a stream chunk by chunk.
+    let raw: worker::web_sys::Response = response.into();
+    let text = raw.text().map_err(|e| format!("{e:?}"))?;
+    JsFuture::from(text)
+        .await
+        .map_err(|e| format!("{e:?}"))?
+        .as_string()
+        .ok_or_else(|| "Durable Object answer is not text".to_string())
 }
 
 impl Upstream for WorkerBackend<'_> {

@@ -44,3 +44,18 @@ pub fn config_from_env(env: &Env) -> Result<Config, ConfigError> {
             .or_else(|| env.var(name).ok().map(|v| v.to_string()))
     })
 }
+
+/// A future that lets every task already woken run before the current one goes on: pending once
+/// (waking itself), then ready.
+pub fn yield_now() -> impl std::future::Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+}

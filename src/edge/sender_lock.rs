@@ -19,7 +19,7 @@
 use crate::access::request_id;
 use crate::config::{Config, ConfigError};
 use crate::edge::backend::SENDER_HEADER;
-use crate::edge::platform::{config_from_env, emit, now_ms};
+use crate::edge::platform::{config_from_env, emit, now_ms, yield_now};
 use crate::edge::upstream::HttpUpstream;
 use crate::hex;
 use crate::jsonrpc::{self, Answer};
@@ -506,6 +506,12 @@ impl SenderLock {
             &submission.answer,
             released_at,
         );
+        let queue_depth = self.inner.borrow().queue().waiting();
+        if let Handoff::Next(_) = finished.handoff {
+            // The next holder goes first (it was woken by the release); this one's bookkeeping
+            // follows, so the handoff costs only what the platform's own calls cost.
+            yield_now().await;
+        }
         if finished.accepted {
             self.store_accepted(&tx.hash, tx.nonce, released_at, &finished.gone);
         }
@@ -520,7 +526,7 @@ impl SenderLock {
                     "lock_hold_ms",
                     released_at.saturating_sub(granted_at) as f64,
                 )
-                .value("queue_depth", self.inner.borrow().queue().waiting() as f64)
+                .value("queue_depth", queue_depth as f64)
                 .field("nonce", tx.nonce)
                 .field("attempts", submission.attempts)
                 .field("copies", finished.copies),
