@@ -207,7 +207,9 @@ export async function startProxy({
         : await handleOne(req, arrivedAt);
       if (answer === null) return null; // hung: the socket stays open until stop()
       if (answer === DROP || (Array.isArray(answer) && answer.includes(DROP))) return "destroy";
-      return { status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify(answer) };
+      // With its length, as nodes answer (geth, anvil, reth declare Content-Length).
+      const body = JSON.stringify(answer);
+      return { status: 200, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }, body };
     } catch (e) {
       return { status: 500, headers: {}, body: String(e) };
     }
