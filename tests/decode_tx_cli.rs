@@ -75,12 +75,18 @@ fn a_single_argument() {
 #[test]
 fn unprotected_legacy_has_a_null_chain_id() {
     // ethereum/tests TransactionTests, ttSignature/SenderTest: v = 27, no chain id.
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/vectors/TransactionTests/ttSignature/SenderTest.json"
-    );
-    let case: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    // The fixtures where tests/transaction_vectors.rs finds them: $TRANSACTION_TESTS_DIR, or
+    // ../shared/vectors/TransactionTests.
+    let dir = std::env::var_os("TRANSACTION_TESTS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/vectors/TransactionTests")
+        });
+    let path = dir.join("ttSignature/SenderTest.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read the fixture {}: {e}", path.display()));
+    let case: serde_json::Value = serde_json::from_str(&text).unwrap();
     let case = &case["SenderTest"];
     let (lines, ok) = run(&[case["txbytes"].as_str().unwrap()], b"");
     assert!(ok);
