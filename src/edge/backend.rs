@@ -3,7 +3,7 @@
 
 use crate::address::Address;
 use crate::config::Config;
-use crate::edge::platform::{emit, now_ms};
+use crate::edge::platform::{emit, now_ms, whole_text};
 use crate::edge::upstream::HttpUpstream;
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
@@ -164,14 +164,9 @@ pub async fn call_object(
             response.status_code()
         ));
     }
-    // The body in one `text()` call: worker's `Response::text` reads a stream chunk by chunk.
-    let raw: worker::web_sys::Response = response.into();
-    let text = raw.text().map_err(|e| format!("{e:?}"))?;
-    JsFuture::from(text)
+    whole_text(&response.into())
         .await
-        .map_err(|e| format!("{e:?}"))?
-        .as_string()
-        .ok_or_else(|| "Durable Object answer is not text".to_string())
+        .map_err(|e| format!("{e:?}"))
 }
 
 impl Upstream for WorkerBackend<'_> {

@@ -3,7 +3,9 @@
 
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metric;
-use worker::{console_log, AnalyticsEngineDataPointBuilder, Env};
+use worker::wasm_bindgen::JsValue;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{console_log, web_sys, AnalyticsEngineDataPointBuilder, Env};
 
 /// The Analytics Engine dataset binding for metrics (optional).
 pub const METRICS_BINDING: &str = "METRICS";
@@ -58,4 +60,11 @@ pub fn yield_now() -> impl std::future::Future<Output = ()> {
             std::task::Poll::Pending
         }
     })
+}
+
+/// A response's whole body as text, in one `text()` call (workers-rs's `Response::text` reads the
+/// body's stream chunk by chunk). Errors: the runtime's, when the body can't be read.
+pub async fn whole_text(response: &web_sys::Response) -> Result<String, JsValue> {
+    let text = JsFuture::from(response.text()?).await?;
+    Ok(text.as_string().unwrap_or_default())
 }

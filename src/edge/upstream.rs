@@ -3,6 +3,7 @@
 //! the core's [`Upstream`] over it.
 
 use crate::config::Config;
+use crate::edge::platform::whole_text;
 use crate::metrics::Metric;
 use crate::upstream::{check_upstream_body, Upstream, UpstreamError, UpstreamReply};
 use futures_util::StreamExt;
@@ -40,11 +41,7 @@ async fn read_limited(
         return Err(UpstreamError::TooLarge(limit));
     }
     if declared.is_some() {
-        let text = JsFuture::from(response.text().map_err(lost)?)
-            .await
-            .map_err(lost)?
-            .as_string()
-            .unwrap_or_default();
+        let text = whole_text(&response).await.map_err(lost)?;
         return check_upstream_body(status, text);
     }
     let mut response = Response::from(response);
