@@ -3,6 +3,9 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+#[path = "support/vectors.rs"]
+mod vectors;
+
 fn run(args: &[&str], stdin: &[u8]) -> (Vec<serde_json::Value>, bool) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_decode-tx"))
         .args(args)
@@ -75,15 +78,7 @@ fn a_single_argument() {
 #[test]
 fn unprotected_legacy_has_a_null_chain_id() {
     // ethereum/tests TransactionTests, ttSignature/SenderTest: v = 27, no chain id.
-    // The fixtures where tests/transaction_vectors.rs finds them: $TRANSACTION_TESTS_DIR, or
-    // ../shared/vectors/TransactionTests.
-    let dir = std::env::var_os("TRANSACTION_TESTS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/vectors/TransactionTests")
-        });
-    let path = dir.join("ttSignature/SenderTest.json");
+    let path = vectors::vectors_dir().join("ttSignature/SenderTest.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read the fixture {}: {e}", path.display()));
     let case: serde_json::Value = serde_json::from_str(&text).unwrap();

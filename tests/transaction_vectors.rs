@@ -10,6 +10,10 @@
 use nonce_relay::transaction::decode;
 use serde_json::Value;
 use std::path::PathBuf;
+use vectors::vectors_dir;
+
+#[path = "support/vectors.rs"]
+mod vectors;
 
 /// The relay's chain id policy as the fixtures assume it.
 const FIXTURE_CHAIN_ID: u64 = 1;
@@ -59,14 +63,6 @@ const UPSTREAM_JUDGES: &[(&str, &str)] = &[
         "EIP-3860 initcode size limit: a fork rule (Shanghai on), for the upstream",
     ),
 ];
-
-fn vectors_dir() -> PathBuf {
-    std::env::var_os("TRANSACTION_TESTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors/TransactionTests")
-        })
-}
 
 fn json_files(dir: &PathBuf, out: &mut Vec<PathBuf>) {
     let entries = std::fs::read_dir(dir)

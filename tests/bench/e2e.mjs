@@ -24,6 +24,7 @@ import { startAnvil, startProxy, startRelay, devAccount, signTransfer, sendRaw, 
 const SIZES = (process.env.SENDERS ?? "1,20,50").split(",").map(Number);
 const N = Number(process.env.TXS ?? 20);
 const L = Number(process.env.LATENCY_MS ?? 50);
+const RELAY_ONLY = process.env.RELAY_ONLY === "1";
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const quantile = (xs, q) => {
   if (!xs.length) return NaN;
@@ -150,10 +151,9 @@ try {
     await burst(url, await signAll(warm));
   }
   for (const S of SIZES) {
-    const only = process.env.RELAY_ONLY === "1";
     // 1. The measured limit.
     const limitSenders = fresh(S);
-    const limit = only ? { wall: NaN } : await streams(proxy.url, await signAll(limitSenders));
+    const limit = RELAY_ONLY ? { wall: NaN } : await streams(proxy.url, await signAll(limitSenders));
     // 2. The relay.
     const relaySenders = fresh(S);
     const relaySigned = await signAll(relaySenders);
@@ -166,8 +166,8 @@ try {
     const relayAcc = await accounting(relaySenders, viaRelay.answers);
     // 3. The Redis design.
     const redisSenders = fresh(S);
-    const viaRedis = only ? { wall: NaN, answers: [] } : await burst(redisUrl, await signAll(redisSenders));
-    const redisAcc = only ? { gaps: [], mined: 0, refused: 0, lost: 0, duplicated: 0, outOfOrder: 0 } : await accounting(redisSenders, viaRedis.answers);
+    const viaRedis = RELAY_ONLY ? { wall: NaN, answers: [] } : await burst(redisUrl, await signAll(redisSenders));
+    const redisAcc = RELAY_ONLY ? { gaps: [], mined: 0, refused: 0, lost: 0, duplicated: 0, outOfOrder: 0 } : await accounting(redisSenders, viaRedis.answers);
     rows.push({ S, limit, viaRelay, relayCpu, cpuFloor, relayAcc, viaRedis, redisAcc });
     await sleep(200);
   }

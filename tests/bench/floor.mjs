@@ -12,11 +12,8 @@
 // receipt of the next. `node tests/bench/floor.mjs`
 import { Miniflare } from "miniflare";
 import http from "node:http";
-import { cpuMs, freePort, startAnvil, startProxy, devAccount, signTransfer } from "../support/harness.mjs";
-import { readFileSync } from "node:fs";
+import { childPids, cpuMs, freePort, startAnvil, startProxy, devAccount, signTransfer } from "../support/harness.mjs";
 
-const children = () =>
-  readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
 const answer = '{"jsonrpc":"2.0","id":1,"result":"0x1"}';
 const upstreamPort = await freePort();
 const upstream = http.createServer((req, res) => {
@@ -78,10 +75,10 @@ const workers = {
 
 const results = [];
 for (const [name, { script, durableObjects, handoff }] of Object.entries(workers)) {
-  const before = children();
+  const before = childPids();
   const mf = new Miniflare({ modules: true, script, compatibilityDate: "2026-04-01", host: "127.0.0.1", port: await freePort(), ...(durableObjects ? { durableObjects } : {}) });
   const url = (await mf.ready).toString();
-  const pids = children().filter((p) => !before.includes(p));
+  const pids = childPids().filter((p) => !before.includes(p));
   const cpu = () => pids.reduce((s, p) => s + cpuMs(p), 0);
   const body = (i) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "eth_blockNumber", params: [], pad: "x".repeat(i % 50) });
   const run = async (n) => {

@@ -372,7 +372,7 @@ export function cpuMs(pid) {
 }
 
 /** This process's child process ids (Linux /proc). */
-function childPids() {
+export function childPids() {
   try {
     return readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
   } catch {
