@@ -1,4 +1,4 @@
-//! Every case of ethereum/tests TransactionTests (../shared/vectors/TransactionTests, or
+//! Every case of ethereum/tests TransactionTests (tests/fixtures/TransactionTests, or
 //! $TRANSACTION_TESTS_DIR) against the decoder, judged by the newest fork each case lists.
 //!
 //! Valid cases must decode to the fixture's hash and sender; invalid ones must be refused, either

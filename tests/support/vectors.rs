@@ -1,6 +1,7 @@
-//! Where the ethereum/tests TransactionTests fixtures are: `$TRANSACTION_TESTS_DIR`, or
-//! `../shared/vectors/TransactionTests` next to the checkout. Shared by the native tests that read
-//! them (`#[path = "support/vectors.rs"] mod vectors;`).
+//! Where the ethereum/tests TransactionTests fixtures are: `$TRANSACTION_TESTS_DIR`, or the copy
+//! in `tests/fixtures/TransactionTests` (ethereum/tests commit 4c87ebbf, 2024-10-24, MIT; data
+//! only), so a fresh clone tests itself. Shared by the native tests that read them
+//! (`#[path = "support/vectors.rs"] mod vectors;`).
 
 use std::path::PathBuf;
 
@@ -9,6 +10,6 @@ pub fn vectors_dir() -> PathBuf {
     std::env::var_os("TRANSACTION_TESTS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors/TransactionTests")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/TransactionTests")
         })
 }
