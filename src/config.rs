@@ -3,7 +3,7 @@
 
 use crate::access::cors::CorsOrigins;
 use crate::access::methods::{MethodPolicy, Patterns};
-use crate::ordering::retry::{RetryPolicy, BASE_DELAY_MS};
+use crate::upstream::retry::{RetryPolicy, BASE_DELAY_MS};
 use crate::ordering::sender::{ReplacementPolicy, Settings};
 use std::fmt;
 

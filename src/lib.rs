@@ -2,7 +2,8 @@
 //! order by routing them through a per-sender Durable Object.
 //!
 //! The pure core (no `worker` crate, tested natively): [`transaction`] decoding with
-//! [`signature`] recovery over [`canonical_rlp`], the per-sender [`ordering`] state machine,
+//! [`signature`] recovery over [`canonical_rlp`], the per-sender [`ordering`] state machine, the
+//! [`upstream`] node (answers, [`upstream::submit`] with retries),
 //! the request semantics in [`relay`] with the [`chain_id`] learned once, [`jsonrpc`] types and errors, [`config`] parsing,
 //! structured [`log`] lines and operator [`metrics`]. The wasm32-only adapters, in `edge/`:
 //! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to
@@ -21,7 +22,6 @@ pub mod metrics;
 pub mod ordering;
 pub mod relay;
 pub mod signature;
-pub mod submit;
 pub mod transaction;
 pub mod upstream;
 

@@ -7,7 +7,7 @@
 //! - the accepted hashes in the object's SQLite storage (table `accepted`: `hash` TEXT primary
 //!   key, `nonce` TEXT, decimal, `at_ms` INTEGER), read back when the object starts, so a
 //!   restarted object still answers them within `IDEMPOTENCY_TTL_S`;
-//! - the holder's sends ([`crate::submit`]: retries with the original bytes, "already known" and
+//! - the holder's sends ([`crate::upstream::submit`]: retries with the original bytes, "already known" and
 //!   "nonce too low" resolved by hash), then the release, which hands the lock on, keeps the next
 //!   nonce, or looks it up anew (`eth_getTransactionCount` at `pending` and `latest`);
 //! - the alarm handler, which force-releases a lock held too long, including a stale record left by
@@ -29,7 +29,7 @@ use crate::ordering::queue::{Expiry, Handoff, Lock, SessionKey, Turn};
 use crate::ordering::seen::TxHash;
 use crate::ordering::sender::{Admission, Finished, Held, SenderState, Settings};
 use crate::relay::wire::{self, WireTx};
-use crate::submit::{submit, Sending};
+use crate::upstream::submit::{submit, Sending};
 use crate::upstream::{error_metric, Upstream};
 use futures_util::future::{join, join_all, poll_fn, select, Either};
 use serde::{Deserialize, Serialize};

@@ -5,7 +5,7 @@
 //!   is handed to its sender's Durable Object ([`Backend::sender_lock`]), which sends it in nonce
 //!   order, with retries and idempotency by hash. When the object can't be reached, the
 //!   transaction is sent directly (fail-open, one `fail_open` metric each), with the same retries
-//!   and answer rules ([`crate::submit`]). Nothing invalid reaches the upstream.
+//!   and answer rules ([`crate::upstream::submit`]). Nothing invalid reaches the upstream.
 //! - `eth_getTransactionCount(address, "pending")`: the upstream's answer, raised to the sender's
 //!   next nonce after what its object accepted, both asked at once ([`send`]).
 //! - Methods refused by the method policy ([`crate::access::methods`]) get -32601 and go nowhere.

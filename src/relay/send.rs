@@ -6,7 +6,7 @@ use crate::address::Address;
 use crate::hex;
 use crate::jsonrpc::{self, Answer, Request};
 use crate::metrics::Metric;
-use crate::submit::{submit, Sending};
+use crate::upstream::submit::{submit, Sending};
 use crate::transaction::Transaction;
 use futures_util::future::join_all;
 use serde_json::Value;

@@ -1,6 +1,10 @@
 //! The upstream node as the pure core sees it: one HTTP answer ([`UpstreamReply`]) or the reason
 //! there was none ([`UpstreamError`]), and the [`Upstream`] trait the platform implements (HTTP
-//! over `fetch` in `edge/upstream.rs`; scripted peers in the native tests).
+//! over `fetch` in `edge/upstream.rs`; scripted peers in the native tests). [`submit`] sends one
+//! transaction until it has a final answer, within the [`retry`] budget.
+
+pub mod retry;
+pub mod submit;
 
 use crate::jsonrpc::{self, RpcError};
 use crate::metrics::Metric;
@@ -113,7 +117,7 @@ pub fn check_upstream_body(status: u16, body: String) -> Result<UpstreamReply, U
 }
 
 /// The upstream node and the clock, as the platform provides them: what sending a transaction
-/// with retries ([`crate::submit`]) needs.
+/// with retries ([`crate::upstream::submit`]) needs.
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
 pub trait Upstream {
     /// POSTs one JSON-RPC request (or batch) text to the upstream, waiting at most `timeout_ms`

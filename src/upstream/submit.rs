@@ -15,7 +15,7 @@ use crate::hex;
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::answer::{classify, AnswerClass};
-use crate::ordering::retry::RetryPolicy;
+use crate::upstream::retry::RetryPolicy;
 use crate::ordering::seen::TxHash;
 use crate::upstream::{error_metric, Upstream, UpstreamError};
 use serde_json::Value;
