@@ -3,15 +3,9 @@
 
 use crate::access::cors::CorsOrigins;
 use crate::access::methods::{MethodPolicy, Patterns};
-use crate::upstream::retry::{RetryPolicy, BASE_DELAY_MS};
-use crate::ordering::sender::{ReplacementPolicy, Settings};
+use crate::ordering::sender::{ReplacementPolicy, Settings, DEFAULT_GAP_WAIT_MS};
+use crate::upstream::retry::RetryPolicy;
 use std::fmt;
-
-/// The default `NONCE_GAP_WAIT_MS`, in ms. A request whose first TCP SYN is lost is retried after
-/// the initial retransmission timeout of 1 s (RFC 6298, section 2), so a sender's missing nonce can
-/// arrive a second or more after the transactions that overtook it; 3 s covers one such loss with
-/// room for a busy object.
-pub const DEFAULT_GAP_WAIT_MS: u64 = 3_000;
 
 /// Parsed settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,8 +20,8 @@ pub struct Config {
     /// `ENABLE_NONCE_ORDERING` (default true): route transactions through the sender's Durable
     /// Object. False forwards them directly.
     pub enable_nonce_ordering: bool,
-    /// `LOCK_MAX_HOLD_MS` (default 30000): a sender's lock is force-released this many ms after it
-    /// was acquired.
+    /// `LOCK_MAX_HOLD_MS` (default 30000): a transaction's whole budget once it holds its sender's
+    /// lock, ms: its sends and their retries end by then (and a lookup that blocks the queue).
     pub lock_max_hold_ms: u64,
     /// `NONCE_GAP_WAIT_MS` (default [`DEFAULT_GAP_WAIT_MS`]): how long, in ms, a transaction whose
     /// nonce is above the sender's next one waits for the missing ones before it is forwarded
@@ -43,10 +37,11 @@ pub struct Config {
     /// `UPSTREAM_TIMEOUT_MS` (default 60000): how long one upstream request may take, ms. A
     /// transaction's attempts together are also bounded by `LOCK_MAX_HOLD_MS`.
     pub upstream_timeout_ms: u64,
-    /// `UPSTREAM_RETRIES` (default 3): how many more times a transaction's original bytes are sent
-    /// after an answer that says nothing about it (connection lost, timeout, HTTP 429/502/503/504,
-    /// not JSON, a busy node). Other methods are not retried.
-    pub upstream_retries: u32,
+    /// `UPSTREAM_RETRIES` (default `deadline`): a transaction's original bytes are sent again after
+    /// an answer that says nothing about it (connection lost, timeout, HTTP 429/502/503/504, not
+    /// JSON, a busy node) until its deadline (`None`), or at most this many more times (`0`: no
+    /// retry). Proxied methods are not retried.
+    pub upstream_retries: Option<u32>,
     /// `IDEMPOTENCY_TTL_S` (default 300) in ms: how long a sender's object answers an accepted
     /// transaction's hash again without the upstream.
     pub idempotency_ttl_ms: u64,
@@ -160,7 +155,13 @@ impl Config {
             max_request_bytes: number(&get, "MAX_REQUEST_BYTES", 4 << 20)?,
             max_upstream_response_bytes: number(&get, "MAX_UPSTREAM_RESPONSE_BYTES", 16 << 20)?,
             upstream_timeout_ms: number(&get, "UPSTREAM_TIMEOUT_MS", 60_000)?,
-            upstream_retries: number(&get, "UPSTREAM_RETRIES", 3)?,
+            upstream_retries: match get("UPSTREAM_RETRIES").as_deref().map(str::trim) {
+                None | Some("deadline") => None,
+                Some(v) => Some(v.parse().map_err(|_| ConfigError {
+                    name: "UPSTREAM_RETRIES",
+                    problem: format!("must be deadline or a whole number, got {v:?}"),
+                })?),
+            },
             idempotency_ttl_ms: number::<u64>(&get, "IDEMPOTENCY_TTL_S", 300)?
                 .saturating_mul(1_000),
             replacement_policy: match get("REPLACEMENT_POLICY").as_deref().map(str::trim) {
@@ -193,15 +194,15 @@ impl Config {
             max_queue: self.max_queue_per_sender,
             idempotency_ttl_ms: self.idempotency_ttl_ms,
             replacement: self.replacement_policy,
+            max_hold_ms: self.lock_max_hold_ms,
         }
     }
 
-    /// The retry budget of a transaction's sends.
+    /// The retry budget of a transaction's sends and of lookups.
     pub fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy {
-            retries: self.upstream_retries,
-            base_delay_ms: BASE_DELAY_MS,
-            attempt_timeout_ms: self.upstream_timeout_ms,
+            max_retries: self.upstream_retries,
+            ..RetryPolicy::until_deadline(self.upstream_timeout_ms)
         }
     }
 
@@ -279,7 +280,8 @@ mod tests {
         assert_eq!(c.lock_max_hold_ms, 30_000);
         assert_eq!(c.max_batch, 100);
         assert_eq!(c.nonce_gap_wait_ms, 3_000);
-        assert_eq!(c.upstream_retries, 3);
+        assert_eq!(c.upstream_retries, None);
+        assert_eq!(c.retry_policy().max_retries, None);
         assert_eq!(c.idempotency_ttl_ms, 300_000);
         assert_eq!(c.replacement_policy, ReplacementPolicy::Forward);
         assert_eq!(c.max_queue_per_sender, 64);
@@ -313,7 +315,7 @@ mod tests {
             ("RATE_LIMIT_PERIOD_S", "10"),
         ])
         .unwrap();
-        assert_eq!((c.upstream_retries, c.idempotency_ttl_ms), (0, 2_000));
+        assert_eq!((c.upstream_retries, c.idempotency_ttl_ms), (Some(0), 2_000));
         assert_eq!(c.replacement_policy, ReplacementPolicy::Reject);
         assert_eq!(c.max_queue_per_sender, 8);
         assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
@@ -366,6 +368,16 @@ mod tests {
         );
         assert_eq!(with("REPLACEMENT_POLICY", "drop"), "REPLACEMENT_POLICY");
         assert_eq!(with("UPSTREAM_RETRIES", "-1"), "UPSTREAM_RETRIES");
+        assert_eq!(with("UPSTREAM_RETRIES", "forever"), "UPSTREAM_RETRIES");
+        assert_eq!(
+            config(&[
+                ("UPSTREAM_RPC_URL", "http://x"),
+                ("UPSTREAM_RETRIES", "deadline")
+            ])
+            .unwrap()
+            .upstream_retries,
+            None
+        );
     }
 
     #[test]

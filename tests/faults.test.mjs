@@ -1,7 +1,7 @@
 // Fault tests: the compiled relay on workerd with a test proxy that injects upstream faults.
 // A fault that says nothing about the transaction is retried with the same bytes; when it lasts
-// longer than the retries, the client gets a clear JSON-RPC error and the sender is not left
-// locked: the sender's next transaction goes through at once.
+// longer than the retries (here capped with UPSTREAM_RETRIES=3), the client gets a clear JSON-RPC
+// error and the sender is not left locked: the sender's next transaction goes through at once.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { keccak256 } from "viem";
@@ -52,15 +52,17 @@ for (const [what, fault] of transient) {
 }
 
 for (const [what, fault, code, message] of transient) {
-  test(`upstream ${what} on every try: the error after UPSTREAM_RETRIES, lock released`, async () => {
+  test(`upstream ${what} on every try: the error after UPSTREAM_RETRIES=3, lock released`, async () => {
     const account = devAccount(19);
-    const s = await faultTimes(fault, 4);
+    const s = await faultTimes(fault, 4, { UPSTREAM_RETRIES: "3" });
     try {
       const first = await sendRaw(s.relay.url, await signTransfer(account, 0));
       assert.equal(first.json?.error?.code, code, first.text.slice(0, 300));
       assert.match(first.json.error.message, message);
       assert.ok(!first.text.includes(s.proxy.url), "no upstream URL in the answer");
-      assert.equal(sendsIn(s.proxy).length, 4, "the first try and 3 retries");
+      // The first try and 3 retries answered the client; the relay may then send the stored
+      // bytes again on its own (the outcome was unknown and the upstream does not have it).
+      assert.ok(sendsIn(s.proxy).length >= 4, "the first try and 3 retries");
       // The lock was released at once: the next transaction of the same sender goes straight on.
       const next = await sendRaw(s.relay.url, await signTransfer(account, 0));
       assert.ok(next.json.result, next.text);
@@ -150,9 +152,10 @@ test("a flood of 2,000 transactions from 100 senders at once: nothing lost, ever
   }
 });
 
-test("the Durable Object throws mid-processing: the client gets an answer, the sender is free after LOCK_MAX_HOLD_MS", async () => {
+test("the Durable Object crashes after it forwarded: the client gets its hash, the restarted object resolves the stored transaction by hash, the sender's next goes at once", async () => {
   // build-faults/ is the same worker with the test-faults feature: the x-test-fault header makes
-  // the Durable Object throw after forwarding, holding the lock (make test builds it).
+  // the Durable Object crash (its instance is reset) after it forwarded, without recording the
+  // answer (make test builds it).
   const { post } = await import("./support/harness.mjs");
   const account = devAccount(18);
   const s = await stack({ buildDir: "build-faults", vars: { LOCK_MAX_HOLD_MS: "1000" } });
@@ -163,20 +166,21 @@ test("the Durable Object throws mid-processing: the client gets an answer, the s
       { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw0] },
       { "x-test-fault": "throw-after-forward" },
     );
-    // The object threw after forwarding; the worker failed open and forwarded the same bytes
-    // again: the strict upstream says "Nonce too low", the relay finds the transaction by its
-    // hash, and the client gets the hash.
+    // The object threw after forwarding. Whether the Worker sent the same bytes again on a new
+    // stub or directly (fail-open), the strict upstream says "Nonce too low", the relay finds the
+    // transaction by its hash, and the client gets the hash.
     assert.equal(first.json?.result, keccak256(raw0), `the hash: ${first.text}`);
-    assert.equal(s.relay.events("fail_open").length, 1, s.relay.logs.join("\n"));
+    assert.equal(s.relay.events("object_error").length, 1, s.relay.logs.join("\n"));
     const started = performance.now();
     const second = await sendRaw(s.relay.url, await signTransfer(account, 1));
     const waited = performance.now() - started;
     assert.ok(second.json?.result, second.text);
-    assert.ok(waited >= 500 && waited < 3000, `the sender's next transaction waited ${waited} ms`);
-    assert.equal(s.relay.events("force_release").length, 1, s.relay.logs.join("\n"));
+    assert.ok(waited < 1000, `the sender's next transaction waited ${waited} ms`);
+    assert.equal(s.relay.events("force_release").length, 0, "nothing waits out a lease");
     const count = await rpc(s.anvil.url, "eth_getTransactionCount", [account.address, "latest"]);
     assert.equal(Number(count.result), 2, "both transactions mined, once each");
-    console.log(`# after the Durable Object threw, the sender's next transaction waited ${waited.toFixed(0)} ms (LOCK_MAX_HOLD_MS 1000)`);
+    assert.equal(s.proxy.seen.filter((r) => r.accepted).length, 2);
+    console.log(`# after the Durable Object crashed, the sender's next transaction waited ${waited.toFixed(0)} ms`);
   } finally {
     await s.stop();
   }

@@ -153,16 +153,16 @@ test("10 senders x 10 transactions: senders do not serialize each other", async 
   }
 });
 
-test("a hung upstream: the holder gives up at LOCK_MAX_HOLD_MS, the sender's next goes after a gap wait, others not at all", async () => {
+test("a transaction the upstream hangs on: its client gets -32002 at LOCK_MAX_HOLD_MS, the relay sends it again twice then gives it up, the sender's next goes after a gap wait, others not at all", async () => {
   const a = devAccount(13);
   const b = devAccount(14);
   const hungSender = a.address.toLowerCase();
   const s = await stack({
     proxy: { strictNonce: false, hang: (tx) => tx.sender === hungSender && tx.nonce === 0 },
-    // Every attempt of the holder is cut to its maximum hold, so it gives up by itself at 500 ms
-    // (the alarm's force release is for holders that crash: tests/faults.test.mjs). The outcome
-    // is unknown, so the relay asks the upstream for the next nonce (0: the hung one never went
-    // in), and nonce 1 waits NONCE_GAP_WAIT_MS for a resend of 0 before it goes.
+    // Every attempt is cut to the holder's deadline, so it gives up by itself at 500 ms. The
+    // outcome is unknown and the upstream does not have it: the relay sends the stored bytes
+    // again (at most twice, each cut at 500 ms), then gives it up; nonce 1 then waits
+    // NONCE_GAP_WAIT_MS for a resend of 0 before it goes.
     vars: { LOCK_MAX_HOLD_MS: "500", UPSTREAM_TIMEOUT_MS: "3000", NONCE_GAP_WAIT_MS: "300" },
   });
   try {
@@ -178,11 +178,13 @@ test("a hung upstream: the holder gives up at LOCK_MAX_HOLD_MS, the sender's nex
     const nextAt = s.proxy.seen.find((r) => r.sender === hungSender && r.nonce === 1).at;
     const otherAt = s.proxy.seen.find((r) => r.sender === b.address.toLowerCase()).at;
     console.log(`# next of the hung sender forwarded ${(nextAt - t0).toFixed(0)} ms after the hung one`);
-    assert.ok(nextAt - t0 >= 750 && nextAt - t0 < 1800, `forwarded after ${nextAt - t0} ms`);
+    assert.ok(nextAt - t0 >= 1500 && nextAt - t0 < 4000, `forwarded after ${nextAt - t0} ms`);
     assert.ok(otherAt - t0 < 400, `another sender waited ${otherAt - t0} ms`);
     const late = await hung;
     assert.equal(late.json.error?.code, -32002, "the hung client gets an error, not silence");
     assert.match(late.json.error.message, /did not answer within \d+ ms; a transaction may still be processed/);
+    assert.equal(s.proxy.seen.filter((r) => r.sender === hungSender && r.nonce === 0).length, 3, "sent, then twice again");
+    assert.equal(s.relay.events("tx_abandoned").length, 1, s.relay.logs.join("\n"));
     assert.equal(s.relay.events("gap_wait_expired").length, 1, "1 went after its gap wait");
   } finally {
     await s.stop();
@@ -297,18 +299,20 @@ test("errors: each has its code, keeps its id, and nothing invalid reaches the u
   }
 });
 
-test("an unreachable upstream: a clear error without its URL, and the sender is not left locked", async () => {
+test("an unreachable upstream: a clear error without its URL at LOCK_MAX_HOLD_MS, and nothing is sent on a guessed nonce", async () => {
   const anvil = await startAnvil();
   const closedPort = await freePort();
   const upstream = `http://127.0.0.1:${closedPort}/secret-path`;
-  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: upstream } });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: upstream, LOCK_MAX_HOLD_MS: "1000" } });
   try {
     const account = devAccount(17);
     const first = await sendRaw(relay.url, await signTransfer(account, 0));
     assert.equal(first.json.error.code, -32002, first.text);
+    assert.match(first.json.error.message, /not sent/, "the next nonce could not be learned");
+    assert.ok(first.ms >= 900 && first.ms < 3000, `first answered after ${first.ms} ms`);
     const second = await sendRaw(relay.url, await signTransfer(account, 1));
-    assert.equal(second.json.error.code, -32002, "the next transaction proceeds at once");
-    assert.ok(second.ms < 2000, `second answered after ${second.ms} ms`);
+    assert.equal(second.json.error.code, -32002, "the next transaction is not held for good either");
+    assert.ok(second.ms < 3000, `second answered after ${second.ms} ms`);
     const proxied = await rpc(relay.url, "eth_blockNumber");
     assert.equal(proxied.error.code, -32002);
     const everything = [first.text, second.text, JSON.stringify(proxied), ...relay.logs].join("\n");
@@ -330,7 +334,7 @@ test("GET /health answers 200; other paths and methods are refused", async () =>
   }
 });
 
-test("restart with transactions queued: clients of lost requests get errors; the restored lock is force-released by its alarm", async () => {
+test("restart with transactions queued: clients of lost requests get errors; the restarted object finds the stored holder, resends it at once, and the sender goes on", async () => {
   const { mkdtemp, rm } = await import("node:fs/promises");
   const { tmpdir } = await import("node:os");
   const persist = await mkdtemp(`${tmpdir()}/nonce-relay-do-`);
@@ -338,9 +342,13 @@ test("restart with transactions queued: clients of lost requests get errors; the
   const a = devAccount(18);
   const sender = a.address.toLowerCase();
   const { startProxy } = await import("./support/harness.mjs");
-  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false, hang: (tx) => tx.sender === sender && tx.nonce === 0 });
-  // After the force release the next nonce is asked anew (0: the lost one never went in), so the
-  // resent nonce 1 also waits NONCE_GAP_WAIT_MS for 0.
+  // Nonce 0's first send hangs (the runtime is killed while it does); later sends behave.
+  let hangs = 1;
+  const proxy = await startProxy({
+    upstream: anvil.url,
+    strictNonce: false,
+    hang: (tx) => tx.sender === sender && tx.nonce === 0 && hangs-- > 0,
+  });
   const vars = { UPSTREAM_RPC_URL: proxy.url, LOCK_MAX_HOLD_MS: "2000", NONCE_GAP_WAIT_MS: "500" };
   let second;
   try {
@@ -348,7 +356,6 @@ test("restart with transactions queued: clients of lost requests get errors; the
     const settle = (p) => p.then((r) => r, (e) => ({ failed: e }));
     const lost = [settle(sendRaw(first.url, await signTransfer(a, 0)))];
     for (let i = 0; i < 100 && !proxy.seen.length; i++) await sleep(10);
-    const heldSince = proxy.seen[0].at;
     // Two more queue behind the hung one.
     lost.push(settle(sendRaw(first.url, await signTransfer(a, 1))), settle(sendRaw(first.url, await signTransfer(a, 2))));
     await sleep(100);
@@ -360,14 +367,19 @@ test("restart with transactions queued: clients of lost requests get errors; the
     assert.equal(proxy.seen.length, 1, "the queued ones never reached the upstream");
 
     second = await startRelay({ vars, persist });
+    const restarted = performance.now();
     const next = await sendRaw(second.url, await signTransfer(a, 1)); // resent by its client
     assert.ok(next.json.result, next.text);
-    const forwardedAt = proxy.seen.find((r) => r.nonce === 1).at;
-    const waited = forwardedAt - heldSince;
-    console.log(`# after restart, the sender's next transaction went ${waited.toFixed(0)} ms after the lost one took the lock`);
-    assert.ok(waited >= 2300 && waited < 5000, `waited ${waited} ms; LOCK_MAX_HOLD_MS is 2000\n${second.logs.join("\n")}`);
-    assert.equal(second.events("lock_restored").length, 1, second.logs.join("\n"));
-    assert.ok(second.events("force_release").length >= 1);
+    const zero = proxy.seen.filter((r) => r.nonce === 0);
+    const one = proxy.seen.find((r) => r.nonce === 1);
+    console.log(`# after restart, the stored nonce 0 was resent ${(zero[1].at - restarted).toFixed(0)} ms and nonce 1 forwarded ${(one.at - restarted).toFixed(0)} ms after the relay answered again`);
+    assert.equal(zero.length, 2, "the stored holder was resent once, from storage");
+    assert.ok(one.at - restarted < 1000, `nonce 1 waited ${one.at - restarted} ms`);
+    assert.ok(zero[1].at < one.at, "in nonce order");
+    assert.equal(second.events("tx_resubmitted").length, 1, second.logs.join("\n"));
+    assert.equal(second.events("force_release").length, 0);
+    const count = await rpc(anvil.url, "eth_getTransactionCount", [a.address, "latest"]);
+    assert.equal(Number(count.result), 2, "0 and 1 mined, once each");
   } finally {
     await second?.stop();
     await proxy.stop();

@@ -8,11 +8,13 @@ use nonce_relay::chain_id::ChainIdCache;
 use nonce_relay::config::Config;
 use nonce_relay::jsonrpc::Answer;
 use nonce_relay::metrics::Metric;
-use nonce_relay::relay::{Backend, Relay};
+use nonce_relay::relay::wire::WireAnswer;
+use nonce_relay::relay::{Backend, ObjectError, Relay};
 use nonce_relay::upstream::{Upstream, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
 use serde_json::{json, Value};
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
@@ -40,8 +42,12 @@ struct Recorder {
     lock_unreachable: bool,
     /// What `eth_sendRawTransaction` answers (default: a result).
     send_answer: Option<Value>,
-    /// What the objects answer for the next nonce after what they accepted.
-    accepted_next: Option<u64>,
+    /// What the objects answer for the pending count (`None`: they can't be reached).
+    pending_count: Option<u64>,
+    /// Errors the object calls meet first, in order.
+    object_errors: RefCell<VecDeque<ObjectError>>,
+    /// The backoff waited between object calls, ms.
+    slept: RefCell<Vec<u64>>,
     /// The rate limits: (sends, reads) allowed in all; `None`: no limits.
     limits: Option<(usize, usize)>,
     /// What was counted against them.
@@ -67,7 +73,9 @@ impl Upstream for Recorder {
         Ok(UpstreamReply::ok(Value::Object(answer).to_string()))
     }
 
-    async fn sleep(&self, _ms: u64) {}
+    async fn sleep(&self, ms: u64) {
+        self.slept.borrow_mut().push(ms);
+    }
 
     fn now_ms(&self) -> u64 {
         0
@@ -89,26 +97,35 @@ impl Backend for Recorder {
         &self,
         sender: &Address,
         txs: &[(&[u8; 32], u64, &str)],
-    ) -> Result<Vec<Answer>, String> {
-        if self.lock_unreachable {
-            return Err(
-                "Durable Object is overloaded (via http://10.9.9.9/upstream-secret)".into(),
-            );
-        }
+    ) -> Result<Vec<WireAnswer>, ObjectError> {
         self.calls
             .borrow_mut()
             .push((sender.to_string(), txs.len()));
+        if let Some(error) = self.object_errors.borrow_mut().pop_front() {
+            return Err(error);
+        }
+        if self.lock_unreachable {
+            return Err(ObjectError::Failed(
+                "Durable Object threw (via http://10.9.9.9/upstream-secret)".into(),
+            ));
+        }
         let mut answers = Vec::new();
         for (_, nonce, request) in txs {
             self.locked.borrow_mut().push((sender.to_string(), *nonce));
-            let reply = self.post(request, 1_000).await.map_err(|e| e.to_string())?;
-            answers.push(Answer::parse(&reply.body).unwrap());
+            let reply = self
+                .post(request, 1_000)
+                .await
+                .map_err(|e| ObjectError::Failed(e.to_string()))?;
+            answers.push(WireAnswer::plain(Answer::parse(&reply.body).unwrap()));
         }
         Ok(answers)
     }
 
-    async fn accepted_next_nonce(&self, _sender: &Address) -> Result<Option<u64>, String> {
-        Ok(self.accepted_next)
+    async fn pending_count(&self, _sender: &Address) -> Result<WireAnswer, ObjectError> {
+        match self.pending_count {
+            Some(n) => Ok(WireAnswer::plain(Answer::Result(format!("\"0x{n:x}\"")))),
+            None => Err(ObjectError::Failed("unreachable".into())),
+        }
     }
 
     async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool {
@@ -257,7 +274,13 @@ fn fail_open_forwards_directly_and_logs_once_without_the_upstream_url() {
     let answer = handle(&config, &backend, &cache, &send(json!(1), &raw)).unwrap();
     assert_eq!(answer["result"], "0xhash");
     assert_eq!(backend.upstream.borrow()[0]["params"][0], raw);
-    let logs = backend.logs.borrow();
+    let logs: Vec<Value> = backend
+        .logs
+        .borrow()
+        .iter()
+        .filter(|l| l["event"] == "fail_open")
+        .cloned()
+        .collect();
     assert_eq!(logs.len(), 1);
     let tx = nonce_relay::transaction::decode(&nonce_relay::hex::decode(&raw).unwrap()).unwrap();
     assert_eq!(logs[0]["event"], "fail_open");
@@ -266,7 +289,7 @@ fn fail_open_forwards_directly_and_logs_once_without_the_upstream_url() {
     assert_eq!(logs[0]["nonce"], 4);
     let error = logs[0]["error"].as_str().unwrap();
     assert!(
-        error.contains("overloaded") && !error.contains("10.9.9.9") && !error.contains("secret"),
+        error.contains("threw") && !error.contains("10.9.9.9") && !error.contains("secret"),
         "{error}"
     );
 }
@@ -309,11 +332,17 @@ fn fail_open_sends_a_batchs_transactions_in_nonce_order_and_maps_already_known()
             "already known is the hash"
         );
     }
-    assert_eq!(backend.logs.borrow().len(), 3, "one fail_open each");
+    let fail_open = backend
+        .logs
+        .borrow()
+        .iter()
+        .filter(|l| l["event"] == "fail_open")
+        .count();
+    assert_eq!(fail_open, 3, "one fail_open each");
 }
 
 #[test]
-fn the_pending_count_is_raised_to_what_the_sender_s_object_accepted() {
+fn the_pending_count_is_the_sender_s_objects_answer_or_the_upstreams_when_it_cant_be_reached() {
     let config = config(&[("CHAIN_ID", "31337")]);
     let cache = Rc::new(ChainIdCache::new());
     let ask = |backend: &Recorder, tag: &str| {
@@ -321,27 +350,77 @@ fn the_pending_count_is_raised_to_what_the_sender_s_object_accepted() {
                           "params": ["0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266", tag]});
         handle(&config, backend, &cache, &body).unwrap()
     };
-    // The upstream says 5.
-    let ahead = Recorder {
-        accepted_next: Some(9),
+    // The upstream says 5; the object (which asked it too) 9.
+    let object = Recorder {
+        pending_count: Some(9),
         ..Recorder::default()
     };
     assert_eq!(
-        ask(&ahead, "pending"),
+        ask(&object, "pending"),
         json!({"jsonrpc": "2.0", "id": 4, "result": "0x9"})
     );
+    assert!(
+        object.upstream.borrow().is_empty(),
+        "the object asked, not the Worker"
+    );
     assert_eq!(
-        ask(&ahead, "latest")["result"],
+        ask(&object, "latest")["result"],
         "0x5",
         "other tags are the upstream's"
     );
-    let behind = Recorder {
-        accepted_next: Some(3),
-        ..Recorder::default()
-    };
-    assert_eq!(ask(&behind, "pending")["result"], "0x5");
-    let unknown = Recorder::default();
-    assert_eq!(ask(&unknown, "pending")["result"], "0x5");
+    let unreachable = Recorder::default();
+    assert_eq!(ask(&unreachable, "pending")["result"], "0x5");
+}
+
+#[test]
+fn object_calls_the_runtime_marks_retryable_are_made_again_and_an_overloaded_object_gets_32005() {
+    let (config, cache) = (
+        config(&[("CHAIN_ID", "31337")]),
+        Rc::new(ChainIdCache::new()),
+    );
+    let raw = legacy(9, 0, Some(31337));
+    let backend = Recorder::default();
+    backend.object_errors.borrow_mut().extend([
+        ObjectError::Retryable("Durable Object reset because its code was updated.".into()),
+        ObjectError::Retryable("Network connection lost.".into()),
+    ]);
+    let answer = handle(&config, &backend, &cache, &send(json!(1), &raw)).unwrap();
+    assert_eq!(answer["result"], "0xhash");
+    assert_eq!(backend.calls.borrow().len(), 3, "two retries on a new stub");
+    assert_eq!(backend.slept.borrow().len(), 2, "with backoff");
+    assert_eq!(backend.locked.borrow().len(), 1, "one send in the end");
+    let labels: Vec<Value> = backend
+        .logs
+        .borrow()
+        .iter()
+        .filter(|l| l["event"] == "object_error")
+        .map(|l| l["label"].clone())
+        .collect();
+    assert_eq!(labels, [json!("retryable"), json!("retryable")]);
+
+    let overloaded = Recorder::default();
+    overloaded
+        .object_errors
+        .borrow_mut()
+        .push_back(ObjectError::Overloaded(
+            "Durable Object is overloaded.".into(),
+        ));
+    let reply = block_on(
+        Relay::new(&config, &overloaded, &cache)
+            .handle(send(json!(2), &raw).to_string().as_bytes()),
+    );
+    let answer: Value = serde_json::from_str(&reply.body.unwrap()).unwrap();
+    assert_eq!(answer["error"]["code"], -32005);
+    assert_eq!(reply.retry_after_s, Some(1));
+    assert!(
+        overloaded.upstream.borrow().is_empty(),
+        "no fail-open under load"
+    );
+    assert_eq!(
+        overloaded.calls.borrow().len(),
+        1,
+        "an overloaded object is not called again"
+    );
 }
 
 #[test]

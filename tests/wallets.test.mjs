@@ -9,7 +9,7 @@ import { stack, startAnvil, startProxy, startRelay, sendRaw, rpc, post, devAccou
 
 const sendsIn = (proxy) => proxy.requests.filter((r) => r.body?.method === "eth_sendRawTransaction" || r.body?.[0]?.method === "eth_sendRawTransaction");
 
-test("a stale resend (its nonce already mined) is refused with geth's wording and never sent", async () => {
+test("a resend of a mined transaction gets its hash; another transaction with a mined nonce is refused with geth's wording; neither is sent", async () => {
   const s = await stack();
   try {
     const account = devAccount(7);
@@ -17,7 +17,10 @@ test("a stale resend (its nonce already mined) is refused with geth's wording an
     const old = [await signTransfer(account, 0), await signTransfer(account, 1)];
     for (const raw of old) assert.ok((await sendRaw(s.anvil.url, raw)).json.result);
     const before = sendsIn(s.proxy).length;
-    const stale = await sendRaw(s.relay.url, old[0], 5);
+    // The same bytes again: the upstream has them (asked by hash), so the client gets the hash.
+    const resend = await sendRaw(s.relay.url, old[0], 4);
+    assert.deepEqual(resend.json, { jsonrpc: "2.0", id: 4, result: keccak256(old[0]) });
+    const stale = await sendRaw(s.relay.url, await signTransfer(account, 0, { value: 3n }), 5);
     assert.deepEqual(stale.json, { jsonrpc: "2.0", id: 5, error: { code: -32000, message: "nonce too low: next nonce 2, tx nonce 0" } });
     // Through the relay: 2 goes in; then a different transaction with nonce 2, after 2 was mined.
     const two = await sendRaw(s.relay.url, await signTransfer(account, 2));
@@ -146,7 +149,8 @@ test("MAX_QUEUE_PER_SENDER: one more than the queue holds gets -32005 at once, a
     const extra = await sendRaw(s.relay.url, await signTransfer(account, 5), 5);
     const ms = performance.now() - started;
     assert.equal(extra.json.error?.code, -32005, extra.text);
-    assert.equal(extra.json.error.message, `too many queued transactions for sender ${sender} (at most 4 wait)`);
+    assert.equal(extra.json.error.message, `too many queued transactions for sender ${sender} (at most 4 wait); retry after 1 s`);
+    assert.equal(extra.retryAfter, "1", "Retry-After");
     assert.ok(ms < 500, `refused after ${ms} ms`);
     const all = await Promise.all([holder, ...waiting]);
     assert.deepEqual(all.map((a) => Boolean(a.json.result)), [true, true, true, true, true], "the others all went in");

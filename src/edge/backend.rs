@@ -5,9 +5,9 @@ use crate::address::Address;
 use crate::config::Config;
 use crate::edge::platform::{emit, now_ms, whole_text};
 use crate::edge::upstream::HttpUpstream;
-use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
-use crate::relay::{wire, Backend};
+use crate::relay::wire::WireAnswer;
+use crate::relay::{wire, Backend, ObjectError};
 use crate::upstream::{Upstream, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
 use worker::js_sys::{Function, Object, Promise, Reflect};
@@ -57,18 +57,17 @@ impl<'a> WorkerBackend<'a> {
         }
     }
 
-    fn headers(&self) -> Result<Headers, String> {
+    fn headers(&self) -> Result<Headers, ObjectError> {
+        let failed = |e: worker::Error| ObjectError::Failed(e.to_string());
         let headers = Headers::new();
         if let Some(id) = self.upstream.request_id {
             headers
                 .set(crate::access::request_id::HEADER, id)
-                .map_err(|e| e.to_string())?;
+                .map_err(failed)?;
         }
         #[cfg(feature = "test-faults")]
         if let Some(fault) = self.test_fault.as_deref() {
-            headers
-                .set(TEST_FAULT_HEADER, fault)
-                .map_err(|e| e.to_string())?;
+            headers.set(TEST_FAULT_HEADER, fault).map_err(failed)?;
         }
         Ok(headers)
     }
@@ -127,11 +126,32 @@ async fn limit(binding: &Object, key: &str) -> Result<bool, String> {
         .unwrap_or(true))
 }
 
-/// Calls `sender`'s Durable Object: `method` on `path` (see [`wire`]) with an optional body;
-/// returns the answer's text.
+/// What kind of failure a Durable Object call's error is: the runtime sets `.overloaded` and
+/// `.retryable` on the errors it throws (Cloudflare's Durable Objects "Error handling").
+fn object_error(error: worker::Error) -> ObjectError {
+    let flag = |name: &str| {
+        let value: JsValue = error.to_js_value();
+        Reflect::get(&value, &JsValue::from_str(name))
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    };
+    let why = error.to_string();
+    if flag("overloaded") {
+        ObjectError::Overloaded(why)
+    } else if flag("retryable") {
+        ObjectError::Retryable(why)
+    } else {
+        ObjectError::Failed(why)
+    }
+}
+
+/// Calls `sender`'s Durable Object on a new stub: `method` on `path` (see [`wire`]) with an
+/// optional body; returns the answer's text.
 ///
 /// # Errors
-/// The reason when the object can't be reached or answers other than HTTP 200.
+/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::REPLACED_HEADER`]
+/// (an instance replaced by a newer one) is retryable; any other status than 200 fails.
 pub async fn call_object(
     env: &Env,
     sender: &Address,
@@ -139,34 +159,43 @@ pub async fn call_object(
     path: &str,
     body: Option<String>,
     headers: Headers,
-) -> Result<String, String> {
+) -> Result<String, ObjectError> {
+    let failed = |e: worker::Error| ObjectError::Failed(e.to_string());
     let stub = env
         .durable_object(SENDER_LOCK_BINDING)
         .and_then(|ns| ns.get_by_name(&sender.to_string()))
-        .map_err(|e| e.to_string())?;
+        .map_err(failed)?;
     headers
         .set(SENDER_HEADER, &sender.to_string())
-        .map_err(|e| e.to_string())?;
+        .map_err(failed)?;
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
     if let Some(body) = body {
         init.with_body(Some(JsValue::from_str(&body)));
     }
-    let request = Request::new_with_init(&format!("https://sender-lock{path}"), &init)
-        .map_err(|e| e.to_string())?;
+    let request =
+        Request::new_with_init(&format!("https://sender-lock{path}"), &init).map_err(failed)?;
     let response = stub
         .fetch_with_request(request)
         .await
-        .map_err(|e| e.to_string())?;
-    if response.status_code() != 200 {
-        return Err(format!(
-            "Durable Object answered HTTP {}",
-            response.status_code()
-        ));
+        .map_err(object_error)?;
+    match response.status_code() {
+        200 => whole_text(&response.into())
+            .await
+            .map_err(|e| ObjectError::Failed(format!("{e:?}"))),
+        503 if response
+            .headers()
+            .has(wire::REPLACED_HEADER)
+            .unwrap_or(false) =>
+        {
+            Err(ObjectError::Retryable(
+                "the Durable Object instance was replaced".into(),
+            ))
+        }
+        status => Err(ObjectError::Failed(format!(
+            "Durable Object answered HTTP {status}"
+        ))),
     }
-    whole_text(&response.into())
-        .await
-        .map_err(|e| format!("{e:?}"))
 }
 
 impl Upstream for WorkerBackend<'_> {
@@ -196,7 +225,7 @@ impl Backend for WorkerBackend<'_> {
         &self,
         sender: &Address,
         txs: &[(&[u8; 32], u64, &str)],
-    ) -> Result<Vec<Answer>, String> {
+    ) -> Result<Vec<WireAnswer>, ObjectError> {
         let body = wire::encode_send(txs.iter().copied());
         let text = call_object(
             self.env,
@@ -207,7 +236,7 @@ impl Backend for WorkerBackend<'_> {
             self.headers()?,
         )
         .await?;
-        wire::decode_answers(&text, txs.len())
+        wire::decode_answers(&text, txs.len()).map_err(ObjectError::Failed)
     }
 
     async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool {
@@ -219,16 +248,17 @@ impl Backend for WorkerBackend<'_> {
         send || read
     }
 
-    async fn accepted_next_nonce(&self, sender: &Address) -> Result<Option<u64>, String> {
+    async fn pending_count(&self, sender: &Address) -> Result<WireAnswer, ObjectError> {
         let text = call_object(
             self.env,
             sender,
             Method::Get,
-            wire::NEXT_NONCE_PATH,
+            wire::PENDING_COUNT_PATH,
             None,
             self.headers()?,
         )
         .await?;
-        wire::decode_next_nonce(&text)
+        WireAnswer::decode(&text)
+            .ok_or_else(|| ObjectError::Failed("Durable Object answer: not an answer".into()))
     }
 }

@@ -47,21 +47,6 @@ pub fn config_from_env(env: &Env) -> Result<Config, ConfigError> {
     })
 }
 
-/// A future that lets every task already woken run before the current one goes on: pending once
-/// (waking itself), then ready.
-pub fn yield_now() -> impl std::future::Future<Output = ()> {
-    let mut yielded = false;
-    std::future::poll_fn(move |cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-}
-
 /// A response's whole body as text, in one `text()` call (workers-rs's `Response::text` reads the
 /// body's stream chunk by chunk). Errors: the runtime's, when the body can't be read.
 pub async fn whole_text(response: &web_sys::Response) -> Result<String, JsValue> {

@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::edge::platform::whole_text;
 use crate::metrics::Metric;
+use crate::upstream::retry::parse_retry_after;
 use crate::upstream::{check_upstream_body, Upstream, UpstreamError, UpstreamReply};
 use futures_util::StreamExt;
 use std::time::Duration;
@@ -31,6 +32,12 @@ async fn read_limited(
 ) -> Result<UpstreamReply, UpstreamError> {
     let lost = |e: JsValue| UpstreamError::Unreachable(js_error(e));
     let status = response.status();
+    let retry_after_ms = response
+        .headers()
+        .get("retry-after")
+        .ok()
+        .flatten()
+        .and_then(|v| parse_retry_after(&v));
     let declared = response
         .headers()
         .get("content-length")
@@ -42,7 +49,7 @@ async fn read_limited(
     }
     if declared.is_some() {
         let text = whole_text(&response).await.map_err(lost)?;
-        return check_upstream_body(status, text);
+        return check_upstream_body(status, text, retry_after_ms);
     }
     let mut response = Response::from(response);
     let mut stream = response
@@ -57,7 +64,7 @@ async fn read_limited(
         body.extend_from_slice(&chunk);
     }
     let text = String::from_utf8(body).map_err(|_| UpstreamError::Invalid)?;
-    check_upstream_body(status, text)
+    check_upstream_body(status, text, retry_after_ms)
 }
 
 /// `AbortSignal.timeout(ms)`: a signal the runtime aborts after `ms`, with no timer of ours.

@@ -86,7 +86,7 @@ async fn sender_view(req: &Request, env: &Env, config: &Config) -> worker::Resul
         Err(why) => json_response(
             503,
             serde_json::json!({
-                "error": format!("the sender's Durable Object can't be reached: {}", config.redact(&why))
+                "error": format!("the sender's Durable Object can't be reached: {}", config.redact(why.why()))
             })
             .to_string(),
         ),

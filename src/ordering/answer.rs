@@ -1,5 +1,5 @@
 //! What an upstream answer to `eth_sendRawTransaction` means for the transaction and for its
-//! sender's next nonce: one [`AnswerClass`] per answer ([`classify`]), from its HTTP status and
+//! sender's next nonce: one [`AnswerClass`] per answer (`upstream::classify`), from its HTTP status and
 //! its JSON-RPC `result` or `error`.
 //!
 //! JSON-RPC error codes are not portable between nodes (-32010 is Nethermind's "rejected" and
@@ -8,9 +8,6 @@
 //! removed (so `AlreadyKnown`, `ALREADY_EXISTS` and `already known` meet), against [`PATTERNS`] in
 //! order; the first match wins. The order matters where one message contains another's pattern:
 //! each such guard comes first and says why.
-
-use crate::jsonrpc::Answer;
-use crate::upstream::{UpstreamError, UpstreamReply};
 
 /// The class of an upstream answer to one transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -230,35 +227,6 @@ pub fn classify_message(message: &str) -> AnswerClass {
         .map_or(Unrecognized, |(_, class, _)| *class)
 }
 
-/// HTTP statuses that mean "try again" whatever the body: 429 Too Many Requests, 502 Bad Gateway,
-/// 503 Service Unavailable, 504 Gateway Timeout (RFC 9110, RFC 6585).
-pub const RETRYABLE_STATUSES: [u16; 4] = [429, 502, 503, 504];
-
-/// The class of the upstream's answer to one `eth_sendRawTransaction`, with the [`Answer`] parsed
-/// from it (`None` when there was no usable one).
-pub fn classify(reply: &Result<UpstreamReply, UpstreamError>) -> (AnswerClass, Option<Answer>) {
-    let reply = match reply {
-        Err(UpstreamError::TooLarge(_)) => return (Unrecognized, None),
-        Err(_) => return (Unavailable, None),
-        Ok(reply) => reply,
-    };
-    if RETRYABLE_STATUSES.contains(&reply.status) {
-        return (Unavailable, Answer::parse(&reply.body));
-    }
-    let Some(answer) = Answer::parse(&reply.body) else {
-        // JSON, but not one response object: nothing to believe.
-        return (Unrecognized, None);
-    };
-    let class = match &answer {
-        Answer::Result(raw) if raw != "null" => Accepted,
-        Answer::Result(_) => Unrecognized,
-        Answer::Error(_) => answer
-            .error_parts()
-            .map_or(Unrecognized, |(_, message)| classify_message(&message)),
-    };
-    (class, Some(answer))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,55 +343,6 @@ mod tests {
             // No earlier pattern swallows this one.
             assert_eq!(classify_message(pattern), *class, "pattern {i} {pattern}");
         }
-    }
-
-    #[test]
-    fn transport_and_http_answers() {
-        let reply = |status: u16, body: &str| {
-            Ok(UpstreamReply {
-                status,
-                body: body.into(),
-            })
-        };
-        let class = |r| classify(&r).0;
-        assert_eq!(class(reply(200, r#"{"id":1,"result":"0xab"}"#)), Accepted);
-        assert_eq!(class(reply(200, r#"{"id":1,"result":null}"#)), Unrecognized);
-        assert_eq!(
-            class(reply(200, r#"[{"id":1,"result":"0xab"}]"#)),
-            Unrecognized
-        );
-        for status in RETRYABLE_STATUSES {
-            assert_eq!(
-                class(reply(
-                    status,
-                    r#"{"id":1,"error":{"code":-32005,"message":"slow down"}}"#
-                )),
-                Unavailable
-            );
-        }
-        assert_eq!(
-            class(reply(
-                500,
-                r#"{"id":1,"error":{"code":-32000,"message":"already known"}}"#
-            )),
-            AlreadyKnown
-        );
-        assert_eq!(
-            class(reply(
-                200,
-                r#"{"id":1,"error":{"code":-32010,"message":"rejected","data":"OldNonce"}}"#
-            )),
-            NonceTooLow
-        );
-        for e in [
-            UpstreamError::Unreachable("Network connection lost".into()),
-            UpstreamError::Status(503),
-            UpstreamError::Invalid,
-            UpstreamError::Timeout(100),
-        ] {
-            assert_eq!(class(Err(e)), Unavailable);
-        }
-        assert_eq!(class(Err(UpstreamError::TooLarge(10))), Unrecognized);
     }
 
     #[test]

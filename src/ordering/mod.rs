@@ -1,11 +1,9 @@
-//! The per-sender sequencer (pure, tested natively): [`queue`] holds the sender's lock and its
-//! nonce-ordered waiters, [`answer`] classes the upstream's answers and their effect on the next
-//! nonce, [`seen`] the idempotency by transaction hash, and
-//! [`sender`] puts them together as one sender's state in its Durable Object.
+//! The per-sender sequencer (pure, tested natively). [`sender`] is one sender's whole lock
+//! lifecycle as one clock-free state machine (admission, the nonce-ordered queue and its grant,
+//! the holder's send and release, lookups, force release and restart recovery) that its Durable
+//! Object drives; [`answer`] classes the upstream's answers and their effect on the next nonce;
+//! [`accepted`] keeps the transactions the upstream took, by hash and nonce.
 
+pub mod accepted;
 pub mod answer;
-pub mod queue;
-pub mod seen;
 pub mod sender;
-
-pub use queue::*;

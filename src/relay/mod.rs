@@ -3,11 +3,15 @@
 //! - `eth_sendRawTransaction`: the raw transaction is decoded and checked
 //!   ([`crate::transaction`]), its chain id compared with the configured (or learned) one, then it
 //!   is handed to its sender's Durable Object ([`Backend::sender_lock`]), which sends it in nonce
-//!   order, with retries and idempotency by hash. When the object can't be reached, the
-//!   transaction is sent directly (fail-open, one `fail_open` metric each), with the same retries
-//!   and answer rules ([`crate::upstream::submit`]). Nothing invalid reaches the upstream.
-//! - `eth_getTransactionCount(address, "pending")`: the upstream's answer, raised to the sender's
-//!   next nonce after what its object accepted, both asked at once ([`send`]).
+//!   order, with retries and idempotency by hash. A call the runtime marks retryable is made again
+//!   on a new stub within `LOCK_MAX_HOLD_MS`; an overloaded object gets -32005 with `Retry-After`
+//!   (failing open there would break the order exactly under load); when the object can't be
+//!   reached otherwise, the transaction is sent directly (fail-open, one `fail_open` metric each),
+//!   with the same retries and answer rules ([`crate::upstream::submit`]). Nothing invalid reaches
+//!   the upstream.
+//! - `eth_getTransactionCount(address, "pending")`: answered by the sender's object: the
+//!   upstream's count raised past the transactions the object accepted that the upstream still
+//!   holds ([`send`]); the upstream's own answer when the object can't be reached.
 //! - Methods refused by the method policy ([`crate::access::methods`]) get -32601 and go nowhere.
 //! - Every other method goes to the upstream unchanged and its answer comes back unchanged (no
 //!   retries: it may not be idempotent).
@@ -24,12 +28,45 @@ use crate::access::rate_limit;
 use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
-use crate::jsonrpc::{self, Answer, Incoming, Request, RpcError};
+use crate::jsonrpc::{self, Incoming, Request, RpcError};
 use crate::transaction::{self, Transaction};
 use crate::upstream::{error_metric, Upstream};
 use futures_util::future::join_all;
 use std::collections::HashMap;
 use std::rc::Rc;
+
+/// Why a sender's Durable Object gave no answer (Cloudflare's Durable Objects error handling:
+/// `.retryable` and `.overloaded` on the runtime's errors).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectError {
+    /// Worth the same call on a new stub: the runtime marked the error retryable (the object was
+    /// reset, restarted or moved, or its code was updated), or the instance was replaced.
+    Retryable(String),
+    /// The object is overloaded: calling again would make it worse.
+    Overloaded(String),
+    /// Anything else (the object threw, answered nonsense): the caller fails open.
+    Failed(String),
+}
+
+impl ObjectError {
+    /// A short name for logs and metrics: `retryable`, `overloaded`, `failed`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ObjectError::Retryable(_) => "retryable",
+            ObjectError::Overloaded(_) => "overloaded",
+            ObjectError::Failed(_) => "failed",
+        }
+    }
+
+    /// What went wrong.
+    pub fn why(&self) -> &str {
+        match self {
+            ObjectError::Retryable(why)
+            | ObjectError::Overloaded(why)
+            | ObjectError::Failed(why) => why,
+        }
+    }
+}
 
 /// The platform: the upstream and clock ([`Upstream`]) and the senders' Durable Objects.
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
@@ -39,25 +76,23 @@ pub trait Backend: Upstream {
     /// text)`; see [`wire`] for the call.
     ///
     /// # Errors
-    /// The reason, when the object could not be reached or answered nonsense (the caller then
-    /// fails open).
+    /// [`ObjectError`]: how the call failed, which decides what the caller does next.
     async fn sender_lock(
         &self,
         sender: &Address,
         txs: &[(&[u8; 32], u64, &str)],
-    ) -> Result<Vec<Answer>, String>;
+    ) -> Result<Vec<wire::WireAnswer>, ObjectError>;
 
     /// Counts a body's requests against the client's rate limits: `sends` against the
     /// transaction limit, `reads` against the other. True when the client is over either (the
     /// body is then refused). Without limits configured, always false.
     async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool;
 
-    /// `sender`'s next nonce after what its object accepted within the idempotency window
-    /// (`None` when it accepted nothing).
+    /// `sender`'s pending count as its object answers it (see [`wire`]).
     ///
     /// # Errors
-    /// The reason, when the object could not be reached.
-    async fn accepted_next_nonce(&self, sender: &Address) -> Result<Option<u64>, String>;
+    /// [`ObjectError`], when the object gave no answer.
+    async fn pending_count(&self, sender: &Address) -> Result<wire::WireAnswer, ObjectError>;
 }
 
 /// The HTTP answer to a request body.
@@ -67,7 +102,8 @@ pub struct Reply {
     pub status: u16,
     /// The JSON body; `None` when every request was a notification (HTTP 204).
     pub body: Option<String>,
-    /// For HTTP 429: the `Retry-After` header, s.
+    /// The `Retry-After` header, s: over a rate limit (HTTP 429), or when a transaction was
+    /// refused for a full queue or an overloaded object (the longest of them).
     pub retry_after_s: Option<u64>,
 }
 
@@ -101,10 +137,10 @@ impl<'a, B: Backend> Relay<'a, B> {
     /// counts against the client's rate limits first; over a limit, the whole body is refused
     /// with HTTP 429 and -32005 for each request, and nothing reaches the upstream.
     pub async fn handle(&self, body: &[u8]) -> Reply {
-        let reply = |body: Option<String>| Reply {
+        let reply = |(body, retry_after_s): (Option<String>, Option<u64>)| Reply {
             status: if body.is_some() { 200 } else { 204 },
             body,
-            retry_after_s: None,
+            retry_after_s,
         };
         let parsed = jsonrpc::parse(body, self.config.max_batch);
         let (entries, batch): (Vec<&jsonrpc::Entry>, bool) = match &parsed {
@@ -127,29 +163,34 @@ impl<'a, B: Backend> Relay<'a, B> {
             };
         }
         match parsed {
-            Err(error) => reply(Some(error)),
+            Err(error) => reply((Some(error), None)),
             Ok(Incoming::Single(entry)) => {
                 let notification = entry.as_ref().is_ok_and(|r| r.id.is_none());
-                let answers = self.answer_all(vec![entry]).await;
-                reply((!notification).then(|| answers.into_iter().next().unwrap_or_default()))
+                let (answers, retry_after_s) = self.answer_all(vec![entry]).await;
+                let body = (!notification).then(|| answers.into_iter().next().unwrap_or_default());
+                reply((body, retry_after_s))
             }
             Ok(Incoming::Batch(entries)) => {
                 let wanted: Vec<bool> = entries
                     .iter()
                     .map(|e| e.as_ref().map_or(true, |r| r.id.is_some()))
                     .collect();
-                let answers = self.answer_all(entries).await;
+                let (answers, retry_after_s) = self.answer_all(entries).await;
                 let kept: Vec<String> = answers
                     .into_iter()
                     .zip(wanted)
                     .filter_map(|(a, w)| w.then_some(a))
                     .collect();
-                reply((!kept.is_empty()).then(|| jsonrpc::batch(&kept)))
+                reply((
+                    (!kept.is_empty()).then(|| jsonrpc::batch(&kept)),
+                    retry_after_s,
+                ))
             }
         }
     }
 
-    async fn answer_all(&self, entries: Vec<jsonrpc::Entry>) -> Vec<String> {
+    /// Each entry's response text in order, and the longest `Retry-After` among them, s.
+    async fn answer_all(&self, entries: Vec<jsonrpc::Entry>) -> (Vec<String>, Option<u64>) {
         let needs_chain_id = entries.iter().any(|e| {
             e.as_ref()
                 .is_ok_and(|r| r.method == jsonrpc::SEND_RAW_TRANSACTION)
@@ -225,10 +266,16 @@ impl<'a, B: Backend> Relay<'a, B> {
             futures_util::future::join(join_all(proxy_tasks), join_all(count_tasks)),
         )
         .await;
-        for (i, text) in sent.into_iter().flatten().chain(proxied).chain(counted) {
+        let mut retry_after_s: Option<u64> = None;
+        for (i, text, retry_after) in sent.into_iter().flatten() {
+            answers[i] = Some(text);
+            retry_after_s = retry_after_s.max(retry_after);
+        }
+        for (i, text) in proxied.into_iter().chain(counted) {
             answers[i] = Some(text);
         }
-        answers.into_iter().map(Option::unwrap_or_default).collect()
+        let texts = answers.into_iter().map(Option::unwrap_or_default).collect();
+        (texts, retry_after_s)
     }
 
     /// The chain id transactions must carry: `CHAIN_ID`, or the upstream's `eth_chainId` learned

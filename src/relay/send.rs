@@ -1,13 +1,13 @@
 //! A sender's transactions of one request, and the pending nonce: the parts of [`Relay`] that
 //! talk to the senders' Durable Objects.
 
-use super::{Backend, Relay};
+use super::{Backend, ObjectError, Relay};
 use crate::address::Address;
 use crate::hex;
-use crate::jsonrpc::{self, Answer, Request};
+use crate::jsonrpc::{self, Request, RpcError};
 use crate::metrics::Metric;
-use crate::upstream::submit::{submit, Sending};
 use crate::transaction::Transaction;
+use crate::upstream::submit::{submit, Sending};
 use futures_util::future::join_all;
 use serde_json::Value;
 
@@ -24,48 +24,121 @@ pub fn pending_count_of(req: &Request) -> Option<Address> {
     }
 }
 
+/// How long a client refused because its sender's Durable Object is overloaded is asked to wait
+/// before it retries, s.
+pub const OVERLOADED_RETRY_AFTER_S: u64 = 1;
+
 impl<B: Backend> Relay<'_, B> {
     /// Sends `sender`'s transactions of one request (`(index, request, transaction)`, in request
-    /// order) and returns each one's response text with its index. With ordering on they go to
-    /// the sender's object in one call; when it can't be reached they are sent directly, one
-    /// after the other in nonce order (fail-open). With ordering off, each is sent directly at once.
+    /// order) and returns each one's response text with its index and `Retry-After` (s). With
+    /// ordering on they go to the sender's object in one call (made again on a new stub while the
+    /// runtime says the call may be retried, within `LOCK_MAX_HOLD_MS`); an overloaded object
+    /// gets -32005; when the object can't be reached otherwise they are sent directly, one after
+    /// the other in nonce order (fail-open). With ordering off, each is sent directly at once.
     pub(super) async fn send_group(
         &self,
         sender: &Address,
         txs: Vec<(usize, Request, Transaction)>,
-    ) -> Vec<(usize, String)> {
+    ) -> Vec<(usize, String, Option<u64>)> {
         if !self.config.enable_nonce_ordering {
             let sends = txs
                 .iter()
-                .map(|(i, req, tx)| async move { (*i, self.direct(req, tx).await) });
+                .map(|(i, req, tx)| async move { (*i, self.direct(req, tx).await, None) });
             return join_all(sends).await;
         }
         let members: Vec<(&[u8; 32], u64, &str)> = txs
             .iter()
             .map(|(_, req, tx)| (&tx.hash, tx.nonce, req.text.as_str()))
             .collect();
-        match self.backend.sender_lock(sender, &members).await {
-            Ok(answers) => txs
+        let error = match self
+            .call_object(sender, || self.backend.sender_lock(sender, &members))
+            .await
+        {
+            Ok(answers) => {
+                return txs
+                    .iter()
+                    .zip(answers)
+                    .map(|((i, req, _), wire)| {
+                        (
+                            *i,
+                            wire.answer.render(&req.response_id()),
+                            wire.retry_after_s,
+                        )
+                    })
+                    .collect()
+            }
+            Err(error) => error,
+        };
+        if let ObjectError::Overloaded(_) = error {
+            let refusal = RpcError::new(
+                jsonrpc::LIMIT_EXCEEDED,
+                format!(
+                    "the sender's Durable Object is overloaded; retry after {OVERLOADED_RETRY_AFTER_S} s"
+                ),
+            );
+            return txs
                 .iter()
-                .zip(answers)
-                .map(|((i, req, _), answer)| (*i, answer.render(&req.response_id())))
-                .collect(),
-            Err(error) => {
-                let error = self.config.redact(&error);
-                let mut in_order: Vec<&(usize, Request, Transaction)> = txs.iter().collect();
-                in_order.sort_by_key(|(i, _, tx)| (tx.nonce, *i));
-                let mut out = Vec::with_capacity(txs.len());
-                for (i, req, tx) in in_order {
-                    self.backend.emit(
-                        &Metric::new("fail_open", sender.to_string(), "lock_unreachable")
-                            .value("count", 1.0)
-                            .field("tx_hash", hex::encode(&tx.hash))
-                            .field("nonce", tx.nonce)
-                            .field("error", error.clone()),
-                    );
-                    out.push((*i, self.direct(req, tx).await));
-                }
-                out
+                .map(|(i, req, _)| {
+                    (
+                        *i,
+                        refusal.response(&req.response_id()),
+                        Some(OVERLOADED_RETRY_AFTER_S),
+                    )
+                })
+                .collect();
+        }
+        let why = self.config.redact(error.why());
+        let mut in_order: Vec<&(usize, Request, Transaction)> = txs.iter().collect();
+        in_order.sort_by_key(|(i, _, tx)| (tx.nonce, *i));
+        let mut out = Vec::with_capacity(txs.len());
+        for (i, req, tx) in in_order {
+            self.backend.emit(
+                &Metric::new("fail_open", sender.to_string(), "lock_unreachable")
+                    .value("count", 1.0)
+                    .field("tx_hash", hex::encode(&tx.hash))
+                    .field("nonce", tx.nonce)
+                    .field("error", why.clone()),
+            );
+            out.push((*i, self.direct(req, tx).await, None));
+        }
+        out
+    }
+
+    /// Makes a call to `sender`'s object with `call`, again on a new stub (each call gets one)
+    /// while the error is [`ObjectError::Retryable`], with the upstream retries' backoff, within
+    /// `LOCK_MAX_HOLD_MS`. Each error is counted and logged by name (`object_error`, label
+    /// `retryable`, `overloaded` or `failed`).
+    async fn call_object<T, F, Fut>(&self, sender: &Address, call: F) -> Result<T, ObjectError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ObjectError>>,
+    {
+        let deadline_ms = self
+            .backend
+            .now_ms()
+            .saturating_add(self.config.lock_max_hold_ms);
+        let policy = self.config.retry_policy();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let error = match call().await {
+                Ok(answer) => return Ok(answer),
+                Err(error) => error,
+            };
+            self.backend.emit(
+                &Metric::new("object_error", sender.to_string(), error.label())
+                    .value("count", 1.0)
+                    .field("attempt", attempts)
+                    .field("error", self.config.redact(error.why())),
+            );
+            let ObjectError::Retryable(_) = error else {
+                return Err(error);
+            };
+            let now = self.backend.now_ms();
+            let jitter = self.backend.random();
+            match policy.next_retry(attempts, jitter, now, deadline_ms, None) {
+                Some(delay_ms) => self.backend.sleep(delay_ms).await,
+                None => return Err(error),
             }
         }
     }
@@ -90,29 +163,16 @@ impl<B: Backend> Relay<'_, B> {
             .render(&req.response_id())
     }
 
-    /// `eth_getTransactionCount(address, "pending")`: the upstream's count and the sender's next
-    /// nonce after what its object accepted, asked at once; the answer is the larger. When the
-    /// upstream gave no count (an error), or the object knows nothing or can't be reached, the
-    /// upstream's answer comes back unchanged.
+    /// `eth_getTransactionCount(address, "pending")`: the sender's object answers it (it asks the
+    /// upstream and raises its count past the accepted transactions the upstream still holds).
+    /// When the object can't be reached, the upstream's own answer.
     pub(super) async fn pending_count(&self, req: &Request, address: &Address) -> String {
-        let (upstream, object) =
-            futures_util::future::join(self.proxy(req), self.backend.accepted_next_nonce(address))
-                .await;
-        match (jsonrpc::result_quantity(&upstream), object) {
-            (Some(count), Ok(Some(next))) if next > count => {
-                self.backend.emit(
-                    &Metric::new(
-                        "pending_nonce_raised",
-                        address.to_string(),
-                        "upstream_behind",
-                    )
-                    .value("upstream", count as f64)
-                    .value("relay", next as f64),
-                );
-                Answer::Result(format!("\"{}\"", hex::encode_quantity(next)))
-                    .render(&req.response_id())
-            }
-            _ => upstream,
+        match self
+            .call_object(address, || self.backend.pending_count(address))
+            .await
+        {
+            Ok(wire) => wire.answer.render(&req.response_id()),
+            Err(_) => self.proxy(req).await,
         }
     }
 }

@@ -7,18 +7,66 @@
 //!   [`Answer::to_wire`] object per transaction, in the same order.
 //! - `GET /next-nonce`: `{"next_nonce": n}` (or `null`), the sender's next nonce after what its
 //!   object accepted within the idempotency window.
-//! - `GET /state`: the per-sender view ([`crate::ordering::sender::SenderState::view`]).
+//! - `GET /state`: the per-sender view ([`crate::ordering::sender::Sender::view`]).
 
 use crate::hex;
 use crate::jsonrpc::Answer;
-use crate::ordering::seen::TxHash;
+use crate::ordering::accepted::TxHash;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 /// The path of a send.
 pub const SEND_PATH: &str = "/send";
-/// The path of the next-nonce question.
-pub const NEXT_NONCE_PATH: &str = "/next-nonce";
+/// The path of the pending-count question.
+pub const PENDING_COUNT_PATH: &str = "/pending-count";
+/// The response header of an object instance that can no longer use its storage (HTTP 503).
+pub const REPLACED_HEADER: &str = "x-object-replaced";
+
+/// One answer from a sender's object: what the client gets, and for a refusal the client may
+/// retry, the `Retry-After` in seconds. On the wire: `{"result": ...}` or `{"error": ...}`, with
+/// `"retry_after": s` when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireAnswer {
+    /// The answer.
+    pub answer: Answer,
+    /// The `Retry-After`, s.
+    pub retry_after_s: Option<u64>,
+}
+
+impl WireAnswer {
+    /// An answer without `Retry-After`.
+    pub fn plain(answer: Answer) -> Self {
+        WireAnswer {
+            answer,
+            retry_after_s: None,
+        }
+    }
+
+    /// The JSON text.
+    pub fn encode(&self) -> String {
+        let wire = self.answer.to_wire();
+        match self.retry_after_s {
+            Some(s) => format!(r#"{{"retry_after":{s},{}"#, &wire[1..]),
+            None => wire,
+        }
+    }
+
+    /// Reads one answer; `None` when it is not one.
+    pub fn decode(text: &str) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct RetryAfter {
+            retry_after: Option<u64>,
+        }
+        let answer = Answer::parse(text)?;
+        let retry_after_s = serde_json::from_str::<RetryAfter>(text)
+            .ok()
+            .and_then(|r| r.retry_after);
+        Some(WireAnswer {
+            answer,
+            retry_after_s,
+        })
+    }
+}
 /// The path of the per-sender view.
 pub const STATE_PATH: &str = "/state";
 
@@ -88,8 +136,8 @@ pub fn decode_send(body: &str) -> Result<Vec<WireTx>, String> {
 }
 
 /// The object's answer to a send.
-pub fn encode_answers(answers: &[Answer]) -> String {
-    let parts: Vec<String> = answers.iter().map(Answer::to_wire).collect();
+pub fn encode_answers(answers: &[WireAnswer]) -> String {
+    let parts: Vec<String> = answers.iter().map(WireAnswer::encode).collect();
     format!("[{}]", parts.join(","))
 }
 
@@ -97,7 +145,7 @@ pub fn encode_answers(answers: &[Answer]) -> String {
 ///
 /// # Errors
 /// When it is not a JSON array of `count` answers.
-pub fn decode_answers(body: &str, count: usize) -> Result<Vec<Answer>, String> {
+pub fn decode_answers(body: &str, count: usize) -> Result<Vec<WireAnswer>, String> {
     let parts: Vec<&RawValue> =
         serde_json::from_str(body).map_err(|e| format!("Durable Object answer: {e}"))?;
     if parts.len() != count {
@@ -109,28 +157,10 @@ pub fn decode_answers(body: &str, count: usize) -> Result<Vec<Answer>, String> {
     parts
         .into_iter()
         .map(|raw| {
-            Answer::parse(raw.get()).ok_or_else(|| "Durable Object answer: not an answer".into())
+            WireAnswer::decode(raw.get())
+                .ok_or_else(|| "Durable Object answer: not an answer".into())
         })
         .collect()
-}
-
-/// The object's answer to the next-nonce question.
-pub fn encode_next_nonce(next: Option<u64>) -> String {
-    serde_json::json!({ "next_nonce": next }).to_string()
-}
-
-/// Reads the object's answer to the next-nonce question.
-///
-/// # Errors
-/// When it is not `{"next_nonce": n | null}`.
-pub fn decode_next_nonce(body: &str) -> Result<Option<u64>, String> {
-    #[derive(Deserialize)]
-    struct Next {
-        next_nonce: Option<u64>,
-    }
-    serde_json::from_str::<Next>(body)
-        .map(|n| n.next_nonce)
-        .map_err(|e| format!("Durable Object next nonce: {e}"))
 }
 
 #[cfg(test)]
@@ -152,16 +182,20 @@ mod tests {
     }
 
     #[test]
-    fn answers_round_trip_in_order() {
+    fn answers_round_trip_in_order_with_retry_after() {
         let answers = vec![
-            Answer::hash(&[1; 32]),
-            Answer::error(&RpcError::new(-32000, "nonce too low")),
+            WireAnswer::plain(Answer::hash(&[1; 32])),
+            WireAnswer {
+                answer: Answer::error(&RpcError::new(-32005, "too many queued")),
+                retry_after_s: Some(1),
+            },
         ];
         let text = encode_answers(&answers);
+        assert!(text.contains(r#"{"retry_after":1,"error":{"#), "{text}");
         assert_eq!(decode_answers(&text, 2).unwrap(), answers);
         assert!(decode_answers(&text, 3).is_err());
         assert!(decode_answers("{}", 1).is_err());
-        assert_eq!(decode_next_nonce(&encode_next_nonce(Some(9))), Ok(Some(9)));
-        assert_eq!(decode_next_nonce(&encode_next_nonce(None)), Ok(None));
+        let one = WireAnswer::plain(Answer::Result("\"0x5\"".into()));
+        assert_eq!(WireAnswer::decode(&one.encode()), Some(one));
     }
 }

@@ -1,13 +1,17 @@
 //! The upstream node as the pure core sees it: one HTTP answer ([`UpstreamReply`]) or the reason
 //! there was none ([`UpstreamError`]), and the [`Upstream`] trait the platform implements (HTTP
 //! over `fetch` in `edge/upstream.rs`; scripted peers in the native tests). [`submit`] sends one
-//! transaction until it has a final answer, within the [`retry`] budget.
+//! transaction until it has a final answer, within the [`retry`] budget; [`lookup`] asks about a
+//! sender in one batch.
 
+pub mod lookup;
 pub mod retry;
 pub mod submit;
 
-use crate::jsonrpc::{self, RpcError};
+use crate::jsonrpc::{self, Answer, RpcError};
 use crate::metrics::Metric;
+use crate::ordering::answer::{classify_message, AnswerClass};
+use retry::RetryPolicy;
 use std::fmt;
 
 /// A usable HTTP answer from the upstream: its status and a body that is JSON (checked by
@@ -18,6 +22,8 @@ pub struct UpstreamReply {
     pub status: u16,
     /// The JSON text, at most `MAX_UPSTREAM_RESPONSE_BYTES` bytes.
     pub body: String,
+    /// The `Retry-After` header, ms (delay-seconds; see [`retry::parse_retry_after`]).
+    pub retry_after_ms: Option<u64>,
 }
 
 impl UpstreamReply {
@@ -26,6 +32,7 @@ impl UpstreamReply {
         UpstreamReply {
             status: 200,
             body: body.into(),
+            retry_after_ms: None,
         }
     }
 }
@@ -36,8 +43,8 @@ pub enum UpstreamError {
     /// The request could not be made or got no response (connection refused, reset or lost,
     /// DNS). The platform's message, already redacted of the upstream URL.
     Unreachable(String),
-    /// An HTTP status other than 2xx with a body that is not JSON.
-    Status(u16),
+    /// An HTTP status other than 2xx with a body that is not JSON, and its `Retry-After` in ms.
+    Status(u16, Option<u64>),
     /// A body that is not JSON.
     Invalid,
     /// A body over `MAX_UPSTREAM_RESPONSE_BYTES`; the limit in bytes.
@@ -52,7 +59,7 @@ impl UpstreamError {
     pub fn kind(&self) -> &'static str {
         match self {
             UpstreamError::Unreachable(_) => "unreachable",
-            UpstreamError::Status(_) => "http_status",
+            UpstreamError::Status(..) => "http_status",
             UpstreamError::Invalid => "invalid",
             UpstreamError::TooLarge(_) => "too_large",
             UpstreamError::Timeout(_) => "timeout",
@@ -64,7 +71,7 @@ impl UpstreamError {
     pub fn code(&self) -> i64 {
         match self {
             UpstreamError::Unreachable(_)
-            | UpstreamError::Status(_)
+            | UpstreamError::Status(..)
             | UpstreamError::Timeout(_) => jsonrpc::RESOURCE_UNAVAILABLE,
             UpstreamError::Invalid | UpstreamError::TooLarge(_) => jsonrpc::INTERNAL_ERROR,
         }
@@ -74,7 +81,7 @@ impl UpstreamError {
     pub fn reason(&self) -> String {
         match self {
             UpstreamError::Unreachable(_) => "upstream unavailable: connection failed".into(),
-            UpstreamError::Status(status) => format!("upstream unavailable: HTTP {status}"),
+            UpstreamError::Status(status, _) => format!("upstream unavailable: HTTP {status}"),
             UpstreamError::Invalid => "upstream returned an invalid JSON-RPC response".into(),
             UpstreamError::TooLarge(limit) => format!("upstream response exceeds {limit} bytes"),
             UpstreamError::Timeout(ms) => format!("upstream did not answer within {ms} ms"),
@@ -102,17 +109,38 @@ impl fmt::Display for UpstreamError {
     }
 }
 
-/// Checks an upstream answer: HTTP status and body (already bounded by the size limit).
+/// Checks an upstream answer: HTTP status, body (already bounded by the size limit) and its
+/// `Retry-After` (ms).
 ///
 /// # Errors
 /// [`UpstreamError::Invalid`] for a body that is not JSON (or [`UpstreamError::Status`] when the
 /// status was not 2xx). A JSON body is a [`UpstreamReply`] whatever the status: it is the
 /// upstream's own JSON-RPC answer, errors included, and is relayed unchanged.
-pub fn check_upstream_body(status: u16, body: String) -> Result<UpstreamReply, UpstreamError> {
+pub fn check_upstream_body(
+    status: u16,
+    body: String,
+    retry_after_ms: Option<u64>,
+) -> Result<UpstreamReply, UpstreamError> {
     match serde_json::from_str::<&serde_json::value::RawValue>(&body) {
-        Ok(_) => Ok(UpstreamReply { status, body }),
-        Err(_) if !(200..300).contains(&status) => Err(UpstreamError::Status(status)),
+        Ok(_) => Ok(UpstreamReply {
+            status,
+            body,
+            retry_after_ms,
+        }),
+        Err(_) if !(200..300).contains(&status) => {
+            Err(UpstreamError::Status(status, retry_after_ms))
+        }
         Err(_) => Err(UpstreamError::Invalid),
+    }
+}
+
+impl UpstreamError {
+    /// The `Retry-After` the upstream sent with a non-JSON error status, ms.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            UpstreamError::Status(_, retry_after_ms) => *retry_after_ms,
+            _ => None,
+        }
     }
 }
 
@@ -137,6 +165,73 @@ pub trait Upstream {
     fn emit(&self, metric: &Metric);
 }
 
+/// POSTs `body` until the upstream gives an answer worth keeping, by `deadline_ms` (Unix ms): a
+/// lost connection, a timeout, a non-JSON body or HTTP 429/502/503/504 is tried again after the
+/// [`RetryPolicy`]'s backoff (or the upstream's `Retry-After`). For reads whose repetition is
+/// harmless (lookups); a transaction goes through [`submit::submit`].
+///
+/// # Errors
+/// The last [`UpstreamError`] when no usable answer came by the deadline.
+pub async fn post_retried<U: Upstream + ?Sized>(
+    upstream: &U,
+    body: &str,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        let reply = upstream.post(body, timeout_ms).await;
+        let retry_after_ms = match &reply {
+            Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
+            Ok(_) => return reply,
+            Err(UpstreamError::TooLarge(_)) => return reply,
+            Err(e) => e.retry_after_ms(),
+        };
+        let now = upstream.now_ms();
+        let jitter = upstream.random();
+        match policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms) {
+            Some(delay_ms) => upstream.sleep(delay_ms).await,
+            None => {
+                return match reply {
+                    Ok(r) => Err(UpstreamError::Status(r.status, r.retry_after_ms)),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+}
+
+/// The class of the upstream's answer to one `eth_sendRawTransaction` ([`AnswerClass`]), with the
+/// [`Answer`] parsed from it (`None` when there was no usable one): no answer, or HTTP
+/// 429/502/503/504 whatever the body ([`retry::RETRYABLE_STATUSES`]), is `Unavailable`; a result
+/// is `Accepted`; an error is classed by its message ([`classify_message`]).
+pub fn classify(reply: &Result<UpstreamReply, UpstreamError>) -> (AnswerClass, Option<Answer>) {
+    let reply = match reply {
+        Err(UpstreamError::TooLarge(_)) => return (AnswerClass::Unrecognized, None),
+        Err(_) => return (AnswerClass::Unavailable, None),
+        Ok(reply) => reply,
+    };
+    if retry::RETRYABLE_STATUSES.contains(&reply.status) {
+        return (AnswerClass::Unavailable, Answer::parse(&reply.body));
+    }
+    let Some(answer) = Answer::parse(&reply.body) else {
+        // JSON, but not one response object: nothing to believe.
+        return (AnswerClass::Unrecognized, None);
+    };
+    let class = match &answer {
+        Answer::Result(raw) if raw != "null" => AnswerClass::Accepted,
+        Answer::Result(_) => AnswerClass::Unrecognized,
+        Answer::Error(_) => answer
+            .error_parts()
+            .map_or(AnswerClass::Unrecognized, |(_, message)| {
+                classify_message(&message)
+            }),
+    };
+    (class, Some(answer))
+}
+
 /// The metric for an upstream failure seen by `method` (label: the error's kind).
 pub fn error_metric(method: &str, error: &UpstreamError) -> Metric {
     Metric::new("upstream_error", "", error.kind())
@@ -150,15 +245,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_bodies_are_answers_whatever_the_status() {
-        let reply = check_upstream_body(429, r#"{"error":{}}"#.into()).unwrap();
-        assert_eq!(reply.status, 429);
+    fn transport_and_http_answers() {
+        let reply = |status: u16, body: &str| {
+            Ok(UpstreamReply {
+                status,
+                body: body.into(),
+                retry_after_ms: None,
+            })
+        };
+        let class = |r| classify(&r).0;
         assert_eq!(
-            check_upstream_body(502, "<html>".into()),
-            Err(UpstreamError::Status(502))
+            class(reply(200, r#"{"id":1,"result":"0xab"}"#)),
+            AnswerClass::Accepted
         );
         assert_eq!(
-            check_upstream_body(200, "nope".into()),
+            class(reply(200, r#"{"id":1,"result":null}"#)),
+            AnswerClass::Unrecognized
+        );
+        assert_eq!(
+            class(reply(200, r#"[{"id":1,"result":"0xab"}]"#)),
+            AnswerClass::Unrecognized
+        );
+        for status in retry::RETRYABLE_STATUSES {
+            assert_eq!(
+                class(reply(
+                    status,
+                    r#"{"id":1,"error":{"code":-32005,"message":"slow down"}}"#
+                )),
+                AnswerClass::Unavailable
+            );
+        }
+        assert_eq!(
+            class(reply(
+                500,
+                r#"{"id":1,"error":{"code":-32000,"message":"already known"}}"#
+            )),
+            AnswerClass::AlreadyKnown
+        );
+        assert_eq!(
+            class(reply(
+                200,
+                r#"{"id":1,"error":{"code":-32010,"message":"rejected","data":"OldNonce"}}"#
+            )),
+            AnswerClass::NonceTooLow
+        );
+        for e in [
+            UpstreamError::Unreachable("Network connection lost".into()),
+            UpstreamError::Status(503, None),
+            UpstreamError::Invalid,
+            UpstreamError::Timeout(100),
+        ] {
+            assert_eq!(class(Err(e)), AnswerClass::Unavailable);
+        }
+        assert_eq!(
+            class(Err(UpstreamError::TooLarge(10))),
+            AnswerClass::Unrecognized
+        );
+    }
+
+    #[test]
+    fn json_bodies_are_answers_whatever_the_status() {
+        let reply = check_upstream_body(429, r#"{"error":{}}"#.into(), Some(2_000)).unwrap();
+        assert_eq!((reply.status, reply.retry_after_ms), (429, Some(2_000)));
+        let error = check_upstream_body(503, "<html>".into(), Some(1_000)).unwrap_err();
+        assert_eq!(error, UpstreamError::Status(503, Some(1_000)));
+        assert_eq!(error.retry_after_ms(), Some(1_000));
+        assert_eq!(
+            check_upstream_body(200, "nope".into(), None),
             Err(UpstreamError::Invalid)
         );
     }

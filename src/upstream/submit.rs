@@ -14,10 +14,10 @@
 use crate::hex;
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
-use crate::ordering::answer::{classify, AnswerClass};
+use crate::ordering::accepted::TxHash;
+use crate::ordering::answer::AnswerClass;
 use crate::upstream::retry::RetryPolicy;
-use crate::ordering::seen::TxHash;
-use crate::upstream::{error_metric, Upstream, UpstreamError};
+use crate::upstream::{classify, error_metric, post_retried, Upstream, UpstreamError};
 use serde_json::Value;
 
 /// The method whose answers [`submit`] classifies.
@@ -64,9 +64,16 @@ pub async fn submit<U: Upstream + ?Sized>(
         let (class, answer) = classify(&reply);
         if class.retryable() {
             let now = upstream.now_ms();
-            if let Some(delay_ms) = policy.next_retry(attempts, upstream.random(), now, deadline_ms)
+            let retry_after_ms = match &reply {
+                Ok(r) => r.retry_after_ms,
+                Err(e) => e.retry_after_ms(),
+            };
+            let jitter = upstream.random();
+            if let Some(delay_ms) =
+                policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms)
             {
                 let why = match &reply {
+                    Err(UpstreamError::Status(status, _)) => format!("http_{status}"),
                     Err(e) => e.kind().to_string(),
                     Ok(r) if class == AnswerClass::Unavailable => format!("http_{}", r.status),
                     Ok(_) => class.label().to_string(),
@@ -115,23 +122,12 @@ pub async fn known_by_hash<U: Upstream + ?Sized>(
         r#"{{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByHash","params":["{}"]}}"#,
         hex::encode(hash)
     );
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        match upstream.post(&request, timeout_ms).await {
-            Ok(reply) if (200..300).contains(&reply.status) => {
-                return matches!(Answer::parse(&reply.body), Some(Answer::Result(raw))
-                    if serde_json::from_str::<Value>(&raw).is_ok_and(|v| v.is_object()));
-            }
-            _ => {
-                let now = upstream.now_ms();
-                match policy.next_retry(attempts, upstream.random(), now, deadline_ms) {
-                    Some(delay_ms) => upstream.sleep(delay_ms).await,
-                    None => return false,
-                }
-            }
+    match post_retried(upstream, &request, policy, deadline_ms).await {
+        Ok(reply) if (200..300).contains(&reply.status) => {
+            matches!(Answer::parse(&reply.body), Some(Answer::Result(raw))
+                if serde_json::from_str::<Value>(&raw).is_ok_and(|v| v.is_object()))
         }
+        _ => false,
     }
 }
 
@@ -192,8 +188,9 @@ mod tests {
     }
 
     const POLICY: RetryPolicy = RetryPolicy {
-        retries: 3,
+        max_retries: Some(3),
         base_delay_ms: 50,
+        max_delay_ms: 1_000,
         attempt_timeout_ms: 60_000,
     };
     const HASH: TxHash = [0xab; 32];
@@ -234,10 +231,7 @@ mod tests {
         let up = upstream(
             vec![
                 lost(),
-                Ok(UpstreamReply {
-                    status: 503,
-                    body: "<html>".into(),
-                }),
+                Err(UpstreamError::Status(503, None)),
                 ok(r#"{"id":9,"result":"0xabab"}"#),
             ],
             vec![],
@@ -263,6 +257,44 @@ mod tests {
     }
 
     #[test]
+    fn retries_go_on_until_the_deadline_and_wait_out_retry_after() {
+        let policy = RetryPolicy::until_deadline(60_000);
+        let mut sends: Vec<_> = (0..12).map(|_| lost()).collect();
+        sends.push(Ok(UpstreamReply {
+            status: 429,
+            body: r#"{"id":9,"error":{"code":-32005,"message":"rate limited"}}"#.into(),
+            retry_after_ms: Some(3_000),
+        }));
+        sends.push(ok(r#"{"id":9,"result":"0xabab"}"#));
+        let up = upstream(sends, vec![]);
+        let s = run(submit(&up, REQUEST, TX, &policy, 30_000));
+        assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 14));
+        let delays: Vec<f64> = up
+            .metrics
+            .borrow()
+            .iter()
+            .map(|m| {
+                serde_json::from_str::<Value>(m).unwrap()["delay_ms"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(&delays[..6], &[50.0, 100.0, 200.0, 400.0, 800.0, 1_000.0]);
+        assert_eq!(delays[11], 1_000.0, "capped at 1 s");
+        assert_eq!(delays[12], 3_000.0, "Retry-After waited out");
+        // An upstream down for good: the last error at the deadline, about a retry a second.
+        let up = upstream((0..40).map(|_| lost()).collect(), vec![]);
+        let s = run(submit(&up, REQUEST, TX, &policy, 10_000));
+        assert_eq!(s.class, AnswerClass::Unavailable);
+        assert!(
+            (12..=16).contains(&s.attempts),
+            "{} attempts in 10 s",
+            s.attempts
+        );
+        assert!(up.now.get() <= 10_000, "never past the deadline");
+    }
+
+    #[test]
     fn the_budget_ends_with_the_last_error() {
         let up = upstream(vec![lost(), lost(), lost(), lost()], vec![]);
         let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
@@ -276,7 +308,7 @@ mod tests {
             .contains("upstream_error"));
         // No retry without a budget, and none past the deadline.
         let none = RetryPolicy {
-            retries: 0,
+            max_retries: Some(0),
             ..POLICY
         };
         let up = upstream(vec![lost()], vec![]);

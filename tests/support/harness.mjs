@@ -39,7 +39,7 @@ export function freePort() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** POSTs a JSON body (object or raw string) and returns { status, json, text, ms }. */
+/** POSTs a JSON body (object or raw string) and returns { status, json, text, ms, retryAfter }. */
 export async function post(url, body, headers = {}) {
   const started = performance.now();
   const res = await fetch(url, {
@@ -54,7 +54,7 @@ export async function post(url, body, headers = {}) {
   } catch {
     json = undefined;
   }
-  return { status: res.status, json, text, ms: performance.now() - started };
+  return { status: res.status, json, text, ms: performance.now() - started, retryAfter: res.headers.get("retry-after") };
 }
 
 let ids = 0;

@@ -1,0 +1,126 @@
+//! The `SenderLock` Durable Object (wasm32 only): one per sender, named by the sender's lowercase
+//! 0x address. A thin driver of the sender's lifecycle machine
+//! ([`Sender`](crate::ordering::sender::Sender)): it feeds it every
+//! request, lookup result, send result, timer and alarm with the time, carries out the actions it
+//! hands back (SQL, the upstream calls as tasks of their own), and keeps one timer at the
+//! machine's due time. Nothing is decided here.
+//!
+//! Storage, the object's SQLite:
+//! - table `txs` (`hash` TEXT primary key, `nonce` INTEGER, `request` TEXT, `at_ms` INTEGER;
+//!   WITHOUT ROWID, so a write is one billed row): each holder's transaction, written before its
+//!   first send (the platform's output gate holds the send until it is on disk), deleted when it
+//!   did not go in or left the idempotency window;
+//! - table `meta` (`key`, `value`): `chain`, the genesis hash of the chain the rows belong to, and
+//!   `sender`, written with the first row;
+//! - the storage alarm, set while durable work is under way, so an evicted or restarted object
+//!   comes back to finish it. Restart recovery is the machine's
+//!   ([`Sender::restore`](crate::ordering::sender::Sender::restore)): the rows
+//!   are read here when the object starts, and checked against the upstream at once.
+//!
+//! The parts: [`driver`] (the machine's driver), [`store`] (the SQL).
+//!
+//! A storage call that fails (an instance that a newer one replaced is stopped the moment it
+//! touches storage) ends this instance's part: it sends nothing more, and every open request gets
+//! HTTP 503 with [`wire::REPLACED_HEADER`], which the Worker sends again to the current instance.
+
+pub mod driver;
+pub mod store;
+
+use crate::access::request_id;
+use crate::config::ConfigError;
+use crate::edge::backend::SENDER_HEADER;
+use crate::edge::platform::{config_from_env, now_ms};
+use crate::relay::wire;
+use driver::{replaced_response, Driver};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
+
+/// How often the alarm handler looks whether the work it started is done, ms.
+const ALARM_POLL_MS: u64 = 100;
+
+/// One sender's lock. See the module documentation.
+#[durable_object]
+pub struct SenderLock {
+    /// The object's tasks' shared state; a misconfigured object answers every request with the
+    /// configuration error. (Test builds replace it after a simulated crash.)
+    core: RefCell<Result<Rc<Driver>, ConfigError>>,
+}
+
+impl SenderLock {
+    fn core(&self) -> Result<Rc<Driver>, ConfigError> {
+        self.core.borrow().clone()
+    }
+}
+
+impl DurableObject for SenderLock {
+    fn new(state: State, env: Env) -> Self {
+        let core =
+            config_from_env(&env).map(|config| Rc::new(Driver::new(Rc::new(state), env, config)));
+        SenderLock {
+            core: RefCell::new(core),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let core = match self.core() {
+            Ok(core) => core,
+            Err(e) => return Response::error(e.to_string(), 500),
+        };
+        if core.replaced.get() {
+            return replaced_response();
+        }
+        if let Some(sender) = req.headers().get(SENDER_HEADER)? {
+            core.set_sender(&sender);
+        }
+        let rid: Option<Rc<str>> = req.headers().get(request_id::HEADER)?.map(Rc::from);
+        match (req.method(), req.path().as_str()) {
+            (Method::Post, wire::SEND_PATH) => {
+                let body = req.text().await?;
+                #[cfg(feature = "test-faults")]
+                if req
+                    .headers()
+                    .get(crate::edge::backend::TEST_FAULT_HEADER)?
+                    .as_deref()
+                    == Some("throw-after-forward")
+                {
+                    if let Ok(txs) = wire::decode_send(&body) {
+                        core.crash.borrow_mut().extend(txs.iter().map(|tx| tx.hash));
+                    }
+                }
+                let response = core.send(&body, rid).await;
+                #[cfg(feature = "test-faults")]
+                if core.crashed.get() {
+                    // A new instance on the same storage, as the runtime starts after a crash.
+                    let fresh =
+                        Driver::new(core.state.clone(), core.env.clone(), core.config.clone());
+                    *self.core.borrow_mut() = Ok(Rc::new(fresh));
+                }
+                response
+            }
+            (Method::Get, wire::PENDING_COUNT_PATH) => core.pending_count().await,
+            (Method::Get, wire::STATE_PATH) => {
+                let mut view = core.machine.borrow().view(now_ms());
+                view["sender"] = core.sender().into();
+                Response::ok(view.to_string())
+            }
+            _ => Response::error("not found", 404),
+        }
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        let Ok(core) = self.core() else {
+            return Response::ok("");
+        };
+        core.machine.borrow_mut().alarm(now_ms());
+        core.pump();
+        // An object the alarm woke has no client keeping it alive: stay until the work it started
+        // is done, at most one maximum hold (the machine sets the alarm again if work is left).
+        let until = now_ms().saturating_add(core.config.lock_max_hold_ms);
+        while !core.machine.borrow().is_quiet() && !core.replaced.get() && now_ms() < until {
+            Delay::from(Duration::from_millis(ALARM_POLL_MS)).await;
+        }
+        Response::ok("")
+    }
+}

@@ -1,0 +1,224 @@
+//! Admission: what becomes of a transaction that arrives at its sender's object, and of a
+//! pending-count question.
+//!
+//! In order: a copy of a hash the object holds joins it and gets its answer; an accepted hash the
+//! upstream vouched for is answered with its hash, one not vouched for is asked by hash first; a
+//! nonce below the mined count is asked by hash before it is refused as stale (a resend of a
+//! mined transaction gets its hash; eRPC does the same since its PR #703); a replacement of an
+//! accepted nonce is refused under `REPLACEMENT_POLICY=reject`; the queue bound refuses the
+//! highest nonce waiting, never one that would go now or that is below every waiter; anything
+//! else waits for the lock.
+
+use super::{tagged, Check, Entry, Purpose, ReplacementPolicy, Sender, Stage};
+use crate::jsonrpc::Answer;
+use crate::metrics::Metric;
+use crate::ordering::sender::{Action, Arrival, Found, LookupId, Outcome, Query, Refusal, Ticket};
+use std::rc::Rc;
+
+impl Sender {
+    /// A client's transaction (`arrival`), answered through `ticket`, at `now_ms`. See the module
+    /// documentation.
+    pub fn arrive(&mut self, ticket: Ticket, arrival: Arrival, now_ms: u64) {
+        self.admit(ticket, arrival, now_ms);
+        self.step(now_ms);
+    }
+
+    /// The transactions of one request, admitted in one turn (a shuffled batch is sorted by nonce
+    /// without gap waits).
+    pub fn arrive_all(&mut self, arrivals: Vec<(Ticket, Arrival)>, now_ms: u64) {
+        for (ticket, arrival) in arrivals {
+            self.admit(ticket, arrival, now_ms);
+        }
+        self.step(now_ms);
+    }
+
+    /// A pending-count question (`eth_getTransactionCount(sender, "pending")`), answered through
+    /// `ticket` with the upstream's count raised to the next nonce after the accepted transactions
+    /// it still holds (a quantity), or -32002 when the upstream can't be asked.
+    pub fn count(&mut self, ticket: Ticket, now_ms: u64) {
+        self.nonces.counts.push(ticket);
+        if self.nonces.running.is_none() {
+            self.start_nonces(now_ms);
+        }
+        self.step(now_ms);
+    }
+
+    fn admit(&mut self, ticket: Ticket, arrival: Arrival, now_ms: u64) {
+        if let Some(&id) = self.by_hash.get(&arrival.hash) {
+            if let Some(entry) = self.entries.get_mut(&id) {
+                entry.tickets.push(ticket);
+                let request_id = arrival.request_id;
+                self.deduplicated(arrival.nonce, &arrival.hash, "in_flight", &request_id);
+                return;
+            }
+        }
+        let accepted = self.accepted.get(&arrival.hash, now_ms);
+        if accepted.is_some_and(|tx| tx.vouched) {
+            self.deduplicated(
+                arrival.nonce,
+                &arrival.hash,
+                "accepted",
+                &arrival.request_id,
+            );
+            self.answer(&[ticket], &Answer::hash(&arrival.hash), None);
+            return;
+        }
+        let id = self.id();
+        self.by_hash.insert(arrival.hash, id);
+        self.entries.insert(
+            id,
+            Entry {
+                hash: arrival.hash,
+                nonce: arrival.nonce,
+                request: arrival.request,
+                arrived_ms: now_ms,
+                tickets: vec![ticket],
+                stage: Stage::Waiting,
+                stored: false,
+                request_id: arrival.request_id,
+            },
+        );
+        if accepted.is_some() {
+            self.start_check(id, Check::Accepted, now_ms);
+        } else {
+            self.screen(id, now_ms);
+        }
+    }
+
+    pub(super) fn deduplicated(
+        &mut self,
+        nonce: u64,
+        hash: &[u8; 32],
+        label: &str,
+        request_id: &Option<Rc<str>>,
+    ) {
+        self.counters.deduplicated += 1;
+        self.emit(tagged(
+            Metric::new("tx_deduplicated", "", label)
+                .value("count", 1.0)
+                .field("nonce", nonce)
+                .field("tx_hash", crate::hex::encode(hash)),
+            request_id,
+        ));
+    }
+
+    /// The checks of a transaction the object does not hold: stale, replacement, the bound.
+    /// Passed, it waits for the lock.
+    fn screen(&mut self, id: u64, now_ms: u64) {
+        let Some(entry) = self.entries.get(&id) else {
+            return;
+        };
+        let (hash, nonce) = (entry.hash, entry.nonce);
+        if self.mined.is_some_and(|mined| nonce < mined) {
+            self.start_check(id, Check::Stale, now_ms);
+            return;
+        }
+        if let Some(holder) = self.replaced(&hash, nonce, now_ms) {
+            self.counters.replacements += 1;
+            if self.settings.replacement == ReplacementPolicy::Reject {
+                self.refuse(id, Refusal::Replacement { nonce, holder });
+                return;
+            }
+        }
+        if let Some(entry) = self.entries.get_mut(&id) {
+            entry.stage = Stage::Waiting;
+        }
+        self.bound();
+    }
+
+    /// The hash of another accepted transaction with this nonce, not known to be mined.
+    pub(super) fn replaced(&self, hash: &[u8; 32], nonce: u64, now_ms: u64) -> Option<[u8; 32]> {
+        if self.mined.is_some_and(|mined| nonce < mined) {
+            return None;
+        }
+        self.accepted
+            .with_nonce(nonce, now_ms)
+            .filter(|holder| holder != hash)
+    }
+
+    /// `MAX_QUEUE_PER_SENDER`: with more clients' transactions waiting than the bound (the
+    /// newcomer counted), the one with the highest nonce (the latest arrival among equal nonces)
+    /// is refused with -32005 and `Retry-After`, before any send. The lowest nonce waiting, the
+    /// one that would be granted next, is never refused.
+    fn bound(&mut self) {
+        let mut waiting: Vec<(u64, u64)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.stage == Stage::Waiting && !e.tickets.is_empty())
+            .map(|(&id, e)| (e.nonce, id))
+            .collect();
+        if waiting.len() <= self.settings.max_queue {
+            return;
+        }
+        waiting.sort_unstable();
+        let over = waiting.len() - self.settings.max_queue;
+        for &(_, id) in waiting.iter().skip(1).rev().take(over) {
+            self.counters.queue_full += 1;
+            self.refuse(
+                id,
+                Refusal::QueueFull {
+                    max: self.settings.max_queue,
+                },
+            );
+        }
+    }
+
+    /// Asks the upstream whether it has the entry's hash before deciding.
+    fn start_check(&mut self, id: u64, check: Check, now_ms: u64) {
+        let lookup = LookupId(self.id());
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        entry.stage = Stage::Checking(lookup, check);
+        let hash = entry.hash;
+        let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        self.lookups
+            .insert(lookup, (Purpose::Entry(id), deadline_ms));
+        self.push(Action::Lookup {
+            id: lookup,
+            query: Query {
+                hashes: vec![hash],
+                ..Query::default()
+            },
+            deadline_ms,
+        });
+    }
+
+    /// The answer to an entry's check by hash: the upstream has it (its hash, no send); it does
+    /// not (a stale nonce is refused; an accepted hash it forgot is admitted anew and sent
+    /// again); the upstream could not be asked (a stale nonce is refused as unchecked, -32002; an
+    /// accepted hash is answered from memory).
+    pub(super) fn on_entry_check(&mut self, id: u64, outcome: Outcome, now_ms: u64) {
+        let Some(entry) = self.entries.get(&id) else {
+            return;
+        };
+        let Stage::Checking(_, check) = entry.stage else {
+            return;
+        };
+        let (hash, nonce) = (entry.hash, entry.nonce);
+        let known = outcome
+            .ok()
+            .and_then(|found: Found| found.known.get(&hash).copied());
+        match (known, check) {
+            (Some(true), _) | (None, Check::Accepted) => {
+                let gone = self.accepted.record(hash, nonce, now_ms, known.is_some());
+                self.forget_rows(gone);
+                if let Some(e) = self.remove_entry(id) {
+                    self.deduplicated(nonce, &hash, "upstream", &e.request_id);
+                    self.answer(&e.tickets, &Answer::hash(&hash), None);
+                }
+            }
+            (Some(false), Check::Stale) => {
+                self.counters.stale_refused += 1;
+                let mined = self.mined.unwrap_or(nonce + 1).max(nonce + 1);
+                self.refuse(id, Refusal::Stale { mined, nonce });
+            }
+            (Some(false), Check::Accepted) => {
+                // The upstream forgot it: an ordinary transaction again.
+                self.accepted.forget(&hash);
+                self.screen(id, now_ms);
+            }
+            (None, Check::Stale) => self.refuse(id, Refusal::CheckFailed { nonce }),
+        }
+    }
+}

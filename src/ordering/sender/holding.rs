@@ -1,0 +1,319 @@
+//! The holding: the holder's check, its send's final answer, late answers, and force release.
+//!
+//! The holder's answer is released the moment it is recorded: every copy gets it, the accepted
+//! hash joins the set, and the lock passes on with the answer's effect on the next nonce
+//! ([`NonceEffect`]): advanced, kept (the waiters above get a new gap wait, so a corrected
+//! transaction can take the nonce), or learned anew. Lookups and cleanup that follow are actions
+//! of their own; nobody's answer waits for them.
+//!
+//! Each holding has its own session key. An answer under a key that is no longer the holder's
+//! (its holder was force-released) is late: it answers nobody, but what it learned is kept (the
+//! hash accepted, the nonce used), and a resend of that hash still waiting gets the hash without
+//! a second send. A holder that never reports by its deadline (its task was lost) is
+//! force-released: it gets a new session key and the upstream is asked by hash (and for the
+//! sender's counts) what became of it: held, it is accepted; its nonce used by another, it is
+//! refused; neither, its stored bytes are sent again (at most [`MAX_RECOVERIES`] times).
+
+use super::{tagged, Holding, Phase, Purpose, Sender, SessionKey};
+use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
+use crate::metrics::Metric;
+use crate::ordering::accepted::TxHash;
+use crate::ordering::answer::{AnswerClass, NonceEffect};
+use crate::ordering::sender::{Action, LookupId, Outcome, Query, Refusal, Sent};
+
+/// How many times a force-released holder's transaction is sent again before its clients get
+/// -32002 (outcome unknown).
+pub const MAX_RECOVERIES: u32 = 2;
+
+impl Sender {
+    /// The final answer (`result`, after retries) of the send made under `session_key` for the
+    /// transaction (`hash`, `nonce`), at `now_ms`.
+    pub fn sent(
+        &mut self,
+        session_key: SessionKey,
+        hash: TxHash,
+        nonce: u64,
+        result: Sent,
+        now_ms: u64,
+    ) {
+        match self.holder {
+            Some(holding)
+                if holding.session_key == session_key
+                    && matches!(holding.phase, Phase::Sending { .. }) =>
+            {
+                self.counters.retried += u64::from(result.attempts.saturating_sub(1));
+                self.settle(holding, result, now_ms);
+            }
+            _ => self.late(session_key, hash, nonce, result, now_ms),
+        }
+        self.step(now_ms);
+    }
+
+    /// Records the holder's final answer, answers its clients and passes the lock on.
+    fn settle(&mut self, holding: Holding, result: Sent, now_ms: u64) {
+        self.holder = None;
+        let Some(entry) = self.remove_entry(holding.entry) else {
+            return;
+        };
+        let (hash, nonce) = (entry.hash, entry.nonce);
+        let class = result.class;
+        if class.went_in() {
+            self.resends.remove(&hash);
+            let gone = self.accepted.record(hash, nonce, now_ms, true);
+            self.forget_rows(gone);
+        } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
+            // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
+            // and sends it again if the upstream does not have it.
+            let gone = self.accepted.record(hash, nonce, now_ms, false);
+            self.forget_rows(gone);
+            self.unverified = true;
+        } else {
+            self.forget_rows(vec![hash]);
+        }
+        self.counters.forwarded += 1;
+        self.answer(&entry.tickets, &result.answer, None);
+        let waiting = self.waiting_count();
+        self.emit(tagged(
+            Metric::new("tx_forwarded", "", class.label())
+                .value(
+                    "lock_wait_ms",
+                    holding.acquired_ms.saturating_sub(entry.arrived_ms) as f64,
+                )
+                .value(
+                    "lock_hold_ms",
+                    now_ms.saturating_sub(holding.acquired_ms) as f64,
+                )
+                .value("queue_depth", waiting as f64)
+                .field("nonce", nonce)
+                .field("attempts", result.attempts)
+                .field("copies", entry.tickets.len().saturating_sub(1))
+                .field("resubmitted", entry.tickets.is_empty()),
+            &entry.request_id,
+        ));
+        self.apply(class.effect(), nonce, now_ms);
+    }
+
+    /// What a final answer does to the next nonce.
+    fn apply(&mut self, effect: NonceEffect, nonce: u64, now_ms: u64) {
+        match effect {
+            NonceEffect::Advance => {
+                if let Some(next) = self.next {
+                    self.next = Some(next.max(nonce + 1));
+                }
+            }
+            NonceEffect::Keep => self.gap_opened_ms = now_ms,
+            NonceEffect::Relearn => self.relearn(now_ms),
+        }
+    }
+
+    /// How many transactions wait for the lock.
+    pub(super) fn waiting_count(&self) -> usize {
+        self.entries
+            .values()
+            .filter(|e| e.stage == super::Stage::Waiting)
+            .count()
+    }
+
+    /// The holder is answered `refusal` without a send; the lock passes on with `effect`.
+    fn release_refused(&mut self, refusal: Refusal, effect: NonceEffect, now_ms: u64) {
+        if let Some(holding) = self.holder.take() {
+            let nonce = self.entries.get(&holding.entry).map_or(0, |e| e.nonce);
+            self.refuse(holding.entry, refusal);
+            self.apply(effect, nonce, now_ms);
+        }
+    }
+
+    /// An answer from a holding that is no longer the holder.
+    fn late(
+        &mut self,
+        session_key: SessionKey,
+        hash: TxHash,
+        nonce: u64,
+        result: Sent,
+        now_ms: u64,
+    ) {
+        self.counters.late_answers += 1;
+        self.emit(
+            Metric::new("late_release_ignored", "", result.class.label())
+                .value("count", 1.0)
+                .field("session_key", session_key.to_string())
+                .field("nonce", nonce)
+                .field("tx_hash", crate::hex::encode(&hash)),
+        );
+        if !result.class.went_in() {
+            return;
+        }
+        let gone = self.accepted.record(hash, nonce, now_ms, true);
+        self.forget_rows(gone);
+        if let Some(next) = self.next {
+            self.next = Some(next.max(nonce + 1));
+        }
+        // A resend of the same bytes that is still waiting or being checked: it went in.
+        let waiting = self
+            .by_hash
+            .get(&hash)
+            .copied()
+            .filter(|id| self.holder.is_none_or(|holding| holding.entry != *id));
+        if let Some(id) = waiting {
+            if let Some(entry) = self.remove_entry(id) {
+                self.lookups
+                    .retain(|_, (purpose, _)| *purpose != Purpose::Entry(id));
+                self.deduplicated(nonce, &hash, "late_answer", &entry.request_id);
+                self.answer(&entry.tickets, &Answer::hash(&hash), None);
+            }
+        }
+    }
+
+    /// The holder's check of a nonce below the next one: held by the upstream, it is accepted
+    /// without a send; below the mined count, it is stale; otherwise it is sent.
+    pub(super) fn on_holder_check(&mut self, key: SessionKey, outcome: Outcome, now_ms: u64) {
+        let Some(holding) = self
+            .holder
+            .filter(|h| h.session_key == key && matches!(h.phase, Phase::Checking(_)))
+        else {
+            return;
+        };
+        let Some(entry) = self.entries.get(&holding.entry) else {
+            return;
+        };
+        let (hash, nonce) = (entry.hash, entry.nonce);
+        let found = match outcome {
+            Ok(found) => found,
+            Err(_) => {
+                self.release_refused(Refusal::CheckFailed { nonce }, NonceEffect::Keep, now_ms);
+                return;
+            }
+        };
+        if let Some(latest) = found.latest {
+            self.mined = Some(latest);
+        }
+        match found.known.get(&hash) {
+            Some(true) => {
+                let result = Sent {
+                    class: AnswerClass::AlreadyKnown,
+                    answer: Answer::hash(&hash),
+                    attempts: 0,
+                };
+                self.settle(holding, result, now_ms);
+            }
+            _ if found.latest.is_some_and(|latest| nonce < latest) => {
+                self.counters.stale_refused += 1;
+                let mined = found.latest.unwrap_or(nonce + 1);
+                self.release_refused(Refusal::Stale { mined, nonce }, NonceEffect::Keep, now_ms);
+            }
+            Some(false) => {
+                let deadline_ms = holding
+                    .acquired_ms
+                    .saturating_add(self.settings.max_hold_ms);
+                self.send(deadline_ms, now_ms);
+            }
+            None => self.release_refused(Refusal::CheckFailed { nonce }, NonceEffect::Keep, now_ms),
+        }
+    }
+
+    /// The holder never reported by its deadline: a new session key, and the upstream asked
+    /// what became of its transaction.
+    pub(super) fn force_release(&mut self, now_ms: u64) {
+        let Some(mut holding) = self.holder else {
+            return;
+        };
+        let Some(entry) = self.entries.get(&holding.entry) else {
+            self.holder = None;
+            return;
+        };
+        let (hash, nonce, request_id) = (entry.hash, entry.nonce, entry.request_id.clone());
+        self.counters.force_releases += 1;
+        let waiting = self.waiting_count();
+        self.emit(tagged(
+            Metric::new("force_release", "", "max_hold")
+                .value("held_ms", now_ms.saturating_sub(holding.acquired_ms) as f64)
+                .value("queue_depth", waiting as f64)
+                .field("session_key", holding.session_key.to_string())
+                .field("nonce", nonce),
+            &request_id,
+        ));
+        let lookup = LookupId(self.id());
+        let session_key = SessionKey::new();
+        let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        holding.session_key = session_key;
+        holding.phase = Phase::Recovering(lookup);
+        holding.recoveries += 1;
+        self.holder = Some(holding);
+        self.lookups
+            .insert(lookup, (Purpose::Recover(session_key), deadline_ms));
+        self.push(Action::Lookup {
+            id: lookup,
+            query: Query {
+                pending: true,
+                latest: true,
+                genesis: false,
+                hashes: vec![hash],
+            },
+            deadline_ms,
+        });
+    }
+
+    /// What the upstream says of a force-released holder's transaction.
+    pub(super) fn on_recovery(&mut self, key: SessionKey, outcome: Outcome, now_ms: u64) {
+        let Some(holding) = self
+            .holder
+            .filter(|h| h.session_key == key && matches!(h.phase, Phase::Recovering(_)))
+        else {
+            return;
+        };
+        let Some(entry) = self.entries.get(&holding.entry) else {
+            self.holder = None;
+            return;
+        };
+        let (hash, nonce) = (entry.hash, entry.nonce);
+        let found = outcome.ok();
+        let known = found.as_ref().and_then(|f| f.known.get(&hash).copied());
+        let latest = found.as_ref().and_then(|f| f.latest);
+        if let Some(latest) = latest {
+            self.mined = Some(latest);
+        }
+        match known {
+            Some(true) => {
+                let result = Sent {
+                    class: AnswerClass::AlreadyKnown,
+                    answer: Answer::hash(&hash),
+                    attempts: 0,
+                };
+                self.settle(holding, result, now_ms);
+            }
+            Some(false) if latest.is_some_and(|latest| nonce < latest) => {
+                // Another transaction took the nonce.
+                self.forget_rows(vec![hash]);
+                self.counters.stale_refused += 1;
+                let mined = latest.unwrap_or(nonce + 1);
+                self.release_refused(
+                    Refusal::Stale { mined, nonce },
+                    NonceEffect::Relearn,
+                    now_ms,
+                );
+            }
+            Some(false) if holding.recoveries <= MAX_RECOVERIES => {
+                let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+                self.send(deadline_ms, now_ms);
+            }
+            _ => {
+                // Nothing to go on: the outcome stays unknown. Remembered, not vouched for.
+                self.holder = None;
+                if let Some(entry) = self.remove_entry(holding.entry) {
+                    let gone = self.accepted.record(hash, nonce, now_ms, false);
+                    self.forget_rows(gone);
+                    self.unverified = true;
+                    let unknown = Answer::error(&RpcError::new(
+                        RESOURCE_UNAVAILABLE,
+                        format!(
+                            "transaction outcome unknown: the sender's lock was force-released after {} ms",
+                            now_ms.saturating_sub(holding.acquired_ms)
+                        ),
+                    ));
+                    self.answer(&entry.tickets, &unknown, None);
+                }
+                self.relearn(now_ms);
+            }
+        }
+    }
+}

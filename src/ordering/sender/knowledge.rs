@@ -1,0 +1,342 @@
+//! What the sender's object knows of the chain, and how the upstream corrects it.
+//!
+//! The sender's next nonce is the upstream's pending count, raised past the transactions the
+//! object accepted that the upstream still holds; when its count is below an accepted nonce, the
+//! upstream is asked for those hashes before anything is decided (a lagging node still holds
+//! them; a restarted node, a reset chain or another node behind a load balancer may not). The
+//! upstream wins: what it no longer holds is forgotten, and sent again from its stored bytes
+//! when its nonce is still free (a node that emptied its pool). The stored state is tied to the
+//! chain's genesis hash (`eth_getBlockByNumber("0x0")`): on another chain it is dropped, never
+//! sent. A lookup that fails is tried again after a backoff (1 s, doubling, at most 30 s); the
+//! queue never goes on a guessed nonce meanwhile.
+
+use super::{Purpose, Sender};
+use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
+use crate::metrics::Metric;
+use crate::ordering::accepted::TxHash;
+use crate::ordering::sender::{Action, Entry, Found, Loaded, LookupId, Outcome, Query, Stage};
+
+/// The first pause after a failed nonce lookup, ms; it doubles with each failure in a row.
+pub const LOOKUP_BACKOFF_MS: u64 = 1_000;
+/// The longest pause between failed nonce lookups, ms.
+pub const LOOKUP_BACKOFF_MAX_MS: u64 = 30_000;
+/// The most accepted hashes asked by hash in one lookup.
+pub const MAX_VERIFIED: usize = 100;
+/// How many times a stored transaction the upstream does not have is sent again before it is
+/// given up (a transaction that the upstream never keeps, or that hangs it, must not hold its
+/// sender's queue for good).
+pub const MAX_RESENDS: u32 = 2;
+
+impl Sender {
+    /// The outcome of the lookup `id`, at `now_ms`.
+    pub fn looked_up(&mut self, id: LookupId, outcome: Outcome, now_ms: u64) {
+        self.on_lookup(id, outcome, now_ms);
+        self.step(now_ms);
+    }
+
+    /// Stored transactions read back for a resend ([`Action::Load`]): each that the object does
+    /// not hold already waits for the lock, in nonce order with everyone else.
+    pub fn loaded(&mut self, rows: Vec<Loaded>, now_ms: u64) {
+        self.loading = false;
+        for row in rows {
+            if self.by_hash.contains_key(&row.hash)
+                || self
+                    .accepted
+                    .get(&row.hash, now_ms)
+                    .is_some_and(|tx| tx.vouched)
+            {
+                continue;
+            }
+            let id = self.id();
+            self.by_hash.insert(row.hash, id);
+            self.entries.insert(
+                id,
+                Entry {
+                    hash: row.hash,
+                    nonce: row.nonce,
+                    request: row.request,
+                    arrived_ms: now_ms,
+                    tickets: Vec::new(),
+                    stage: Stage::Waiting,
+                    stored: true,
+                    request_id: None,
+                },
+            );
+            self.counters.resubmitted += 1;
+            self.emit(
+                Metric::new("tx_resubmitted", "", "upstream_forgot")
+                    .value("count", 1.0)
+                    .field("nonce", row.nonce)
+                    .field("tx_hash", crate::hex::encode(&row.hash)),
+            );
+        }
+        if self.alarm_until_ms == 0 && !self.entries.is_empty() {
+            self.set_alarm(now_ms);
+        }
+        self.step(now_ms);
+    }
+
+    pub(super) fn on_lookup(&mut self, id: LookupId, outcome: Outcome, now_ms: u64) {
+        let Some((purpose, _)) = self.lookups.remove(&id) else {
+            return;
+        };
+        match purpose {
+            Purpose::Nonces => self.on_counts(outcome, now_ms),
+            Purpose::Verify { pending, latest } => self.on_verify(outcome, pending, latest, now_ms),
+            Purpose::Entry(entry) => self.on_entry_check(entry, outcome, now_ms),
+            Purpose::Holder(key) => self.on_holder_check(key, outcome, now_ms),
+            Purpose::Recover(key) => self.on_recovery(key, outcome, now_ms),
+        }
+    }
+
+    /// Whether the sender's counts are wanted: the next nonce is unknown with transactions
+    /// waiting, stored transactions are to be checked, or a client asks.
+    pub(super) fn needs_nonces(&self) -> bool {
+        (self.next.is_none() && self.entries.values().any(|e| e.stage == Stage::Waiting))
+            || self.unverified
+            || !self.nonces.counts.is_empty()
+    }
+
+    /// Starts the nonce lookup when it is wanted and none runs (after a failure, not before its
+    /// backoff).
+    pub(super) fn want_nonces(&mut self, now_ms: u64) {
+        if self.nonces.running.is_none()
+            && self.needs_nonces()
+            && now_ms >= self.nonces.not_before_ms
+        {
+            self.start_nonces(now_ms);
+        }
+    }
+
+    pub(super) fn start_nonces(&mut self, now_ms: u64) {
+        let query = Query {
+            pending: true,
+            latest: true,
+            genesis: !self.chain.checked,
+            hashes: Vec::new(),
+        };
+        self.start_nonce_lookup(Purpose::Nonces, query, now_ms);
+    }
+
+    fn start_nonce_lookup(&mut self, purpose: Purpose, query: Query, now_ms: u64) {
+        let id = LookupId(self.id());
+        let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        self.nonces.running = Some(id);
+        if purpose == Purpose::Nonces {
+            self.nonces.rerun = false;
+        }
+        self.lookups.insert(id, (purpose, deadline_ms));
+        self.push(Action::Lookup {
+            id,
+            query,
+            deadline_ms,
+        });
+    }
+
+    /// The next nonce is no longer to be trusted (a nonce error, an unknown outcome): nothing is
+    /// granted until it is learned anew.
+    pub(super) fn relearn(&mut self, now_ms: u64) {
+        if self.next.is_some() {
+            self.unknown_since_ms = now_ms;
+        }
+        self.next = None;
+        self.counters.relearned += 1;
+        if self.nonces.running.is_some() {
+            self.nonces.rerun = true;
+        }
+    }
+
+    /// The sender's counts (and the genesis hash, until checked).
+    fn on_counts(&mut self, outcome: Outcome, now_ms: u64) {
+        self.nonces.running = None;
+        let found = match outcome {
+            Ok(found) if found.pending.is_some() => found,
+            Ok(_) => return self.nonces_failed("no usable pending count", now_ms),
+            Err(why) => return self.nonces_failed(&why, now_ms),
+        };
+        if let Some(genesis) = &found.genesis {
+            self.check_chain(genesis, now_ms);
+        }
+        if let Some(latest) = found.latest {
+            self.mined = Some(latest);
+        }
+        let pending = found.pending.unwrap_or(0);
+        let verify = self.to_verify(pending, now_ms);
+        if verify.is_empty() {
+            self.unverified = false;
+            self.learned(pending, now_ms);
+            return;
+        }
+        let query = Query {
+            hashes: verify,
+            ..Query::default()
+        };
+        let purpose = Purpose::Verify {
+            pending,
+            latest: found.latest,
+        };
+        self.start_nonce_lookup(purpose, query, now_ms);
+    }
+
+    /// The accepted hashes to ask for: every one not vouched for and not known to be mined, and
+    /// every one whose nonce the upstream's pending count does not cover (lowest first).
+    fn to_verify(&self, pending: u64, now_ms: u64) -> Vec<TxHash> {
+        let from = self.mined.unwrap_or(pending).min(pending);
+        self.accepted
+            .from_nonce(from, now_ms)
+            .into_iter()
+            .filter(|(nonce, hash)| {
+                *nonce >= pending || self.accepted.get(hash, now_ms).is_some_and(|t| !t.vouched)
+            })
+            .map(|(_, hash)| hash)
+            .take(MAX_VERIFIED)
+            .collect()
+    }
+
+    /// The accepted hashes asked by hash: held ones are vouched for; forgotten ones are
+    /// forgotten here too, and sent again when their nonce is still free.
+    fn on_verify(&mut self, outcome: Outcome, pending: u64, latest: Option<u64>, now_ms: u64) {
+        self.nonces.running = None;
+        let found: Found = match outcome {
+            Ok(found) => found,
+            Err(why) => return self.nonces_failed(&why, now_ms),
+        };
+        let mut resend = Vec::new();
+        let mut gone = Vec::new();
+        for (hash, known) in &found.known {
+            let Some(tx) = self.accepted.get(hash, now_ms) else {
+                continue;
+            };
+            if *known {
+                self.accepted.vouch(hash);
+                continue;
+            }
+            self.accepted.forget(hash);
+            if tx.nonce < pending || latest.is_some_and(|l| tx.nonce < l) {
+                // Another transaction holds its nonce.
+                gone.push(*hash);
+                continue;
+            }
+            let resends = self.resends.entry(*hash).or_insert(0);
+            *resends += 1;
+            if *resends > MAX_RESENDS {
+                self.resends.remove(hash);
+                self.counters.abandoned += 1;
+                self.emit(
+                    Metric::new("tx_abandoned", "", "upstream_never_kept")
+                        .value("count", 1.0)
+                        .field("nonce", tx.nonce)
+                        .field("tx_hash", crate::hex::encode(hash)),
+                );
+                gone.push(*hash);
+            } else {
+                resend.push(*hash);
+            }
+        }
+        self.forget_rows(gone);
+        self.unverified = false;
+        if !resend.is_empty() {
+            self.loading = true;
+            self.push(Action::Load(resend));
+        }
+        self.learned(pending, now_ms);
+    }
+
+    /// The sender's next nonce from the upstream's `pending` count: raised past every accepted
+    /// nonce it holds, in a row; never below the mined count. Answers the pending-count
+    /// questions.
+    fn learned(&mut self, pending: u64, now_ms: u64) {
+        let mut next = pending.max(self.mined.unwrap_or(0));
+        while let Some(hash) = self.accepted.with_nonce(next, now_ms) {
+            if !self.accepted.get(&hash, now_ms).is_some_and(|t| t.vouched) {
+                break;
+            }
+            next += 1;
+        }
+        self.nonces.failures = 0;
+        self.nonces.not_before_ms = 0;
+        let counts = std::mem::take(&mut self.nonces.counts);
+        if !counts.is_empty() {
+            if next > pending {
+                self.emit(
+                    Metric::new("pending_nonce_raised", "", "upstream_behind")
+                        .value("upstream", pending as f64)
+                        .value("relay", next as f64),
+                );
+            }
+            let quantity = Answer::Result(format!("\"{}\"", crate::hex::encode_quantity(next)));
+            self.answer(&counts, &quantity, None);
+        }
+        if self.nonces.rerun {
+            // These counts may be older than what made the next nonce unknown: ask again.
+            self.start_nonces(now_ms);
+            return;
+        }
+        if self.next != Some(next) {
+            self.gap_opened_ms = now_ms;
+        }
+        self.next = Some(next);
+    }
+
+    fn nonces_failed(&mut self, why: &str, now_ms: u64) {
+        self.nonces.failures += 1;
+        let backoff = LOOKUP_BACKOFF_MS
+            .saturating_mul(1 << self.nonces.failures.saturating_sub(1).min(16))
+            .min(LOOKUP_BACKOFF_MAX_MS);
+        self.nonces.not_before_ms = now_ms.saturating_add(backoff);
+        self.emit(
+            Metric::new("nonce_lookup_failed", "", "counts")
+                .value("count", 1.0)
+                .field("failures", self.nonces.failures)
+                .field("error", why.to_string()),
+        );
+        let counts = std::mem::take(&mut self.nonces.counts);
+        let error = Answer::error(&RpcError::new(
+            RESOURCE_UNAVAILABLE,
+            format!("upstream unavailable: cannot learn the sender's pending nonce ({why})"),
+        ));
+        self.answer(&counts, &error, None);
+        if self.nonces.rerun {
+            self.nonces.rerun = false;
+        }
+    }
+
+    /// Compares the upstream's genesis hash with the stored one. Another chain: everything stored
+    /// is dropped (nothing of it is ever sent), and the state starts anew on this chain.
+    fn check_chain(&mut self, genesis: &str, now_ms: u64) {
+        self.chain.checked = true;
+        match self.chain.genesis.as_deref() {
+            Some(known) if known == genesis => return,
+            Some(_) => {
+                self.counters.chain_changes += 1;
+                let dropped = self.accepted.clear().len();
+                let resends: Vec<u64> = self
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.tickets.is_empty() && e.stage == Stage::Waiting)
+                    .map(|(&id, _)| id)
+                    .collect();
+                for id in resends {
+                    self.remove_entry(id);
+                }
+                self.emit(
+                    Metric::new("chain_changed", "", "genesis")
+                        .value("count", 1.0)
+                        .value("dropped", dropped as f64)
+                        .field("genesis", genesis.to_string()),
+                );
+                self.mined = None;
+                self.next = None;
+                self.unknown_since_ms = now_ms;
+                self.unverified = false;
+                self.resends.clear();
+                if self.chain.persisted {
+                    self.push(Action::Wipe);
+                    self.chain.persisted = false;
+                }
+            }
+            None => {}
+        }
+        self.chain.genesis = Some(genesis.to_string());
+    }
+}

@@ -1,0 +1,136 @@
+//! Why a transaction is answered by its sender's object without an upstream send, and the
+//! JSON-RPC error it gets: EIP-1474 codes, and geth's wording for nonces
+//! (`core/txpool/errors.go`, `core/error.go`).
+
+use crate::hex;
+use crate::jsonrpc::{RpcError, INVALID_INPUT, LIMIT_EXCEEDED, RESOURCE_UNAVAILABLE};
+use crate::ordering::accepted::TxHash;
+
+/// How long a client refused for the queue bound is asked to wait before it retries, s.
+pub const QUEUE_FULL_RETRY_AFTER_S: u64 = 1;
+
+/// Why a transaction is refused (or given up) without reaching the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its nonce is below the sender's mined transaction count and the upstream does not have its
+    /// hash.
+    Stale {
+        /// The sender's mined transaction count (`eth_getTransactionCount(sender, "latest")`).
+        mined: u64,
+        /// The transaction's nonce.
+        nonce: u64,
+    },
+    /// Another accepted transaction holds its nonce, and `REPLACEMENT_POLICY` is `reject`.
+    Replacement {
+        /// The nonce.
+        nonce: u64,
+        /// The hash of the transaction that holds it.
+        holder: TxHash,
+    },
+    /// `MAX_QUEUE_PER_SENDER` transactions with lower nonces already wait.
+    QueueFull {
+        /// The limit.
+        max: usize,
+    },
+    /// The sender's next nonce could not be learned from the upstream while it waited: it was
+    /// not sent.
+    NonceUnknown {
+        /// How long it waited, ms.
+        waited_ms: u64,
+    },
+    /// Whether the upstream has the transaction could not be learned (a nonce below the mined
+    /// count, or its turn's check): it was not sent.
+    CheckFailed {
+        /// The transaction's nonce.
+        nonce: u64,
+    },
+}
+
+impl Refusal {
+    /// The JSON-RPC error for `sender` (lowercase 0x address): -32000 with geth's
+    /// `nonce too low: next nonce N, tx nonce M` for a stale nonce, -32000 naming the nonce and
+    /// the holder's hash for a refused replacement, -32005 (EIP-1474 limit exceeded, with
+    /// `Retry-After`) for a full queue, -32002 (resource unavailable) when the upstream could not
+    /// be asked (the transaction was not sent, so sending it again is safe).
+    pub fn to_rpc(&self, sender: &str) -> RpcError {
+        match self {
+            Refusal::Stale { mined, nonce } => RpcError::new(
+                INVALID_INPUT,
+                format!("nonce too low: next nonce {mined}, tx nonce {nonce}"),
+            ),
+            Refusal::Replacement { nonce, holder } => RpcError::new(
+                INVALID_INPUT,
+                format!(
+                    "replacement transaction refused: nonce {nonce} is already used by {} (REPLACEMENT_POLICY=reject)",
+                    hex::encode(holder)
+                ),
+            ),
+            Refusal::QueueFull { max } => RpcError::new(
+                LIMIT_EXCEEDED,
+                format!(
+                    "too many queued transactions for sender {sender} (at most {max} wait); retry after {QUEUE_FULL_RETRY_AFTER_S} s"
+                ),
+            ),
+            Refusal::NonceUnknown { waited_ms } => RpcError::new(
+                RESOURCE_UNAVAILABLE,
+                format!(
+                    "upstream unavailable: the sender's next nonce could not be learned within {waited_ms} ms; the transaction was not sent"
+                ),
+            ),
+            Refusal::CheckFailed { nonce } => RpcError::new(
+                RESOURCE_UNAVAILABLE,
+                format!(
+                    "upstream unavailable: could not check nonce {nonce} against the chain; the transaction was not sent"
+                ),
+            ),
+        }
+    }
+
+    /// The `Retry-After` of the answer, s: for a full queue only.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        matches!(self, Refusal::QueueFull { .. }).then_some(QUEUE_FULL_RETRY_AFTER_S)
+    }
+
+    /// A short name for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Refusal::Stale { .. } => "stale_nonce",
+            Refusal::Replacement { .. } => "replacement_refused",
+            Refusal::QueueFull { .. } => "queue_full",
+            Refusal::NonceUnknown { .. } => "nonce_unknown",
+            Refusal::CheckFailed { .. } => "check_failed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wording_codes_and_retry_after() {
+        let stale = Refusal::Stale { mined: 5, nonce: 4 };
+        assert_eq!(
+            stale.to_rpc("0xab").message,
+            "nonce too low: next nonce 5, tx nonce 4"
+        );
+        assert_eq!(stale.to_rpc("0xab").code, -32000);
+        assert_eq!(stale.retry_after_s(), None);
+        let full = Refusal::QueueFull { max: 3 };
+        let e = full.to_rpc("0xabc");
+        assert_eq!(e.code, -32005);
+        assert!(e
+            .message
+            .starts_with("too many queued transactions for sender 0xabc (at most 3 wait)"));
+        assert_eq!(full.retry_after_s(), Some(1));
+        let unknown = Refusal::NonceUnknown { waited_ms: 30_000 }.to_rpc("0xab");
+        assert_eq!(unknown.code, -32002);
+        assert!(unknown.message.contains("was not sent"));
+        let replaced = Refusal::Replacement {
+            nonce: 0,
+            holder: [1; 32],
+        }
+        .to_rpc("0xab");
+        assert!(replaced.message.contains(&hex::encode(&[1; 32])));
+    }
+}

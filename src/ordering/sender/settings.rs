@@ -1,0 +1,84 @@
+//! The settings of one sender's machine and the counters of its per-sender view.
+
+use serde::Serialize;
+
+/// The default `NONCE_GAP_WAIT_MS`, ms: a transaction above the sender's next nonce waits this long
+/// for the missing ones (3 s: one lost TCP SYN alone delays a request by 1 s).
+pub const DEFAULT_GAP_WAIT_MS: u64 = 3_000;
+
+/// What to do with a different transaction that has the nonce of one already accepted and not
+/// known to be mined (a speed-up or a cancel): `REPLACEMENT_POLICY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplacementPolicy {
+    /// Forward it through the lock, in nonce order (Ethereum pools accept one that pays more).
+    Forward,
+    /// Refuse it locally (upstreams without a pool, such as Hedera, where it is a charged
+    /// `WRONG_NONCE`).
+    Reject,
+}
+
+/// The settings of one sender's machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// `NONCE_GAP_WAIT_MS`: how long a transaction above the next nonce waits for the missing ones.
+    pub gap_wait_ms: u64,
+    /// `MAX_QUEUE_PER_SENDER`: the most clients' transactions that may wait for the lock.
+    pub max_queue: usize,
+    /// `IDEMPOTENCY_TTL_S` in ms: how long an accepted transaction is remembered.
+    pub idempotency_ttl_ms: u64,
+    /// `REPLACEMENT_POLICY`.
+    pub replacement: ReplacementPolicy,
+    /// `LOCK_MAX_HOLD_MS`: a holder's whole budget (its check, sends and retries), and how long a
+    /// lookup may block the queue.
+    pub max_hold_ms: u64,
+}
+
+impl Settings {
+    /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `IDEMPOTENCY_TTL_S` 300,
+    /// `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000).
+    pub const DEFAULT: Settings = Settings {
+        gap_wait_ms: DEFAULT_GAP_WAIT_MS,
+        max_queue: 64,
+        idempotency_ttl_ms: 300_000,
+        replacement: ReplacementPolicy::Forward,
+        max_hold_ms: 30_000,
+    };
+
+    /// How long past a holder's deadline (or a lookup's) the machine waits for its report before
+    /// it treats the task as lost, ms: a quarter of `LOCK_MAX_HOLD_MS`, at most 5 s.
+    pub fn grace_ms(&self) -> u64 {
+        (self.max_hold_ms / 4).clamp(1, 5_000)
+    }
+}
+
+/// What happened to a sender's transactions since its object started (the per-sender view).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Transactions that went to the upstream and got a final answer.
+    pub forwarded: u64,
+    /// Copies answered from another copy's answer, the accepted hashes or the upstream's
+    /// answer by hash, without a send.
+    pub deduplicated: u64,
+    /// Sends retried after an answer that said nothing about the transaction.
+    pub retried: u64,
+    /// Transactions refused locally because their nonce is below the mined count.
+    pub stale_refused: u64,
+    /// Replacements: forwarded (policy forward) or refused (policy reject).
+    pub replacements: u64,
+    /// Transactions that went with a lower nonce still missing after `NONCE_GAP_WAIT_MS`.
+    pub gap_waits_expired: u64,
+    /// Holders whose task never reported, resolved by hash after their deadline.
+    pub force_releases: u64,
+    /// Transactions refused for `MAX_QUEUE_PER_SENDER`.
+    pub queue_full: u64,
+    /// Next-nonce lookups made after a nonce error or an unknown outcome.
+    pub relearned: u64,
+    /// Stored transactions sent again because the upstream no longer had them.
+    pub resubmitted: u64,
+    /// Stored transactions given up after `MAX_RESENDS` resends the upstream never kept.
+    pub abandoned: u64,
+    /// Answers of holdings that were no longer the holder.
+    pub late_answers: u64,
+    /// Times the upstream's genesis hash differed from the stored one (the stored state dropped).
+    pub chain_changes: u64,
+}

@@ -1,0 +1,280 @@
+//! Late answers, relearns, restarts, chains and force release.
+
+use super::*;
+use crate::ordering::answer::AnswerClass;
+use crate::ordering::sender::*;
+
+#[test]
+fn defect_2_a_late_holders_answer_answers_nobody_and_settles_a_waiting_resend() {
+    let mut r = Rig::new(SETTINGS);
+    let first = r.arrive(0);
+    r.learn(0, 0);
+    let lost = r.send(); // its task never reports in time
+    let deadline = lost.deadline_ms;
+    r.at(deadline + SETTINGS.grace_ms());
+    assert_eq!(r.events("force_release").len(), 1);
+    let (recovery, query) = r.lookup_for(|q| !q.hashes.is_empty());
+    assert_eq!(query.hashes, vec![h(0, 0)]);
+    // The upstream can't be asked: the outcome stays unknown.
+    r.reply(recovery, Err("refused".into()));
+    let (code, message) = r.error_of(first);
+    assert_eq!(code, -32002);
+    assert!(message.contains("outcome unknown"), "{message}");
+    // The client sends the same bytes again: asked by hash first (not vouched for).
+    let resend = r.arrive(0);
+    assert!(!r.answers.contains_key(&resend));
+    // The late holder's answer: it went in. Nobody else is answered by it, the resend gets the
+    // hash, and nothing is sent twice.
+    r.finish(&lost, AnswerClass::Accepted);
+    assert_eq!(r.answer(resend).0, Answer::hash(&h(0, 0)));
+    assert_eq!(
+        r.answers[&first].len(),
+        1,
+        "the first client was answered once"
+    );
+    assert_eq!(r.events("late_release_ignored").len(), 1);
+    // The check's own answer, arriving after, changes nothing.
+    let (check, _) = r.lookup_for(|q| !q.pending && !q.hashes.is_empty());
+    r.reply(check, known(&[(h(0, 0), true)]));
+    assert_eq!(r.answers[&resend].len(), 1);
+    // The relearn the unknown outcome asked for: the upstream's count has 0 in it.
+    r.learn(1, 0);
+    assert_eq!(r.s.nonces().0, Some(1));
+    assert!(r.sends.is_empty(), "the same bytes are never sent twice");
+    let third = r.arrive(0);
+    assert_eq!(r.answer(third).0, Answer::hash(&h(0, 0)), "known now");
+}
+
+#[test]
+fn defect_3_a_relearn_below_the_accepted_nonces_asks_for_them_by_hash() {
+    let mut r = Rig::new(SETTINGS);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next(); // 0 accepted a moment ago
+    r.arrive(1);
+    let call = r.send();
+    r.finish(&call, AnswerClass::Unrecognized); // the outcome of 1 is unknown: relearn
+    let waiting = r.now;
+    let t2 = r.arrive(2);
+    // A lagging node: its pending count has seen neither.
+    r.learn(0, 0);
+    let (verify, query) = r.lookup();
+    assert_eq!(
+        query.hashes,
+        vec![h(0, 0), h(1, 0)],
+        "asked before deciding"
+    );
+    assert!(r.sends.is_empty());
+    r.reply(verify, known(&[(h(0, 0), true), (h(1, 0), true)]));
+    assert_eq!(r.s.nonces().0, Some(2));
+    // 2 goes at once, not after a gap wait.
+    let call = r.send();
+    assert_eq!((call.nonce, r.now), (2, waiting));
+    r.finish(&call, AnswerClass::Accepted);
+    assert!(r.answers.contains_key(&t2));
+
+    // Absent: the upstream forgot them; the one whose nonce is free is sent again from its bytes.
+    let mut r = Rig::new(SETTINGS);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    r.arrive(1);
+    let call = r.send();
+    r.finish(&call, AnswerClass::Unrecognized);
+    r.learn(0, 0);
+    let (verify, _) = r.lookup();
+    r.reply(verify, known(&[(h(0, 0), false), (h(1, 0), false)]));
+    assert_eq!(r.s.nonces().0, Some(0));
+    assert_eq!(r.s.counters.resubmitted, 2);
+    assert_eq!(r.accept_next().nonce, 0);
+    assert_eq!(r.accept_next().nonce, 1);
+    let stored = |n: &str| r.log.iter().filter(|l| *l == n).count();
+    assert_eq!(
+        (stored("store 0"), stored("store 1")),
+        (1, 1),
+        "resent from storage"
+    );
+}
+
+#[test]
+fn a_restarted_object_checks_its_stored_transactions_and_resends_what_the_upstream_forgot() {
+    let mut r = Rig::new(SETTINGS);
+    let rows = [(h(0, 0), 0, 900), (h(1, 0), 1, 950)];
+    for (hash, nonce, at) in rows {
+        r.rows.insert(
+            hash,
+            Row {
+                hash,
+                nonce,
+                request: format!("stored {nonce}").into(),
+                at_ms: at,
+            },
+        );
+    }
+    r.s.restore(
+        Some("0xgenesis".into()),
+        &rows.map(|(h, n, a)| (h, n, a)),
+        r.now,
+    );
+    r.drain();
+    // At once, without a client: counts and the genesis hash.
+    let (id, query) = r.lookup();
+    assert!(query.genesis && query.pending);
+    r.reply(
+        id,
+        Ok(Found {
+            pending: Some(1),
+            latest: Some(1),
+            genesis: Some("0xgenesis".into()),
+            ..Found::default()
+        }),
+    );
+    // 0 is mined; 1 (the holder in flight at the crash) is asked by hash.
+    let (verify, query) = r.lookup();
+    assert_eq!(query.hashes, vec![h(1, 0)]);
+    r.reply(verify, known(&[(h(1, 0), false)]));
+    let call = r.send();
+    assert_eq!((call.nonce, call.hash), (1, h(1, 0)));
+    assert!(
+        !r.log.iter().any(|l| l == "store 1"),
+        "already stored: not written again"
+    );
+    // A client's copy of it, sent again after the crash, joins it.
+    let copy = r.arrive(1);
+    r.finish(&call, AnswerClass::Accepted);
+    assert_eq!(r.answer(copy).0, Answer::hash(&h(1, 0)));
+    // A resend of the mined 0 gets its hash after a check by hash.
+    let resend = r.arrive(0);
+    let (check, query) = r.lookup();
+    assert_eq!(query.hashes, vec![h(0, 0)]);
+    r.reply(check, known(&[(h(0, 0), true)]));
+    assert_eq!(r.answer(resend).0, Answer::hash(&h(0, 0)));
+    assert!(r.sends.is_empty());
+}
+
+#[test]
+fn state_of_another_chain_is_dropped_never_sent() {
+    let mut r = Rig::new(SETTINGS);
+    r.chain = Some("0xold".into());
+    let hash = h(0, 0);
+    r.rows.insert(
+        hash,
+        Row {
+            hash,
+            nonce: 0,
+            request: "old".into(),
+            at_ms: 900,
+        },
+    );
+    r.s.restore(Some("0xold".into()), &[(hash, 0, 900)], r.now);
+    r.drain();
+    // `make dev` twice: a fresh chain asked for the pending count.
+    let count = r.ticket();
+    r.s.count(count, r.now);
+    r.drain();
+    let (id, query) = r.lookup();
+    assert!(query.genesis);
+    r.reply(
+        id,
+        Ok(Found {
+            pending: Some(0),
+            latest: Some(0),
+            genesis: Some("0xnew".into()),
+            ..Found::default()
+        }),
+    );
+    assert_eq!(r.answer(count).0, Answer::Result("\"0x0\"".into()));
+    assert!(r.log.contains(&"wipe".to_string()));
+    assert!(r.rows.is_empty() && r.lookups.is_empty() && r.sends.is_empty());
+    assert_eq!(r.s.counters.chain_changes, 1);
+    // The same transaction sent again is an ordinary one on the new chain.
+    r.arrive(0);
+    assert_eq!(r.send().nonce, 0);
+    assert_eq!(r.chain.as_deref(), Some("0xnew"));
+}
+
+#[test]
+fn a_holder_that_never_reports_is_resolved_by_hash_and_sent_again_at_most_twice() {
+    let mut r = Rig::new(SETTINGS);
+    let t = r.arrive(0);
+    r.learn(0, 0);
+    let mut lost = r.send();
+    for round in 1..=2 {
+        r.at(lost.deadline_ms + SETTINGS.grace_ms());
+        let (id, query) = r.lookup();
+        assert_eq!(query.hashes, vec![h(0, 0)]);
+        r.reply(
+            id,
+            Ok(Found {
+                pending: Some(0),
+                latest: Some(0),
+                known: [(h(0, 0), false)].into_iter().collect(),
+                ..Found::default()
+            }),
+        );
+        let again = r.send();
+        assert_ne!(again.key, lost.key, "round {round}: a new session key");
+        assert_eq!(again.hash, lost.hash);
+        lost = again;
+    }
+    r.at(lost.deadline_ms + SETTINGS.grace_ms());
+    let (id, _) = r.lookup();
+    r.reply(
+        id,
+        Ok(Found {
+            pending: Some(0),
+            latest: Some(0),
+            known: [(h(0, 0), false)].into_iter().collect(),
+            ..Found::default()
+        }),
+    );
+    assert_eq!(r.error_of(t).0, -32002);
+    assert_eq!(r.s.counters.force_releases, 3);
+}
+
+#[test]
+fn the_alarm_is_set_while_durable_work_is_under_way_and_deleted_after() {
+    let mut r = Rig::new(SETTINGS);
+    r.arrive(0);
+    r.learn(0, 0);
+    assert!(r.alarm.is_some(), "set with the first row");
+    let alarm = r.alarm.unwrap();
+    assert!(alarm >= r.now + SETTINGS.max_hold_ms);
+    // The alarm firing while the holder still sends sets it again.
+    r.s.alarm(alarm - 1);
+    r.drain();
+    assert!(r.alarm.is_some());
+    r.accept_next();
+    assert_eq!(r.alarm, None);
+}
+
+#[test]
+fn a_transaction_the_upstream_never_keeps_is_sent_again_at_most_twice_then_abandoned() {
+    let mut r = Rig::new(SETTINGS);
+    let first = r.arrive(0);
+    r.learn(0, 0);
+    let waiter = r.arrive(1);
+    for round in 0..=knowledge::MAX_RESENDS {
+        let call = r.send();
+        assert_eq!(call.nonce, 0, "round {round}");
+        r.finish(&call, AnswerClass::Unavailable);
+        r.learn(0, 0);
+        let (verify, _) = r.lookup_for(|q| !q.hashes.is_empty());
+        r.reply(verify, known(&[(h(0, 0), false)]));
+    }
+    assert_eq!(
+        r.error_of(first).0,
+        -32000,
+        "its client had its answer at the first deadline"
+    );
+    assert_eq!(r.s.counters.abandoned, 1);
+    assert_eq!(r.events("tx_abandoned").len(), 1);
+    assert!(!r.rows.contains_key(&h(0, 0)));
+    // 1 is not held for good: it goes after its gap wait.
+    let due = r.s.poll_timeout().expect("a due time");
+    r.at(due);
+    let call = r.send();
+    assert_eq!(call.nonce, 1);
+    r.finish(&call, AnswerClass::Accepted);
+    assert!(r.answers.contains_key(&waiter));
+}

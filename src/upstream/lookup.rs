@@ -1,0 +1,212 @@
+//! What a sender's object asks the upstream about its sender ([`Query`]), as one JSON-RPC batch,
+//! and how the answer reads ([`Found`]).
+//!
+//! Members, each with a fixed id: `eth_getTransactionCount(sender, "pending")` (id 1),
+//! `eth_getTransactionCount(sender, "latest")` (id 2), `eth_getBlockByNumber("0x0", false)` (id 3,
+//! for the genesis hash) and `eth_getTransactionByHash` of each hash (ids 100, 101, ...). Answers
+//! are matched by id, in any order (JSON-RPC 2.0, section 6). A member that failed is left out of
+//! [`Found`]. An upstream that refuses batches (it answers one error object) is asked member by
+//! member instead.
+
+use crate::hex;
+use crate::ordering::sender::{Found, Outcome, Query};
+use crate::upstream::retry::RetryPolicy;
+use crate::upstream::{post_retried, Upstream};
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+const PENDING: u64 = 1;
+const LATEST: u64 = 2;
+const GENESIS: u64 = 3;
+const FIRST_HASH: u64 = 100;
+
+/// The batch's members: (id, request object).
+fn members(sender: &str, query: &Query) -> Vec<(u64, Value)> {
+    let request = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut out = Vec::new();
+    if query.pending {
+        out.push((
+            PENDING,
+            request(
+                PENDING,
+                "eth_getTransactionCount",
+                json!([sender, "pending"]),
+            ),
+        ));
+    }
+    if query.latest {
+        out.push((
+            LATEST,
+            request(LATEST, "eth_getTransactionCount", json!([sender, "latest"])),
+        ));
+    }
+    if query.genesis {
+        out.push((
+            GENESIS,
+            request(GENESIS, "eth_getBlockByNumber", json!(["0x0", false])),
+        ));
+    }
+    for (i, hash) in query.hashes.iter().enumerate() {
+        let id = FIRST_HASH + i as u64;
+        out.push((
+            id,
+            request(id, "eth_getTransactionByHash", json!([hex::encode(hash)])),
+        ));
+    }
+    out
+}
+
+/// The batch text of `query` about `sender` (lowercase 0x address).
+pub fn batch(sender: &str, query: &Query) -> String {
+    Value::Array(members(sender, query).into_iter().map(|(_, m)| m).collect()).to_string()
+}
+
+/// Takes one member's response object into `found`.
+fn take(query: &Query, response: &Value, found: &mut Found) {
+    let Some(id) = response.get("id").and_then(Value::as_u64) else {
+        return;
+    };
+    let Some(result) = response.get("result") else {
+        return;
+    };
+    let quantity = || result.as_str().and_then(|q| hex::decode_quantity(q).ok());
+    match id {
+        PENDING => found.pending = quantity(),
+        LATEST => found.latest = quantity(),
+        GENESIS => {
+            found.genesis = result
+                .get("hash")
+                .and_then(Value::as_str)
+                .map(str::to_ascii_lowercase)
+        }
+        _ => {
+            let index = id
+                .checked_sub(FIRST_HASH)
+                .and_then(|i| usize::try_from(i).ok());
+            if let Some(hash) = index.and_then(|i| query.hashes.get(i)) {
+                match result {
+                    Value::Object(_) => {
+                        found.known.insert(*hash, true);
+                    }
+                    Value::Null => {
+                        found.known.insert(*hash, false);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Reads the upstream's answer to [`batch`]: `None` when it is not a JSON array (an upstream that
+/// refuses batches).
+pub fn parse(query: &Query, body: &str) -> Option<Found> {
+    let Ok(Value::Array(responses)) = serde_json::from_str::<Value>(body) else {
+        return None;
+    };
+    let mut found = Found::default();
+    for response in &responses {
+        take(query, response, &mut found);
+    }
+    Some(found)
+}
+
+/// Asks `query` about `sender`, retried while the upstream can't be used, until `deadline_ms`.
+///
+/// # Errors
+/// Why the upstream could not be used by the deadline (redacted by the platform's upstream).
+pub async fn look_up<U: Upstream + ?Sized>(
+    upstream: &U,
+    sender: &str,
+    query: &Query,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Outcome {
+    let reply = post_retried(upstream, &batch(sender, query), policy, deadline_ms)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(found) = parse(query, &reply.body) {
+        return Ok(found);
+    }
+    // No batches here: one request per member, at once.
+    let singles = members(sender, query)
+        .into_iter()
+        .map(|(_, member)| async move {
+            post_retried(upstream, &member.to_string(), policy, deadline_ms).await
+        });
+    let replies = join_all(singles).await;
+    let mut found = Found::default();
+    let mut last_error = None;
+    for reply in replies {
+        match reply {
+            Ok(reply) => {
+                if let Ok(response) = serde_json::from_str::<Value>(&reply.body) {
+                    take(query, &response, &mut found);
+                }
+            }
+            Err(e) => last_error = Some(e.to_string()),
+        }
+    }
+    match last_error {
+        Some(why) if found == Found::default() => Err(why),
+        _ => Ok(found),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query() -> Query {
+        Query {
+            pending: true,
+            latest: true,
+            genesis: true,
+            hashes: vec![[1; 32], [2; 32], [3; 32]],
+        }
+    }
+
+    #[test]
+    fn one_batch_with_fixed_ids() {
+        let text = batch("0xab", &query());
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let methods: Vec<(u64, &str)> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["id"].as_u64().unwrap(), m["method"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            methods,
+            vec![
+                (1, "eth_getTransactionCount"),
+                (2, "eth_getTransactionCount"),
+                (3, "eth_getBlockByNumber"),
+                (100, "eth_getTransactionByHash"),
+                (101, "eth_getTransactionByHash"),
+                (102, "eth_getTransactionByHash"),
+            ]
+        );
+        assert_eq!(v[1]["params"], json!(["0xab", "latest"]));
+        assert_eq!(v[3]["params"][0], hex::encode(&[1; 32]));
+    }
+
+    #[test]
+    fn answers_by_id_in_any_order_and_failed_members_left_out() {
+        let body = r#"[
+            {"jsonrpc":"2.0","id":101,"result":null},
+            {"jsonrpc":"2.0","id":2,"result":"0x4"},
+            {"jsonrpc":"2.0","id":3,"result":{"hash":"0xABCD","number":"0x0"}},
+            {"jsonrpc":"2.0","id":1,"result":"0x7"},
+            {"jsonrpc":"2.0","id":100,"result":{"hash":"0x01"}},
+            {"jsonrpc":"2.0","id":102,"error":{"code":-32000,"message":"busy"}}
+        ]"#;
+        let found = parse(&query(), body).unwrap();
+        assert_eq!((found.pending, found.latest), (Some(7), Some(4)));
+        assert_eq!(found.genesis.as_deref(), Some("0xabcd"));
+        assert_eq!(found.known.get(&[1; 32]), Some(&true));
+        assert_eq!(found.known.get(&[2; 32]), Some(&false));
+        assert_eq!(found.known.get(&[3; 32]), None);
+        assert!(parse(&query(), r#"{"error":{"code":-32600}}"#).is_none());
+    }
+}
