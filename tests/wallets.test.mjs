@@ -162,6 +162,49 @@ test("MAX_QUEUE_PER_SENDER: one more than the queue holds gets -32005 at once, a
   }
 });
 
+test("MAX_QUEUE_PER_SENDER=3 behind a strict upstream: n+3, n+2, n+1 park, then n comes: n gets its hash, n..n+2 are mined, n+3 is refused, 0 upstream refusals", async () => {
+  const s = await stack({ vars: { MAX_QUEUE_PER_SENDER: "3" } });
+  try {
+    const account = devAccount(11);
+    // n = 1: the sender's object knows its next nonce once 0 went in.
+    assert.ok((await sendRaw(s.relay.url, await signTransfer(account, 0))).json.result);
+    const raws = await Promise.all([1, 2, 3, 4].map((n) => signTransfer(account, n)));
+    const parked = [];
+    for (const n of [4, 3, 2]) {
+      parked.push(sendRaw(s.relay.url, raws[n - 1], n));
+      await sleep(50); // each arrives and parks behind the missing 1
+    }
+    const one = await sendRaw(s.relay.url, raws[0], 1);
+    assert.equal(one.json.result, keccak256(raws[0]), "n is never refused for the bound");
+    const [four, three, two] = await Promise.all(parked);
+    assert.equal(four.json.error?.code, -32005, four.text);
+    assert.equal(four.retryAfter, "1", "with Retry-After");
+    assert.equal(three.json.result, keccak256(raws[2]));
+    assert.equal(two.json.result, keccak256(raws[1]));
+    const count = await rpc(s.anvil.url, "eth_getTransactionCount", [account.address, "latest"]);
+    assert.equal(Number(count.result), 4, "0..3 mined");
+    assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0, "no refusal at the upstream");
+    assert.equal(s.proxy.seen.filter((r) => r.nonce === 4).length, 0, "n+3 never sent");
+
+    // One batch of n+4..n (five, above the bound of three): n..n+2 go, n+4 and n+3 are refused.
+    const batch = await Promise.all([8, 7, 6, 5, 4].map((n) => signTransfer(account, n)));
+    const answers = await post(
+      s.relay.url,
+      batch.map((raw, i) => ({ jsonrpc: "2.0", id: i, method: "eth_sendRawTransaction", params: [raw] })),
+    );
+    const byNonce = Object.fromEntries(answers.json.map((a) => [8 - a.id, a]));
+    assert.equal(byNonce[8].error?.code, -32005);
+    assert.equal(byNonce[7].error?.code, -32005);
+    for (const n of [4, 5, 6]) assert.ok(byNonce[n].result, JSON.stringify(byNonce[n]));
+    assert.equal(answers.retryAfter, "1");
+    const after = await rpc(s.anvil.url, "eth_getTransactionCount", [account.address, "latest"]);
+    assert.equal(Number(after.result), 7, "4..6 mined");
+    assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0, "still no refusal at the upstream");
+  } finally {
+    await s.stop();
+  }
+});
+
 test("GET /senders/{address}: the per-sender view with the right token; 401 with a wrong one; no route without ADMIN_TOKEN", async () => {
   const s = await stack({ vars: { ADMIN_TOKEN: "correct horse battery staple" } });
   const account = devAccount(14);

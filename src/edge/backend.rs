@@ -127,7 +127,10 @@ async fn limit(binding: &Object, key: &str) -> Result<bool, String> {
 }
 
 /// What kind of failure a Durable Object call's error is: the runtime sets `.overloaded` and
-/// `.retryable` on the errors it throws (Cloudflare's Durable Objects "Error handling").
+/// `.retryable` on the errors it throws (Cloudflare's Durable Objects "Error handling"), and
+/// `.durableObjectReset` when the object was reset (its code updated, or it aborted). A send to
+/// the object is idempotent by transaction hash (copies join the first; a restarted object checks
+/// its stored transactions by hash), so a reset is retried too.
 fn object_error(error: worker::Error) -> ObjectError {
     let flag = |name: &str| {
         let value: JsValue = error.to_js_value();
@@ -139,7 +142,7 @@ fn object_error(error: worker::Error) -> ObjectError {
     let why = error.to_string();
     if flag("overloaded") {
         ObjectError::Overloaded(why)
-    } else if flag("retryable") {
+    } else if flag("retryable") || flag("durableObjectReset") {
         ObjectError::Retryable(why)
     } else {
         ObjectError::Failed(why)

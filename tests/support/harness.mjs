@@ -63,9 +63,9 @@ export async function rpc(url, method, params = []) {
   return json;
 }
 
-/** Starts anvil on a free port; returns { url, stop }. */
-export async function startAnvil({ accounts = 20, extraArgs = [] } = {}) {
-  const port = await freePort();
+/** Starts anvil on a free port (or `port`); returns { url, stop }. */
+export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPort } = {}) {
+  const port = fixedPort ?? (await freePort());
   const args = ["--port", String(port), "--host", "127.0.0.1", "--accounts", String(accounts), ...extraArgs];
   const proc = spawn(ANVIL_BIN, args, {
     stdio: ["ignore", "ignore", "inherit"],
@@ -101,6 +101,10 @@ export async function startAnvil({ accounts = 20, extraArgs = [] } = {}) {
  *   earlier, from the transactions this proxy saw accepted (a lagging mirror node);
  * - senderOf(raw): the sender of a raw transaction the caller signed itself (lowercase), to spare
  *   the proxy a signature recovery under load; otherwise it recovers the sender.
+ * `outage(kind, ms)` takes the upstream away for `ms`: "503" answers every request with an HTML
+ * 503 page (a load balancer while the node restarts); "refuse" closes the listening socket and
+ * every open connection, so connections are refused (the node itself restarting). It resolves
+ * when the upstream is back; `outages` records { kind, from, to } (performance.now(), ms).
  * `seen` records every transaction that reached the proxy:
  * { sender, nonce, hash, at (arrival, before the injected latency), answeredAt, accepted, dropped }
  * (times from performance.now(), ms). `requests` records every request body with its arrival.
@@ -186,7 +190,11 @@ export async function startProxy({
     return answer;
   };
   /** One request text in; { status, headers, body }, or "destroy", or null (hung). */
+  let down503Until = 0;
   const handle = async (text) => {
+    if (performance.now() < down503Until) {
+      return { status: 503, headers: { "content-type": "text/html" }, body: "<html><body>503 Service Unavailable</body></html>" };
+    }
     let req;
     try {
       req = JSON.parse(text);
@@ -255,10 +263,29 @@ export async function startProxy({
   }
   const port = await freePort();
   await new Promise((r) => server.listen(port, "127.0.0.1", r));
+  const outages = [];
+  const outage = async (kind, ms) => {
+    const record = { kind, from: performance.now() };
+    outages.push(record);
+    if (kind === "503") {
+      down503Until = record.from + ms;
+      await sleep(ms);
+    } else {
+      const closed = new Promise((r) => server.close(r));
+      if (server.closeAllConnections) server.closeAllConnections();
+      sockets.forEach((socket) => socket.destroy());
+      await sleep(ms);
+      await closed;
+      await new Promise((r) => server.listen(port, "127.0.0.1", r));
+    }
+    record.to = performance.now();
+  };
   return {
     url: `http://127.0.0.1:${port}`,
     seen,
     requests,
+    outage,
+    outages,
     /** The eth_sendRawTransaction requests that reached the proxy, per transaction hash. */
     sendsOf: (hash) => seen.filter((r) => r.hash === hash).length,
     stop: async () => {
@@ -276,10 +303,11 @@ export async function startProxy({
  * `vars` are the Worker's vars/secrets. `lockHost` hosts the SenderLock class in another worker
  * (a script text), to make the Durable Object unreachable for real. `persist` keeps Durable
  * Object storage in that folder, so a second relay on it is the same objects restarted.
- * `buildDir` is the worker build to run (default build/; build-faults/ has the test-faults feature).
+ * `buildDir` is the worker build to run (default build/, or $RELAY_BUILD_DIR, to run the tests against
+ * another build; build-faults/ has the test-faults feature).
  * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
  */
-export async function startRelay({ vars, lockHost, persist, buildDir = "build", ratelimits, inspectorPort } = {}) {
+export async function startRelay({ vars, lockHost, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
   const logs = [];
   const collect = (stream) => {
     let buf = "";
@@ -294,7 +322,7 @@ export async function startRelay({ vars, lockHost, persist, buildDir = "build", 
   };
   const relay = {
     name: "relay",
-    scriptPath: path.join(ROOT, buildDir, "worker/shim.mjs"),
+    scriptPath: path.resolve(ROOT, buildDir, "worker/shim.mjs"),
     modules: true,
     modulesRules: [
       { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
