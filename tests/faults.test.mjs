@@ -185,3 +185,31 @@ test("the Durable Object crashes after it forwarded: the client gets its hash, t
     await s.stop();
   }
 });
+
+test("the sender's Durable Object is reset under a call (a deploy): the call is made again on a new stub, the client gets its hash, nothing fails open", async () => {
+  // The compiled SenderLock in a worker of its own (as deployed); test-faults: the first call with
+  // x-test-fault: reset-once resets the object, and the runtime's error reaches the Worker.
+  const { startAnvil, startProxy, startRelay, post } = await import("./support/harness.mjs");
+  const anvil = await startAnvil();
+  const proxy = await startProxy({ upstream: anvil.url });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url }, buildDir: "build-faults", lockHostBuild: "build-faults" });
+  try {
+    const account = devAccount(17);
+    const raw = await signTransfer(account, 0);
+    const answer = await post(
+      relay.url,
+      { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] },
+      { "x-test-fault": "reset-once" },
+    );
+    assert.equal(answer.json?.result, keccak256(raw), answer.text);
+    const errors = relay.events("object_error");
+    assert.equal(errors.length, 1, relay.logs.join("\n"));
+    assert.equal(errors[0].label, "retryable", JSON.stringify(errors[0]));
+    assert.equal(relay.events("fail_open").length, 0, "not failed open");
+    assert.equal(proxy.sendsOf(keccak256(raw)), 1, "sent once");
+  } finally {
+    await relay.stop();
+    await proxy.stop();
+    anvil.stop();
+  }
+});

@@ -301,13 +301,15 @@ export async function startProxy({
  * Runs the compiled relay (build/worker/shim.mjs) on workerd via miniflare. `ratelimits` are its
  * rate limit bindings (none by default).
  * `vars` are the Worker's vars/secrets. `lockHost` hosts the SenderLock class in another worker
- * (a script text), to make the Durable Object unreachable for real. `persist` keeps Durable
+ * (a script text), to make the Durable Object unreachable for real; `lockHostBuild` hosts the
+ * compiled SenderLock of that build in a worker of its own, as in production (its isolate apart
+ * from the Worker's). `persist` keeps Durable
  * Object storage in that folder, so a second relay on it is the same objects restarted.
  * `buildDir` is the worker build to run (default build/, or $RELAY_BUILD_DIR, to run the tests against
  * another build; build-faults/ has the test-faults feature).
  * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
  */
-export async function startRelay({ vars, lockHost, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
+export async function startRelay({ vars, lockHost, lockHostBuild, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
   const logs = [];
   const collect = (stream) => {
     let buf = "";
@@ -334,7 +336,7 @@ export async function startRelay({ vars, lockHost, persist, buildDir = process.e
       Object.entries({ CHAIN_ID: String(CHAIN_ID), ...vars }).filter(([, v]) => v !== undefined),
     ),
     durableObjects: {
-      SENDER_LOCK: lockHost
+      SENDER_LOCK: lockHost || lockHostBuild
         ? { className: "SenderLock", scriptName: "lock-host" }
         : { className: "SenderLock", useSQLite: true },
     },
@@ -343,6 +345,14 @@ export async function startRelay({ vars, lockHost, persist, buildDir = process.e
     ...(ratelimits ? { ratelimits } : {}),
   };
   const workers = [relay];
+  if (lockHostBuild) {
+    workers.push({
+      ...relay,
+      name: "lock-host",
+      scriptPath: path.resolve(ROOT, lockHostBuild, "worker/shim.mjs"),
+      durableObjects: { SENDER_LOCK: { className: "SenderLock", useSQLite: true } },
+    });
+  }
   if (lockHost) {
     workers.push({
       name: "lock-host",

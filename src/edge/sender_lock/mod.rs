@@ -37,6 +37,33 @@ use std::rc::Rc;
 use std::time::Duration;
 use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
 
+/// Test builds only: the first request with `x-test-fault: reset-once` in this isolate resets the
+/// object (`DurableObjectState.abort`), as a deploy or the runtime would; its caller gets the
+/// runtime's error.
+#[cfg(feature = "test-faults")]
+fn reset_once(core: &Driver) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use worker::js_sys::{Function, Promise, Reflect};
+    use worker::wasm_bindgen::{JsCast, JsValue};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if DONE.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let state: &JsValue = core.state.as_raw().as_ref();
+    if let Ok(abort) = Reflect::get(state, &JsValue::from_str("abort")) {
+        if let Ok(abort) = abort.dyn_into::<Function>() {
+            // From a microtask of its own: abort's exception can't be caught, and must not
+            // unwind through this module's frames.
+            let promise = Promise::resolve(&JsValue::UNDEFINED);
+            if let Ok(then) = Reflect::get(&promise, &JsValue::from_str("then")) {
+                if let Ok(then) = then.dyn_into::<Function>() {
+                    let _ = then.call1(&promise, &abort.bind0(state));
+                }
+            }
+        }
+    }
+}
+
 /// How often the alarm handler looks whether the work it started is done, ms.
 const ALARM_POLL_MS: u64 = 100;
 
@@ -70,6 +97,15 @@ impl DurableObject for SenderLock {
         };
         if core.replaced.get() {
             return replaced_response();
+        }
+        #[cfg(feature = "test-faults")]
+        if req
+            .headers()
+            .get(crate::edge::backend::TEST_FAULT_HEADER)?
+            .as_deref()
+            == Some("reset-once")
+        {
+            reset_once(&core);
         }
         if let Some(sender) = req.headers().get(SENDER_HEADER)? {
             core.set_sender(&sender);
