@@ -253,7 +253,11 @@ export async function startProxy({
   } else {
     server = http.createServer(async (request, response) => {
       const chunks = [];
-      for await (const c of request) chunks.push(c);
+      try {
+        for await (const c of request) chunks.push(c);
+      } catch {
+        return; // the client (the relay, killed mid-request) went away: nothing to answer
+      }
       const out = await handle(Buffer.concat(chunks).toString());
       if (out === null) return;
       if (out === "destroy") return request.socket.destroy();
