@@ -51,6 +51,16 @@ pub struct Config {
     /// `MAX_QUEUE_PER_SENDER` (default 64): the most transactions that may wait per sender; one
     /// more gets -32005.
     pub max_queue_per_sender: usize,
+    /// `TRACK_INTERVAL_S` (default 12, about one slot) in ms: how often a sender's pending
+    /// transactions are checked; 0 turns tracking off.
+    pub track_interval_ms: u64,
+    /// `TRACK_TTL_S` (default 600) in ms: how long a transaction is tracked before it is given up.
+    pub track_ttl_ms: u64,
+    /// `SYNC_TIMEOUT_MS` (default 2000, EIP-7966's recommendation): how long a send-and-wait call
+    /// waits for its receipt when it gives no timeout, ms.
+    pub sync_timeout_ms: u64,
+    /// `SYNC_TIMEOUT_MAX_MS` (default 30000): the longest a send-and-wait call may ask to wait, ms.
+    pub sync_timeout_max_ms: u64,
     /// `ADMIN_TOKEN` (secret, optional): the bearer token of `GET /senders/{address}`; unset, that
     /// route does not exist.
     pub admin_token: Option<String>,
@@ -175,6 +185,10 @@ impl Config {
                 }
             },
             max_queue_per_sender: number(&get, "MAX_QUEUE_PER_SENDER", 64)?,
+            track_interval_ms: number::<u64>(&get, "TRACK_INTERVAL_S", 12)?.saturating_mul(1_000),
+            track_ttl_ms: number::<u64>(&get, "TRACK_TTL_S", 600)?.saturating_mul(1_000),
+            sync_timeout_ms: number(&get, "SYNC_TIMEOUT_MS", 2_000)?,
+            sync_timeout_max_ms: number(&get, "SYNC_TIMEOUT_MAX_MS", 30_000)?,
             admin_token: get("ADMIN_TOKEN"),
             cors_origins: CorsOrigins::parse(get("CORS_ORIGINS").as_deref()),
             methods: MethodPolicy {
@@ -195,6 +209,8 @@ impl Config {
             idempotency_ttl_ms: self.idempotency_ttl_ms,
             replacement: self.replacement_policy,
             max_hold_ms: self.lock_max_hold_ms,
+            track_interval_ms: self.track_interval_ms,
+            track_ttl_ms: self.track_ttl_ms,
         }
     }
 
@@ -289,6 +305,8 @@ mod tests {
         assert_eq!(c.cors_origins, CorsOrigins::Any);
         assert!(!c.methods.allows("admin_peers") && c.methods.allows("eth_call"));
         assert_eq!(c.rate_limit_period_s, 60);
+        assert_eq!((c.track_interval_ms, c.track_ttl_ms), (12_000, 600_000));
+        assert_eq!((c.sync_timeout_ms, c.sync_timeout_max_ms), (2_000, 30_000));
     }
 
     #[test]

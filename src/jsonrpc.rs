@@ -23,8 +23,21 @@ pub const RESOURCE_UNAVAILABLE: i64 = -32002;
 /// Request exceeds a defined limit (EIP-1474).
 pub const LIMIT_EXCEEDED: i64 = -32005;
 
-/// The one method the relay orders; every other method goes to the upstream as it is.
+/// The send method the relay orders; every method but the three sends goes to the upstream as it
+/// is.
 pub const SEND_RAW_TRANSACTION: &str = "eth_sendRawTransaction";
+/// Send and wait for the receipt (EIP-7966), ordered like a send.
+pub const SEND_RAW_TRANSACTION_SYNC: &str = "eth_sendRawTransactionSync";
+/// Send with inclusion preconditions (ERC-7796), ordered like a send.
+pub const SEND_RAW_TRANSACTION_CONDITIONAL: &str = "eth_sendRawTransactionConditional";
+
+/// Whether `method` sends a raw transaction: any of the three above.
+pub fn is_send(method: &str) -> bool {
+    matches!(
+        method,
+        SEND_RAW_TRANSACTION | SEND_RAW_TRANSACTION_SYNC | SEND_RAW_TRANSACTION_CONDITIONAL
+    )
+}
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use nonce_relay::chain_id::ChainIdCache;
 use nonce_relay::config::Config;
 use nonce_relay::jsonrpc::Answer;
 use nonce_relay::metrics::Metric;
-use nonce_relay::relay::wire::WireAnswer;
+use nonce_relay::relay::wire::{SendMember, WireAnswer};
 use nonce_relay::relay::{Backend, ObjectError, Relay};
 use nonce_relay::upstream::{Upstream, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
@@ -96,7 +96,7 @@ impl Backend for Recorder {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[(&[u8; 32], u64, &str)],
+        txs: &[SendMember<'_>],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
         self.calls
             .borrow_mut()
@@ -110,15 +110,25 @@ impl Backend for Recorder {
             ));
         }
         let mut answers = Vec::new();
-        for (_, nonce, request) in txs {
-            self.locked.borrow_mut().push((sender.to_string(), *nonce));
+        for tx in txs {
+            self.locked
+                .borrow_mut()
+                .push((sender.to_string(), tx.nonce));
             let reply = self
-                .post(request, 1_000)
+                .post(tx.request, 1_000)
                 .await
                 .map_err(|e| ObjectError::Failed(e.to_string()))?;
             answers.push(WireAnswer::plain(Answer::parse(&reply.body).unwrap()));
         }
         Ok(answers)
+    }
+
+    async fn tx_status(
+        &self,
+        _sender: &Address,
+        _hash: &[u8; 32],
+    ) -> Result<Option<String>, ObjectError> {
+        Ok(None)
     }
 
     async fn pending_count(&self, _sender: &Address) -> Result<WireAnswer, ObjectError> {

@@ -18,7 +18,7 @@ use nonce_relay::jsonrpc::{Answer, RpcError};
 use nonce_relay::ordering::accepted::TxHash;
 use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::sender::{
-    Action, Arrival, Found, Loaded, LookupId, Query, ReplacementPolicy, Row, Sender, Sent,
+    Action, Arrival, Found, Loaded, LookupId, Query, ReplacementPolicy, Row, Seen, Sender, Sent,
     SessionKey, Settings, Ticket,
 };
 use proptest::prelude::*;
@@ -32,6 +32,8 @@ const SETTINGS: Settings = Settings {
     idempotency_ttl_ms: 20_000,
     replacement: ReplacementPolicy::Forward,
     max_hold_ms: MAX_HOLD_MS,
+    track_interval_ms: 2_000,
+    track_ttl_ms: 30_000,
 };
 
 #[derive(Debug, Clone)]
@@ -119,7 +121,19 @@ impl Chain {
             known: query
                 .hashes
                 .iter()
-                .map(|h| (*h, self.holds.contains_key(h)))
+                .map(|h| {
+                    let seen = match self.holds.get(h) {
+                        None => Seen::Missing,
+                        Some(&n) if n < self.mined => Seen::Included { block: n },
+                        Some(_) => Seen::Pending,
+                    };
+                    (*h, seen)
+                })
+                .collect(),
+            by_nonce: query
+                .nonces
+                .iter()
+                .filter_map(|n| self.by_nonce.get(n).map(|h| (*n, *h)))
                 .collect(),
         }
     }
@@ -216,7 +230,7 @@ impl Model {
                         self.rows.remove(&h);
                     }
                 }
-                Action::Wipe => {
+                Action::Wipe | Action::Vacate => {
                     self.rows.clear();
                     self.genesis = None;
                 }
@@ -289,6 +303,7 @@ impl Model {
             nonce: u64::from(nonce),
             request: format!("{nonce}/{variant}").into(),
             request_id: None,
+            sync: variant == 0 && nonce % 3 == 2,
         };
         (ticket, arrival)
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 /// Which limit a request counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bucket {
-    /// `eth_sendRawTransaction`.
+    /// `eth_sendRawTransaction` and its send-and-wait and conditional forms.
     Send,
     /// Any other request, malformed ones included.
     Read,
@@ -19,10 +19,7 @@ pub enum Bucket {
 pub fn count(entries: &[&Entry]) -> (usize, usize) {
     let sends = entries
         .iter()
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|r| r.method == jsonrpc::SEND_RAW_TRANSACTION)
-        })
+        .filter(|e| e.as_ref().is_ok_and(|r| jsonrpc::is_send(&r.method)))
         .count();
     (sends, entries.len() - sends)
 }

@@ -150,6 +150,25 @@ fn object_error(error: worker::Error) -> ObjectError {
 }
 
 /// Calls `sender`'s Durable Object on a new stub: `method` on `path` (see [`wire`]) with an
+/// optional body; returns the answer's text (`None` for HTTP 404).
+///
+/// # Errors
+/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::REPLACED_HEADER`]
+/// (an instance replaced by a newer one) is retryable; any other status than 200 and 404 fails.
+pub async fn call_object_or_missing(
+    env: &Env,
+    sender: &Address,
+    method: Method,
+    path: &str,
+    headers: Headers,
+) -> Result<Option<String>, ObjectError> {
+    match call_object(env, sender, method, path, None, headers).await {
+        Err(ObjectError::Failed(why)) if why.ends_with("HTTP 404") => Ok(None),
+        other => other.map(Some),
+    }
+}
+
+/// Calls `sender`'s Durable Object on a new stub: `method` on `path` (see [`wire`]) with an
 /// optional body; returns the answer's text.
 ///
 /// # Errors
@@ -227,7 +246,7 @@ impl Backend for WorkerBackend<'_> {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[(&[u8; 32], u64, &str)],
+        txs: &[wire::SendMember<'_>],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
         let body = wire::encode_send(txs.iter().copied());
         let text = call_object(
@@ -249,6 +268,15 @@ impl Backend for WorkerBackend<'_> {
         )
         .await;
         send || read
+    }
+
+    async fn tx_status(
+        &self,
+        sender: &Address,
+        hash: &[u8; 32],
+    ) -> Result<Option<String>, ObjectError> {
+        let path = format!("{}{}", wire::TX_PREFIX, crate::hex::encode(hash));
+        call_object_or_missing(self.env, sender, Method::Get, &path, self.headers()?).await
     }
 
     async fn pending_count(&self, sender: &Address) -> Result<WireAnswer, ObjectError> {

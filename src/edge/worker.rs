@@ -1,8 +1,8 @@
 //! The Worker's fetch handler (wasm32 only): HTTP routing, limits, CORS and request ids around the
 //! relay core, which runs on [`WorkerBackend`].
 //!
-//! Routes: `POST /` (JSON-RPC), `GET /health`, `GET /senders/{address}` (with `ADMIN_TOKEN`),
-//! `OPTIONS` (CORS preflight) on any of them. Every answer, errors included, carries the CORS
+//! Routes: `POST /` (JSON-RPC), `GET /health`, `GET /tx/{hash}` (what became of a transaction),
+//! `GET /senders/{address}` (with `ADMIN_TOKEN`), `OPTIONS` (CORS preflight) on any of them. Every answer, errors included, carries the CORS
 //! headers and the request's `X-Request-Id`.
 
 use crate::access::request_id::{self, request_id};
@@ -12,7 +12,7 @@ use crate::config::{Config, ConfigError};
 use crate::edge::backend::{call_object, WorkerBackend};
 use crate::edge::platform::config_from_env;
 use crate::jsonrpc::{self, RpcError};
-use crate::relay::{wire, Relay};
+use crate::relay::{status, wire, Backend, Relay};
 use serde_json::Value;
 use std::cell::OnceCell;
 use std::rc::Rc;
@@ -91,6 +91,45 @@ async fn sender_view(req: &Request, env: &Env, config: &Config) -> worker::Resul
             .to_string(),
         ),
     }
+}
+
+/// `GET /tx/{hash}[?sender=0x…]`: what became of one transaction (see [`status`]); counted as a
+/// read against the client's rate limit.
+async fn tx_status(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    id: &str,
+) -> worker::Result<Response> {
+    let path = req.path();
+    let hash = match status::hash_of_path(&path) {
+        Some(Ok(hash)) => hash,
+        Some(Err(why)) => {
+            return json_response(400, serde_json::json!({ "error": why }).to_string())
+        }
+        None => return Response::error("not found", 404),
+    };
+    let url = req.url()?;
+    let sender = match status::sender_of_query(url.query()) {
+        Some(Ok(sender)) => Some(sender),
+        Some(Err(why)) => {
+            return json_response(400, serde_json::json!({ "error": why }).to_string())
+        }
+        None => None,
+    };
+    let backend = WorkerBackend::new(config, env, id, client_ip(req));
+    if backend.over_rate_limit(0, 1).await {
+        let response = json_response(429, r#"{"error":"rate limit exceeded"}"#.into())?;
+        response
+            .headers()
+            .set("retry-after", &config.rate_limit_period_s.to_string())?;
+        return Ok(response);
+    }
+    let chain_ids = CHAIN_IDS.with(Rc::clone);
+    let (code, body) = Relay::new(config, &backend, &chain_ids)
+        .tx_status(&hash, sender)
+        .await;
+    json_response(code, body)
 }
 
 async fn handle_rpc(
@@ -184,6 +223,9 @@ async fn route(
         (Method::Get, "/health") => json_response(200, r#"{"status":"ok"}"#.into()),
         (Method::Get, path) if path.starts_with(admin::SENDERS_PREFIX) => {
             sender_view(&req, env, config).await
+        }
+        (Method::Get, path) if path.starts_with(status::TX_PREFIX) => {
+            tx_status(&req, env, config, id).await
         }
         #[cfg(feature = "bench")]
         (Method::Post, "/__bench/decode") => bench_decode(req).await,

@@ -1,71 +1,130 @@
-//! The transactions a sender's upstream accepted, by hash and by nonce, within the idempotency
-//! window (`IDEMPOTENCY_TTL_S`) and at most [`MAX_ACCEPTED`] per sender.
+//! The transactions a sender's upstream accepted, by hash and by nonce, followed to inclusion.
+//!
+//! Each starts [`Status::Pending`] and is tracked until it is included in a block, replaced (another
+//! transaction took its nonce), or `TRACK_TTL_S` ran out (expired); its original bytes stay in the
+//! object's storage meanwhile. A final status is remembered for `IDEMPOTENCY_TTL_S` more (resends
+//! and `GET /tx/{hash}` are answered from it); at most [`MAX_ACCEPTED`] per sender, the oldest
+//! leaving first.
 //!
 //! An accepted transaction is *vouched* for while the relay has seen the upstream hold it: it was
 //! accepted in this object's life, or the upstream answered it by hash since. One read back from
-//! storage after a restart is not vouched for until the upstream confirms it. Its original bytes
-//! stay in the object's storage, not here; every change reports the hashes that left the set, for
-//! the object to delete.
+//! storage after a restart is not vouched for until the upstream confirms it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 /// A transaction hash (keccak-256 of the EIP-2718 envelope), 32 bytes.
 pub type TxHash = [u8; 32];
 
-/// The most accepted hashes one sender's object remembers; the oldest leave first.
+/// The most accepted transactions one sender's object remembers; the oldest leave first.
 pub const MAX_ACCEPTED: usize = 1024;
+
+/// What became of an accepted transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// In the upstream's pool (as far as the relay knows): tracked.
+    Pending,
+    /// In a block.
+    Included {
+        /// The block number.
+        block: u64,
+    },
+    /// Another transaction took its nonce.
+    Replaced {
+        /// That transaction, when the relay knows it (it went through the relay).
+        by: Option<TxHash>,
+    },
+    /// Not included within `TRACK_TTL_S`: no longer tracked.
+    Expired,
+}
+
+impl Status {
+    /// Whether it is final (no longer tracked).
+    pub fn is_final(self) -> bool {
+        self != Status::Pending
+    }
+
+    /// Its name in `GET /tx/{hash}` and the per-sender view: `pending`, `included`, `replaced`,
+    /// `expired`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Included { .. } => "included",
+            Status::Replaced { .. } => "replaced",
+            Status::Expired => "expired",
+        }
+    }
+}
 
 /// A transaction the upstream took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcceptedTx {
     /// Its nonce.
     pub nonce: u64,
-    /// When it was accepted, Unix ms.
+    /// When it was first accepted (or stored, for one read back after a restart), Unix ms.
     pub at_ms: u64,
     /// Whether the upstream is known to hold it (see the module documentation).
     pub vouched: bool,
+    /// What became of it.
+    pub status: Status,
+    /// When its status became final, Unix ms.
+    pub final_ms: Option<u64>,
+    /// How many times the relay sent it again because the upstream no longer had it.
+    pub resent: u32,
 }
 
 /// One sender's accepted transactions. See the module documentation.
 pub struct Accepted {
     by_hash: HashMap<TxHash, AcceptedTx>,
     by_nonce: BTreeMap<u64, TxHash>,
-    /// Hashes in the order they were accepted, with their acceptance time; entries of hashes that
-    /// were replaced or forgotten linger until they reach the front.
-    order: VecDeque<(u64, TxHash)>,
+    /// `IDEMPOTENCY_TTL_S`, ms: how long a final status is remembered.
     ttl_ms: u64,
+    /// `TRACK_TTL_S`, ms: how long a pending one is tracked.
+    track_ttl_ms: u64,
+}
+
+/// What [`Accepted::prune`] took out.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Forgotten altogether.
+    pub gone: Vec<TxHash>,
+    /// Pending past `TRACK_TTL_S`: now [`Status::Expired`] (remembered, no longer tracked).
+    pub expired: Vec<(TxHash, AcceptedTx)>,
 }
 
 impl Accepted {
-    /// Empty, with an idempotency window of `ttl_ms`.
-    pub fn new(ttl_ms: u64) -> Self {
+    /// Empty: final statuses remembered `ttl_ms`, pending ones tracked `track_ttl_ms`.
+    pub fn new(ttl_ms: u64, track_ttl_ms: u64) -> Self {
         Accepted {
             by_hash: HashMap::new(),
             by_nonce: BTreeMap::new(),
-            order: VecDeque::new(),
             ttl_ms,
+            track_ttl_ms,
         }
     }
 
-    fn fresh(&self, tx: &AcceptedTx, now_ms: u64) -> bool {
-        now_ms < tx.at_ms.saturating_add(self.ttl_ms)
+    /// When `tx` is to be forgotten (final) or expired (pending), Unix ms.
+    fn until_ms(&self, tx: &AcceptedTx) -> u64 {
+        match tx.final_ms {
+            Some(at) => at.saturating_add(self.ttl_ms),
+            None => tx.at_ms.saturating_add(self.track_ttl_ms),
+        }
     }
 
-    /// The accepted transaction with this hash, if accepted within the window at `now_ms`.
+    /// The accepted transaction with this hash (pruned ones excluded at `now_ms`).
     pub fn get(&self, hash: &TxHash, now_ms: u64) -> Option<AcceptedTx> {
         self.by_hash
             .get(hash)
             .copied()
-            .filter(|tx| self.fresh(tx, now_ms))
+            .filter(|tx| now_ms < self.until_ms(tx) || !tx.status.is_final())
     }
 
-    /// The hash accepted with `nonce` within the window, if any.
+    /// The hash accepted with `nonce` that still holds it (pending or included), if any.
     pub fn with_nonce(&self, nonce: u64, now_ms: u64) -> Option<TxHash> {
         let hash = self.by_nonce.get(&nonce)?;
         self.get(hash, now_ms).map(|_| *hash)
     }
 
-    /// The accepted hashes with a nonce at or above `from`, within the window, lowest nonce first.
+    /// The hashes holding a nonce at or above `from`, lowest nonce first.
     pub fn from_nonce(&self, from: u64, now_ms: u64) -> Vec<(u64, TxHash)> {
         self.by_nonce
             .range(from..)
@@ -74,29 +133,33 @@ impl Accepted {
             .collect()
     }
 
-    /// The highest accepted nonce + 1 within the window (`None` when nothing is accepted).
-    pub fn next_after(&self, now_ms: u64) -> Option<u64> {
+    /// The pending (tracked) ones, lowest nonce first.
+    pub fn pending(&self) -> Vec<(u64, TxHash)> {
         self.by_nonce
             .iter()
-            .rev()
-            .find(|(_, hash)| self.get(hash, now_ms).is_some())
-            .map(|(nonce, _)| nonce + 1)
-    }
-
-    /// The `count` most recently accepted transactions within the window, newest first.
-    pub fn recent(&self, count: usize, now_ms: u64) -> Vec<(TxHash, AcceptedTx)> {
-        self.order
-            .iter()
-            .rev()
-            .filter_map(|(at, hash)| {
-                let tx = self.by_hash.get(hash)?;
-                (tx.at_ms == *at && self.fresh(tx, now_ms)).then_some((*hash, *tx))
+            .filter(|(_, hash)| {
+                self.by_hash
+                    .get(*hash)
+                    .is_some_and(|tx| tx.status == Status::Pending)
             })
-            .take(count)
+            .map(|(nonce, hash)| (*nonce, *hash))
             .collect()
     }
 
-    /// How many accepted hashes are remembered (fresh or not yet pruned).
+    /// The `count` most recently accepted, newest first.
+    pub fn recent(&self, count: usize, now_ms: u64) -> Vec<(TxHash, AcceptedTx)> {
+        let mut all: Vec<(TxHash, AcceptedTx)> = self
+            .by_hash
+            .iter()
+            .filter(|(hash, _)| self.get(hash, now_ms).is_some())
+            .map(|(hash, tx)| (*hash, *tx))
+            .collect();
+        all.sort_by(|a, b| b.1.at_ms.cmp(&a.1.at_ms).then(b.1.nonce.cmp(&a.1.nonce)));
+        all.truncate(count);
+        all
+    }
+
+    /// How many are remembered.
     pub fn len(&self) -> usize {
         self.by_hash.len()
     }
@@ -106,30 +169,42 @@ impl Accepted {
         self.by_hash.is_empty()
     }
 
-    /// Records that the upstream took `hash` with `nonce` at `at_ms` (another hash with the same
-    /// nonce, replaced by it, is forgotten), then prunes at `at_ms`. Returns the hashes that left.
-    pub fn record(&mut self, hash: TxHash, nonce: u64, at_ms: u64, vouched: bool) -> Vec<TxHash> {
-        let mut gone = Vec::new();
+    /// Records that the upstream took `hash` with `nonce` at `at_ms` (pending): another hash
+    /// holding the same nonce is replaced by it. Returns the hashes whose stored bytes are no
+    /// longer needed (the replaced one), and prunes at `at_ms`.
+    pub fn record(&mut self, hash: TxHash, nonce: u64, at_ms: u64, vouched: bool) -> Pruned {
+        let mut pruned = Pruned::default();
         if let Some(previous) = self.by_nonce.insert(nonce, hash) {
             if previous != hash {
-                self.by_hash.remove(&previous);
-                gone.push(previous);
+                if let Some(tx) = self.by_hash.get_mut(&previous) {
+                    if !tx.status.is_final() {
+                        pruned.gone.push(previous);
+                    }
+                    tx.status = Status::Replaced { by: Some(hash) };
+                    tx.final_ms.get_or_insert(at_ms);
+                }
             }
         }
-        let tx = AcceptedTx {
-            nonce,
-            at_ms,
-            vouched,
-        };
-        if let Some(old) = self.by_hash.insert(hash, tx) {
-            if old.nonce != nonce && self.by_nonce.get(&old.nonce) == Some(&hash) {
-                // The same hash cannot have two nonces; keep the index honest anyway.
-                self.by_nonce.remove(&old.nonce);
-            }
-        }
-        self.order.push_back((at_ms, hash));
-        gone.extend(self.prune(at_ms));
-        gone
+        let resent = self.by_hash.get(&hash).map_or(0, |tx| tx.resent);
+        let at = self
+            .by_hash
+            .get(&hash)
+            .map_or(at_ms, |tx| tx.at_ms.min(at_ms));
+        self.by_hash.insert(
+            hash,
+            AcceptedTx {
+                nonce,
+                at_ms: at,
+                vouched,
+                status: Status::Pending,
+                final_ms: None,
+                resent,
+            },
+        );
+        let more = self.prune(at_ms);
+        pruned.gone.extend(more.gone);
+        pruned.expired.extend(more.expired);
+        pruned
     }
 
     /// Marks `hash` as held by the upstream (it answered it by hash). False when it is not here.
@@ -138,6 +213,42 @@ impl Accepted {
             .get_mut(hash)
             .map(|tx| tx.vouched = true)
             .is_some()
+    }
+
+    /// Records `by` as the transaction that took the nonce of the replaced `hash`. False when
+    /// `hash` is not here or not replaced.
+    pub fn replaced_by(&mut self, hash: &TxHash, by: TxHash) -> bool {
+        match self.by_hash.get_mut(hash) {
+            Some(tx) if matches!(tx.status, Status::Replaced { .. }) => {
+                tx.status = Status::Replaced { by: Some(by) };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Counts one more resend of `hash`; returns how many there were.
+    pub fn resent(&mut self, hash: &TxHash) -> u32 {
+        self.by_hash.get_mut(hash).map_or(0, |tx| {
+            tx.resent += 1;
+            tx.resent
+        })
+    }
+
+    /// Sets a final status at `now_ms`; a replaced or expired one gives up its nonce. False when
+    /// it is not here.
+    pub fn finish(&mut self, hash: &TxHash, status: Status, now_ms: u64) -> bool {
+        let Some(tx) = self.by_hash.get_mut(hash) else {
+            return false;
+        };
+        tx.status = status;
+        tx.final_ms = Some(now_ms);
+        tx.vouched = matches!(status, Status::Included { .. });
+        let nonce = tx.nonce;
+        if !matches!(status, Status::Included { .. }) && self.by_nonce.get(&nonce) == Some(hash) {
+            self.by_nonce.remove(&nonce);
+        }
+        true
     }
 
     /// Forgets `hash` (the upstream no longer has it, or its chain is gone). False when it was
@@ -155,36 +266,47 @@ impl Accepted {
     /// Forgets everything; returns the hashes that left.
     pub fn clear(&mut self) -> Vec<TxHash> {
         self.by_nonce.clear();
-        self.order.clear();
         self.by_hash.drain().map(|(hash, _)| hash).collect()
     }
 
-    /// Forgets accepted hashes older than the window at `now_ms`, and the oldest beyond
-    /// [`MAX_ACCEPTED`]. Returns the hashes that left.
-    pub fn prune(&mut self, now_ms: u64) -> Vec<TxHash> {
-        let mut gone = Vec::new();
-        while let Some(&(at, hash)) = self.order.front() {
-            let current = self.by_hash.get(&hash).is_some_and(|tx| tx.at_ms == at);
-            if current
-                && self.by_hash.len() <= MAX_ACCEPTED
-                && now_ms < at.saturating_add(self.ttl_ms)
-            {
-                break;
-            }
-            self.order.pop_front();
-            if current && self.forget(&hash) {
-                gone.push(hash);
+    /// At `now_ms`: final statuses older than `IDEMPOTENCY_TTL_S` are forgotten, pending ones
+    /// older than `TRACK_TTL_S` expire, and the oldest beyond [`MAX_ACCEPTED`] are forgotten.
+    pub fn prune(&mut self, now_ms: u64) -> Pruned {
+        let mut pruned = Pruned::default();
+        let due: Vec<TxHash> = self
+            .by_hash
+            .iter()
+            .filter(|(_, tx)| now_ms >= self.until_ms(tx))
+            .map(|(hash, _)| *hash)
+            .collect();
+        for hash in due {
+            let Some(tx) = self.by_hash.get(&hash).copied() else {
+                continue;
+            };
+            if tx.status.is_final() {
+                self.forget(&hash);
+                pruned.gone.push(hash);
+            } else {
+                self.finish(&hash, Status::Expired, now_ms);
+                pruned.expired.push((hash, tx));
             }
         }
-        gone
+        if self.by_hash.len() > MAX_ACCEPTED {
+            let mut oldest: Vec<(u64, TxHash)> =
+                self.by_hash.iter().map(|(h, tx)| (tx.at_ms, *h)).collect();
+            oldest.sort_unstable();
+            let over = self.by_hash.len() - MAX_ACCEPTED;
+            for (_, hash) in oldest.into_iter().take(over) {
+                self.forget(&hash);
+                pruned.gone.push(hash);
+            }
+        }
+        pruned
     }
 
-    /// When the oldest accepted hash leaves the window (Unix ms), if any is remembered.
-    pub fn next_expiry_ms(&self) -> Option<u64> {
-        self.order
-            .iter()
-            .find(|(at, hash)| self.by_hash.get(hash).is_some_and(|tx| tx.at_ms == *at))
-            .map(|(at, _)| at.saturating_add(self.ttl_ms))
+    /// When [`Accepted::prune`] next has something to do, Unix ms.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        self.by_hash.values().map(|tx| self.until_ms(tx)).min()
     }
 }
 
@@ -197,72 +319,89 @@ mod tests {
     }
 
     #[test]
-    fn accepted_within_the_window_only() {
-        let mut a = Accepted::new(1_000);
-        assert!(a.record(h(1), 5, 100, true).is_empty());
+    fn pending_until_final_then_remembered_for_the_window() {
+        let mut a = Accepted::new(1_000, 5_000);
+        assert_eq!(a.record(h(1), 5, 100, true), Pruned::default());
+        assert_eq!(a.get(&h(1), 200).unwrap().status, Status::Pending);
+        assert_eq!(a.pending(), vec![(5, h(1))]);
+        assert_eq!(a.with_nonce(5, 200), Some(h(1)));
+        assert!(a.finish(&h(1), Status::Included { block: 7 }, 2_000));
+        assert!(a.pending().is_empty());
         assert_eq!(
-            a.get(&h(1), 1_099),
-            Some(AcceptedTx {
-                nonce: 5,
-                at_ms: 100,
-                vouched: true
-            })
+            a.with_nonce(5, 2_500),
+            Some(h(1)),
+            "an included one keeps its nonce"
         );
-        assert_eq!(a.get(&h(1), 1_100), None);
-        assert_eq!(a.with_nonce(5, 500), Some(h(1)));
-        assert_eq!(a.next_after(500), Some(6));
-        assert_eq!(a.next_after(1_100), None);
-        assert_eq!(a.next_expiry_ms(), Some(1_100));
-        assert_eq!(a.prune(1_100), vec![h(1)]);
+        assert_eq!(a.next_due_ms(), Some(3_000));
+        assert_eq!(a.prune(2_999), Pruned::default());
+        assert_eq!(a.prune(3_000).gone, vec![h(1)]);
         assert!(a.is_empty());
-        assert_eq!(a.next_expiry_ms(), None);
     }
 
     #[test]
-    fn a_replacement_takes_the_nonce() {
-        let mut a = Accepted::new(10_000);
+    fn pending_ones_expire_after_the_tracking_window() {
+        let mut a = Accepted::new(1_000, 5_000);
+        a.record(h(1), 5, 100, true);
+        let pruned = a.prune(5_100);
+        assert_eq!(pruned.expired.len(), 1);
+        assert_eq!(a.get(&h(1), 5_100).unwrap().status, Status::Expired);
+        assert_eq!(
+            a.with_nonce(5, 5_100),
+            None,
+            "an expired one gives its nonce up"
+        );
+        assert_eq!(a.prune(6_100).gone, vec![h(1)]);
+    }
+
+    #[test]
+    fn a_replacement_takes_the_nonce_and_says_so() {
+        let mut a = Accepted::new(10_000, 60_000);
         a.record(h(1), 5, 0, true);
         a.record(h(2), 6, 1, true);
-        assert_eq!(a.record(h(3), 5, 2, true), vec![h(1)]);
+        assert_eq!(a.record(h(3), 5, 2, true).gone, vec![h(1)]);
         assert_eq!(a.with_nonce(5, 3), Some(h(3)));
-        assert_eq!(a.get(&h(1), 3), None);
-        assert_eq!(a.next_after(3), Some(7));
+        assert_eq!(
+            a.get(&h(1), 3).unwrap().status,
+            Status::Replaced { by: Some(h(3)) }
+        );
         assert_eq!(a.from_nonce(6, 3), vec![(6, h(2))]);
         let recent: Vec<TxHash> = a.recent(10, 3).into_iter().map(|(hash, _)| hash).collect();
-        assert_eq!(recent, vec![h(3), h(2)]);
-        // The replaced hash's stale order entry is skipped when it reaches the front.
-        assert_eq!(a.prune(20_000), vec![h(2), h(3)]);
+        assert_eq!(recent, vec![h(3), h(2), h(1)]);
     }
 
     #[test]
-    fn vouch_forget_and_clear() {
-        let mut a = Accepted::new(10_000);
+    fn vouch_resend_forget_and_clear() {
+        let mut a = Accepted::new(10_000, 60_000);
         a.record(h(1), 1, 0, false);
         a.record(h(2), 2, 0, false);
         assert!(!a.get(&h(1), 1).unwrap().vouched);
         assert!(a.vouch(&h(1)));
         assert!(a.get(&h(1), 1).unwrap().vouched);
-        assert!(!a.vouch(&h(9)));
+        assert_eq!((a.resent(&h(1)), a.resent(&h(1))), (1, 2));
+        a.record(h(1), 1, 5, true);
+        assert_eq!(
+            a.get(&h(1), 6).unwrap().resent,
+            2,
+            "kept across a new acceptance"
+        );
+        assert_eq!(a.get(&h(1), 6).unwrap().at_ms, 0, "first accepted");
         assert!(a.forget(&h(2)));
         assert!(!a.forget(&h(2)));
         assert_eq!(a.with_nonce(2, 1), None);
-        assert_eq!(a.next_after(1), Some(2));
         assert_eq!(a.clear(), vec![h(1)]);
-        assert_eq!(a.next_after(1), None);
     }
 
     #[test]
     fn bounded_oldest_first() {
-        let mut a = Accepted::new(u64::MAX);
+        let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
         let mut gone = Vec::new();
         for n in 0..(MAX_ACCEPTED as u64 + 3) {
             let mut hash = [0u8; 32];
             hash[..8].copy_from_slice(&n.to_be_bytes());
-            gone.extend(a.record(hash, n, n, true));
+            gone.extend(a.record(hash, n, n, true).gone);
         }
         assert_eq!(a.len(), MAX_ACCEPTED);
         assert_eq!(gone.len(), 3);
         assert_eq!(gone[0][7], 0);
-        assert_eq!(a.next_after(0), Some(MAX_ACCEPTED as u64 + 3));
     }
 }

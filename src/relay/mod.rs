@@ -22,6 +22,8 @@
 //! [`Backend`] trait, implemented by the Worker adapter.
 
 pub mod send;
+pub mod status;
+pub mod sync;
 pub mod wire;
 
 use crate::access::rate_limit;
@@ -72,15 +74,14 @@ impl ObjectError {
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
 pub trait Backend: Upstream {
     /// Hands `sender`'s transactions of one HTTP request to its Durable Object, which sends them in
-    /// nonce order; returns their answers in the same order. Each is `(hash, nonce, request
-    /// text)`; see [`wire`] for the call.
+    /// nonce order; returns their answers in the same order; see [`wire`] for the call.
     ///
     /// # Errors
     /// [`ObjectError`]: how the call failed, which decides what the caller does next.
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[(&[u8; 32], u64, &str)],
+        txs: &[wire::SendMember<'_>],
     ) -> Result<Vec<wire::WireAnswer>, ObjectError>;
 
     /// Counts a body's requests against the client's rate limits: `sends` against the
@@ -93,6 +94,17 @@ pub trait Backend: Upstream {
     /// # Errors
     /// [`ObjectError`], when the object gave no answer.
     async fn pending_count(&self, sender: &Address) -> Result<wire::WireAnswer, ObjectError>;
+
+    /// What `sender`'s object knows of transaction `hash` (JSON text), `None` when nothing (see
+    /// [`status`]).
+    ///
+    /// # Errors
+    /// [`ObjectError`], when the object gave no answer.
+    async fn tx_status(
+        &self,
+        sender: &Address,
+        hash: &[u8; 32],
+    ) -> Result<Option<String>, ObjectError>;
 }
 
 /// The HTTP answer to a request body.
@@ -118,9 +130,13 @@ pub struct Relay<'a, B: Backend> {
 enum Plan {
     Done(String),
     Proxy(Request),
-    Send(Request, Transaction),
+    Send(Request, Transaction, sync::SendKind),
     PendingCount(Request, Address),
 }
+
+/// One transaction of a request for its sender: its index in the request, the request, the
+/// decoded transaction and how it was sent.
+pub(crate) type Member = (usize, Request, Transaction, sync::SendKind);
 
 impl<'a, B: Backend> Relay<'a, B> {
     /// A relay over `backend`; `chain_ids` holds the upstream's `eth_chainId` for the isolate
@@ -191,10 +207,9 @@ impl<'a, B: Backend> Relay<'a, B> {
 
     /// Each entry's response text in order, and the longest `Retry-After` among them, s.
     async fn answer_all(&self, entries: Vec<jsonrpc::Entry>) -> (Vec<String>, Option<u64>) {
-        let needs_chain_id = entries.iter().any(|e| {
-            e.as_ref()
-                .is_ok_and(|r| r.method == jsonrpc::SEND_RAW_TRANSACTION)
-        });
+        let needs_chain_id = entries
+            .iter()
+            .any(|e| e.as_ref().is_ok_and(|r| sync::is_send(&r.method)));
         let chain_id = if needs_chain_id {
             self.chain_id().await
         } else {
@@ -214,7 +229,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                     )
                     .response(&req.response_id()),
                 ),
-                Ok(req) if req.method != jsonrpc::SEND_RAW_TRANSACTION => {
+                Ok(req) if !sync::is_send(&req.method) => {
                     match send::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
                     {
                         Some(address) => Plan::PendingCount(req, address),
@@ -225,7 +240,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                     .clone()
                     .and_then(|chain_id| self.check(&req, chain_id))
                 {
-                    Ok(tx) => Plan::Send(req, tx),
+                    Ok((tx, kind)) => Plan::Send(req, tx, kind),
                     Err(error) => Plan::Done(error.response(&req.response_id())),
                 },
             })
@@ -235,19 +250,19 @@ impl<'a, B: Backend> Relay<'a, B> {
         let mut answers: Vec<Option<String>> = vec![None; plans.len()];
         let mut proxied = Vec::new();
         let mut counts = Vec::new();
-        let mut by_sender: HashMap<Address, Vec<(usize, Request, Transaction)>> = HashMap::new();
+        let mut by_sender: HashMap<Address, Vec<Member>> = HashMap::new();
         let mut sender_order = Vec::new();
         for (i, plan) in plans.into_iter().enumerate() {
             match plan {
                 Plan::Done(text) => answers[i] = Some(text),
                 Plan::Proxy(req) => proxied.push((i, req)),
                 Plan::PendingCount(req, address) => counts.push((i, req, address)),
-                Plan::Send(req, tx) => {
+                Plan::Send(req, tx, kind) => {
                     let list = by_sender.entry(tx.sender).or_default();
                     if list.is_empty() {
                         sender_order.push(tx.sender);
                     }
-                    list.push((i, req, tx));
+                    list.push((i, req, tx, kind));
                 }
             }
         }
@@ -321,9 +336,13 @@ impl<'a, B: Backend> Relay<'a, B> {
         })
     }
 
-    /// Decodes and checks an `eth_sendRawTransaction` request against the chain id policy.
-    fn check(&self, req: &Request, chain_id: u64) -> Result<Transaction, RpcError> {
-        let raw = jsonrpc::raw_transaction_param(&req.params)?;
+    /// Decodes and checks a send request (any of [`sync::is_send`]) against the chain id policy.
+    fn check(
+        &self,
+        req: &Request,
+        chain_id: u64,
+    ) -> Result<(Transaction, sync::SendKind), RpcError> {
+        let (raw, kind) = sync::send_params(req, self.config)?;
         let tx = transaction::decode(&raw)
             .map_err(|e| RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {e}")))?;
         match tx.chain_id {
@@ -335,7 +354,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                 jsonrpc::INVALID_INPUT,
                 format!("invalid chain id for signer: have {have} want {chain_id}"),
             )),
-            _ => Ok(tx),
+            _ => Ok((tx, kind)),
         }
     }
 

@@ -1,10 +1,12 @@
 //! A sender's transactions of one request, and the pending nonce: the parts of [`Relay`] that
 //! talk to the senders' Durable Objects.
 
-use super::{Backend, ObjectError, Relay};
+use super::sync::{self, SendKind};
+use super::wire::SendMember;
+use super::{Backend, Member, ObjectError, Relay};
 use crate::address::Address;
 use crate::hex;
-use crate::jsonrpc::{self, Request, RpcError};
+use crate::jsonrpc::{self, Answer, Request, RpcError};
 use crate::metrics::Metric;
 use crate::transaction::Transaction;
 use crate::upstream::submit::{submit, Sending};
@@ -38,34 +40,44 @@ impl<B: Backend> Relay<'_, B> {
     pub(super) async fn send_group(
         &self,
         sender: &Address,
-        txs: Vec<(usize, Request, Transaction)>,
+        txs: Vec<Member>,
     ) -> Vec<(usize, String, Option<u64>)> {
+        let requests: Vec<String> = txs
+            .iter()
+            .map(|(_, req, _, kind)| sync::upstream_request(req, *kind))
+            .collect();
         if !self.config.enable_nonce_ordering {
             let sends = txs
                 .iter()
-                .map(|(i, req, tx)| async move { (*i, self.direct(req, tx).await, None) });
+                .zip(&requests)
+                .map(|((i, req, tx, kind), text)| async move {
+                    (*i, self.direct(req, text, tx, *kind).await, None)
+                });
             return join_all(sends).await;
         }
-        let members: Vec<(&[u8; 32], u64, &str)> = txs
+        let members: Vec<SendMember> = txs
             .iter()
-            .map(|(_, req, tx)| (&tx.hash, tx.nonce, req.text.as_str()))
+            .zip(&requests)
+            .map(|((_, _, tx, kind), request)| SendMember {
+                hash: &tx.hash,
+                nonce: tx.nonce,
+                request,
+                sync: matches!(kind, SendKind::Sync { .. }),
+            })
             .collect();
         let error = match self
             .call_object(sender, || self.backend.sender_lock(sender, &members))
             .await
         {
             Ok(answers) => {
-                return txs
-                    .iter()
-                    .zip(answers)
-                    .map(|((i, req, _), wire)| {
-                        (
-                            *i,
-                            wire.answer.render(&req.response_id()),
-                            wire.retry_after_s,
-                        )
-                    })
-                    .collect()
+                let finished =
+                    txs.iter()
+                        .zip(answers)
+                        .map(|((i, req, _, kind), wire)| async move {
+                            let answer = self.finish(wire.answer, *kind).await;
+                            (*i, answer.render(&req.response_id()), wire.retry_after_s)
+                        });
+                return join_all(finished).await;
             }
             Err(error) => error,
         };
@@ -78,7 +90,7 @@ impl<B: Backend> Relay<'_, B> {
             );
             return txs
                 .iter()
-                .map(|(i, req, _)| {
+                .map(|(i, req, _, _)| {
                     (
                         *i,
                         refusal.response(&req.response_id()),
@@ -88,10 +100,10 @@ impl<B: Backend> Relay<'_, B> {
                 .collect();
         }
         let why = self.config.redact(error.why());
-        let mut in_order: Vec<&(usize, Request, Transaction)> = txs.iter().collect();
-        in_order.sort_by_key(|(i, _, tx)| (tx.nonce, *i));
+        let mut in_order: Vec<(&Member, &String)> = txs.iter().zip(&requests).collect();
+        in_order.sort_by_key(|((i, _, tx, _), _)| (tx.nonce, *i));
         let mut out = Vec::with_capacity(txs.len());
-        for (i, req, tx) in in_order {
+        for ((i, req, tx, kind), text) in in_order {
             self.backend.emit(
                 &Metric::new("fail_open", sender.to_string(), "lock_unreachable")
                     .value("count", 1.0)
@@ -99,9 +111,18 @@ impl<B: Backend> Relay<'_, B> {
                     .field("nonce", tx.nonce)
                     .field("error", why.clone()),
             );
-            out.push((*i, self.direct(req, tx).await, None));
+            out.push((*i, self.direct(req, text, tx, *kind).await, None));
         }
         out
+    }
+
+    /// A send's final answer for its client: a send-and-wait call's hash becomes its receipt
+    /// ([`Relay::wait_receipt`]); the others as they are.
+    async fn finish(&self, answer: Answer, kind: SendKind) -> Answer {
+        match kind {
+            SendKind::Sync { timeout_ms } => self.wait_receipt(answer, timeout_ms).await,
+            SendKind::Plain | SendKind::Conditional => answer,
+        }
     }
 
     /// Makes a call to `sender`'s object with `call`, again on a new stub (each call gets one)
@@ -143,9 +164,10 @@ impl<B: Backend> Relay<'_, B> {
         }
     }
 
-    /// Sends one transaction straight to the upstream with the same retries and answer rules as
-    /// the objects ([`submit`]), within `LOCK_MAX_HOLD_MS`; returns the response text.
-    async fn direct(&self, req: &Request, tx: &Transaction) -> String {
+    /// Sends one transaction (`text`, the request sent upstream) straight to the upstream with the
+    /// same retries and answer rules as the objects ([`submit`]), within `LOCK_MAX_HOLD_MS`;
+    /// returns the response text.
+    async fn direct(&self, req: &Request, text: &str, tx: &Transaction, kind: SendKind) -> String {
         let sender = tx.sender.to_string();
         let sending = Sending {
             hash: &tx.hash,
@@ -157,10 +179,10 @@ impl<B: Backend> Relay<'_, B> {
             .now_ms()
             .saturating_add(self.config.lock_max_hold_ms);
         let policy = self.config.retry_policy();
-        submit(self.backend, &req.text, sending, &policy, deadline_ms)
+        let answer = submit(self.backend, text, sending, &policy, deadline_ms)
             .await
-            .answer
-            .render(&req.response_id())
+            .answer;
+        self.finish(answer, kind).await.render(&req.response_id())
     }
 
     /// `eth_getTransactionCount(address, "pending")`: the sender's object answers it (it asks the

@@ -1,13 +1,17 @@
 //! The Worker's calls to a sender's Durable Object, as JSON text (both ends are this crate):
 //!
-//! - `POST /send` with `{"txs":[{"hash":"0x…","nonce":5,"request":{…}}, …]}`: a sender's
-//!   transactions of one HTTP request (one, or every member of a batch), each with its hash, its
-//!   nonce and the client's JSON-RPC request object, unchanged. The object enqueues them all in one
+//! - `POST /send` with `{"txs":[{"hash":"0x…","nonce":5,"request":{…},"sync":false}, …]}`: a
+//!   sender's transactions of one HTTP request (one, or every member of a batch), each with its
+//!   hash, its nonce, the JSON-RPC request to send upstream (the client's, unchanged; for a
+//!   send-and-wait call, the plain `eth_sendRawTransaction` of its bytes) and whether it is a
+//!   send-and-wait call. The object enqueues them all in one
 //!   turn, so a shuffled batch is sorted by nonce without gap waits. The answer is a JSON array, one
 //!   [`Answer::to_wire`] object per transaction, in the same order.
 //! - `GET /next-nonce`: `{"next_nonce": n}` (or `null`), the sender's next nonce after what its
 //!   object accepted within the idempotency window.
 //! - `GET /state`: the per-sender view ([`crate::ordering::sender::Sender::view`]).
+//! - `GET /tx/0x…`: what became of one transaction
+//!   ([`crate::ordering::sender::Sender::status`]), or HTTP 404.
 
 use crate::hex;
 use crate::jsonrpc::Answer;
@@ -69,6 +73,8 @@ impl WireAnswer {
 }
 /// The path of the per-sender view.
 pub const STATE_PATH: &str = "/state";
+/// The path prefix of one transaction's state (`/tx/0x…`).
+pub const TX_PREFIX: &str = "/tx/";
 
 /// One transaction handed to its sender's object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,8 +83,10 @@ pub struct WireTx {
     pub hash: TxHash,
     /// Its nonce.
     pub nonce: u64,
-    /// The client's `eth_sendRawTransaction` request text, forwarded unchanged.
+    /// The request text sent upstream with the original signed bytes.
     pub request: String,
+    /// A send-and-wait call (EIP-7966).
+    pub sync: bool,
 }
 
 #[derive(Deserialize)]
@@ -93,16 +101,34 @@ struct TxBody<'a> {
     nonce: u64,
     #[serde(borrow)]
     request: &'a RawValue,
+    #[serde(default)]
+    sync: bool,
 }
 
-/// The body of a send: `(hash, nonce, request text)` for each transaction.
-pub fn encode_send<'a>(txs: impl IntoIterator<Item = (&'a TxHash, u64, &'a str)>) -> String {
+/// One transaction of a send, as the Worker hands it over.
+#[derive(Debug, Clone, Copy)]
+pub struct SendMember<'a> {
+    /// The transaction hash.
+    pub hash: &'a TxHash,
+    /// Its nonce.
+    pub nonce: u64,
+    /// The request text to send upstream.
+    pub request: &'a str,
+    /// A send-and-wait call.
+    pub sync: bool,
+}
+
+/// The body of a send.
+pub fn encode_send<'a>(txs: impl IntoIterator<Item = SendMember<'a>>) -> String {
     let members: Vec<String> = txs
         .into_iter()
-        .map(|(hash, nonce, request)| {
+        .map(|tx| {
             format!(
-                r#"{{"hash":"{}","nonce":{nonce},"request":{request}}}"#,
-                hex::encode(hash)
+                r#"{{"hash":"{}","nonce":{},"request":{},"sync":{}}}"#,
+                hex::encode(tx.hash),
+                tx.nonce,
+                tx.request,
+                tx.sync
             )
         })
         .collect();
@@ -130,6 +156,7 @@ pub fn decode_send(body: &str) -> Result<Vec<WireTx>, String> {
                 hash,
                 nonce: tx.nonce,
                 request: tx.request.get().to_string(),
+                sync: tx.sync,
             })
         })
         .collect()
@@ -172,11 +199,20 @@ mod tests {
     fn a_send_round_trips_with_the_request_unchanged() {
         let request =
             r#"{"jsonrpc":"2.0","id":"a b","method":"eth_sendRawTransaction","params":["0x02f8"]}"#;
-        let body = encode_send([(&[7u8; 32], 5, request), (&[8u8; 32], 4, request)]);
+        let member = |hash, nonce, sync| SendMember {
+            hash,
+            nonce,
+            request,
+            sync,
+        };
+        let body = encode_send([member(&[7u8; 32], 5, false), member(&[8u8; 32], 4, true)]);
         let txs = decode_send(&body).unwrap();
         assert_eq!(txs.len(), 2);
-        assert_eq!((txs[0].hash, txs[0].nonce), ([7; 32], 5));
-        assert_eq!(txs[1].request, request);
+        assert_eq!(
+            (txs[0].hash, txs[0].nonce, txs[0].sync),
+            ([7; 32], 5, false)
+        );
+        assert_eq!((txs[1].request.as_str(), txs[1].sync), (request, true));
         assert!(decode_send(r#"{"txs":[]}"#).is_err());
         assert!(decode_send(r#"{"txs":[{"hash":"0x12","nonce":1,"request":{}}]}"#).is_err());
     }

@@ -3,13 +3,16 @@
 //!
 //! Members, each with a fixed id: `eth_getTransactionCount(sender, "pending")` (id 1),
 //! `eth_getTransactionCount(sender, "latest")` (id 2), `eth_getBlockByNumber("0x0", false)` (id 3,
-//! for the genesis hash) and `eth_getTransactionByHash` of each hash (ids 100, 101, ...). Answers
+//! for the genesis hash) and `eth_getTransactionByHash` of each hash (ids 100, 101, ...; its
+//! `blockNumber` tells a pooled transaction from one in a block), and
+//! `eth_getTransactionBySenderAndNonce` of each nonce (ids 10,000, 10,001, ...). Answers
 //! are matched by id, in any order (JSON-RPC 2.0, section 6). A member that failed is left out of
 //! [`Found`]. An upstream that refuses batches (it answers one error object) is asked member by
 //! member instead.
 
 use crate::hex;
-use crate::ordering::sender::{Found, Outcome, Query};
+use crate::ordering::accepted::TxHash;
+use crate::ordering::sender::{Found, Outcome, Query, Seen};
 use crate::upstream::retry::RetryPolicy;
 use crate::upstream::{post_retried, Upstream};
 use futures_util::future::join_all;
@@ -19,6 +22,7 @@ const PENDING: u64 = 1;
 const LATEST: u64 = 2;
 const GENESIS: u64 = 3;
 const FIRST_HASH: u64 = 100;
+const FIRST_NONCE: u64 = 10_000;
 
 /// The batch's members: (id, request object).
 fn members(sender: &str, query: &Query) -> Vec<(u64, Value)> {
@@ -53,6 +57,17 @@ fn members(sender: &str, query: &Query) -> Vec<(u64, Value)> {
             request(id, "eth_getTransactionByHash", json!([hex::encode(hash)])),
         ));
     }
+    for (i, nonce) in query.nonces.iter().enumerate() {
+        let id = FIRST_NONCE + i as u64;
+        out.push((
+            id,
+            request(
+                id,
+                "eth_getTransactionBySenderAndNonce",
+                json!([sender, hex::encode_quantity(*nonce)]),
+            ),
+        ));
+    }
     out
 }
 
@@ -79,19 +94,34 @@ fn take(query: &Query, response: &Value, found: &mut Found) {
                 .and_then(Value::as_str)
                 .map(str::to_ascii_lowercase)
         }
+        FIRST_NONCE.. => {
+            let index = usize::try_from(id - FIRST_NONCE).ok();
+            let hash = result
+                .get("hash")
+                .and_then(Value::as_str)
+                .and_then(|h| hex::decode(h).ok())
+                .and_then(|b| TxHash::try_from(b).ok());
+            if let (Some(nonce), Some(hash)) = (index.and_then(|i| query.nonces.get(i)), hash) {
+                found.by_nonce.insert(*nonce, hash);
+            }
+        }
         _ => {
             let index = id
                 .checked_sub(FIRST_HASH)
                 .and_then(|i| usize::try_from(i).ok());
             if let Some(hash) = index.and_then(|i| query.hashes.get(i)) {
-                match result {
-                    Value::Object(_) => {
-                        found.known.insert(*hash, true);
-                    }
-                    Value::Null => {
-                        found.known.insert(*hash, false);
-                    }
-                    _ => {}
+                let seen = match result {
+                    Value::Object(tx) => match tx.get("blockNumber").and_then(Value::as_str) {
+                        Some(block) => hex::decode_quantity(block)
+                            .ok()
+                            .map(|block| Seen::Included { block }),
+                        None => Some(Seen::Pending),
+                    },
+                    Value::Null => Some(Seen::Missing),
+                    _ => None,
+                };
+                if let Some(seen) = seen {
+                    found.known.insert(*hash, seen);
                 }
             }
         }
@@ -163,6 +193,7 @@ mod tests {
             latest: true,
             genesis: true,
             hashes: vec![[1; 32], [2; 32], [3; 32]],
+            nonces: vec![7],
         }
     }
 
@@ -185,8 +216,10 @@ mod tests {
                 (100, "eth_getTransactionByHash"),
                 (101, "eth_getTransactionByHash"),
                 (102, "eth_getTransactionByHash"),
+                (10_000, "eth_getTransactionBySenderAndNonce"),
             ]
         );
+        assert_eq!(v[6]["params"], json!(["0xab", "0x7"]));
         assert_eq!(v[1]["params"], json!(["0xab", "latest"]));
         assert_eq!(v[3]["params"][0], hex::encode(&[1; 32]));
     }
@@ -198,15 +231,20 @@ mod tests {
             {"jsonrpc":"2.0","id":2,"result":"0x4"},
             {"jsonrpc":"2.0","id":3,"result":{"hash":"0xABCD","number":"0x0"}},
             {"jsonrpc":"2.0","id":1,"result":"0x7"},
-            {"jsonrpc":"2.0","id":100,"result":{"hash":"0x01"}},
-            {"jsonrpc":"2.0","id":102,"error":{"code":-32000,"message":"busy"}}
+            {"jsonrpc":"2.0","id":100,"result":{"hash":"0x01","blockNumber":"0x10"}},
+            {"jsonrpc":"2.0","id":102,"error":{"code":-32000,"message":"busy"}},
+            {"jsonrpc":"2.0","id":10000,"result":{"hash":"0x0505050505050505050505050505050505050505050505050505050505050505","nonce":"0x7"}}
         ]"#;
         let found = parse(&query(), body).unwrap();
         assert_eq!((found.pending, found.latest), (Some(7), Some(4)));
         assert_eq!(found.genesis.as_deref(), Some("0xabcd"));
-        assert_eq!(found.known.get(&[1; 32]), Some(&true));
-        assert_eq!(found.known.get(&[2; 32]), Some(&false));
+        assert_eq!(
+            found.known.get(&[1; 32]),
+            Some(&Seen::Included { block: 16 })
+        );
+        assert_eq!(found.known.get(&[2; 32]), Some(&Seen::Missing));
         assert_eq!(found.known.get(&[3; 32]), None);
+        assert_eq!(found.by_nonce.get(&7), Some(&[5; 32]));
         assert!(parse(&query(), r#"{"error":{"code":-32600}}"#).is_none());
     }
 }

@@ -171,6 +171,17 @@ impl Driver {
                 let written = self.store.wipe();
                 self.stored(written);
             }
+            Action::Vacate => {
+                self.store.vacated();
+                let core = self.clone();
+                spawn_local(async move {
+                    if let Err(e) = core.state.storage().delete_all().await {
+                        storage_error("vacate", &e);
+                    }
+                    // The tables went with it: the next write makes them again.
+                    core.store.vacated();
+                });
+            }
             Action::StoreChain(genesis) => {
                 let written = self.store.store_chain(&genesis, &self.sender());
                 self.stored(written);
@@ -335,6 +346,7 @@ impl Driver {
                     nonce: tx.nonce,
                     request: tx.request.into(),
                     request_id: rid.clone(),
+                    sync: tx.sync,
                 },
             ));
         }

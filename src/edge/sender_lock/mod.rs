@@ -137,9 +137,28 @@ impl DurableObject for SenderLock {
             }
             (Method::Get, wire::PENDING_COUNT_PATH) => core.pending_count().await,
             (Method::Get, wire::STATE_PATH) => {
-                let mut view = core.machine.borrow().view(now_ms());
+                let now = now_ms();
+                let mut view = core.machine.borrow().view(now);
                 view["sender"] = core.sender().into();
+                // The alarm as storage has it (the machine's `alarm_ms` is what it asked for).
+                let stored = core.state.storage().get_alarm().await.ok().flatten();
+                view["storage_alarm_ms"] = stored
+                    .map(|at| (at.max(0) as u64).saturating_sub(now))
+                    .into();
                 Response::ok(view.to_string())
+            }
+            (Method::Get, path) if path.starts_with(wire::TX_PREFIX) => {
+                let hash = crate::hex::decode(&path[wire::TX_PREFIX.len()..])
+                    .ok()
+                    .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok());
+                let status = hash.and_then(|hash| core.machine.borrow().status(&hash, now_ms()));
+                match status {
+                    Some(mut status) => {
+                        status["sender"] = core.sender().into();
+                        Response::ok(status.to_string())
+                    }
+                    None => Response::error("unknown transaction", 404),
+                }
             }
             _ => Response::error("not found", 404),
         }

@@ -59,6 +59,8 @@ pub struct Stored {
 /// The object's tables.
 pub struct Store {
     sql: SqlStorage,
+    /// Whether the tables exist (not after [`Store::vacated`], until the next write).
+    ready: std::cell::Cell<bool>,
 }
 
 impl Store {
@@ -66,6 +68,22 @@ impl Store {
     /// `request` TEXT, `at_ms` INTEGER; `meta`: `key`, `value`; both WITHOUT ROWID, so a write is
     /// one billed row).
     pub fn open(sql: SqlStorage) -> Self {
+        let store = Store {
+            sql,
+            ready: std::cell::Cell::new(false),
+        };
+        store.create();
+        store
+    }
+
+    /// The object's storage was deleted (`deleteAll`): the tables are made again before the next
+    /// write.
+    pub fn vacated(&self) {
+        self.ready.set(false);
+    }
+
+    fn create(&self) {
+        let sql = &self.sql;
         let created = sql
             .exec(
                 "CREATE TABLE IF NOT EXISTS txs (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, request TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
@@ -79,10 +97,10 @@ impl Store {
             })
             // The accepted hashes of releases before `txs`: answered by the upstream now.
             .and_then(|_| sql.exec("DROP TABLE IF EXISTS accepted", None));
-        if let Err(e) = created {
-            storage_error("create", &e);
+        match created {
+            Ok(_) => self.ready.set(true),
+            Err(e) => storage_error("create", &e),
         }
-        Store { sql }
     }
 
     /// What is stored (nothing, where it can't be read).
@@ -112,11 +130,27 @@ impl Store {
         }
     }
 
+    /// Runs one write. The tables are made first when storage was deleted since (`deleteAll`
+    /// drops them), and once more when the write finds them gone (a `deleteAll` that completed
+    /// after the last check).
     fn exec(&self, op: &str, sql: &str, bindings: Vec<SqlStorageValue>) -> Result<(), ()> {
-        self.sql
-            .exec(sql, bindings)
-            .map(|_| ())
-            .map_err(|e| storage_error(op, &e))
+        if !self.ready.get() {
+            self.create();
+        }
+        match self.sql.exec(sql, bindings.clone()) {
+            Ok(_) => Ok(()),
+            Err(e) if e.to_string().contains("no such table") => {
+                self.create();
+                self.sql
+                    .exec(sql, bindings)
+                    .map(|_| ())
+                    .map_err(|e| storage_error(op, &e))
+            }
+            Err(e) => {
+                storage_error(op, &e);
+                Err(())
+            }
+        }
     }
 
     /// Stores a holder's transaction before its first send.
@@ -168,8 +202,16 @@ impl Store {
                     "SELECT hash, nonce, request FROM txs WHERE hash = ?",
                     vec![SqlStorageValue::from(hex::encode(hash))],
                 )
-                .and_then(|cursor| cursor.to_array::<StoredRequest>())
-                .map_err(|e| storage_error("load_request", &e))?;
+                .and_then(|cursor| cursor.to_array::<StoredRequest>());
+            let found = match found {
+                Ok(found) => found,
+                // Storage deleted since: nothing stored.
+                Err(e) if e.to_string().contains("no such table") => Vec::new(),
+                Err(e) => {
+                    storage_error("load_request", &e);
+                    return Err(());
+                }
+            };
             rows.extend(found.into_iter().filter_map(|row| {
                 Some(Loaded {
                     hash: hash_of(&row.hash)?,

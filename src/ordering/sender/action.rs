@@ -61,6 +61,9 @@ pub struct Arrival {
     pub request: Rc<str>,
     /// The client request's `X-Request-Id`, put on the metrics about it.
     pub request_id: Option<Rc<str>>,
+    /// A send-and-wait call (`eth_sendRawTransactionSync`, EIP-7966): a nonce gap at its turn is
+    /// answered with code 6 and the expected nonce instead of being sent.
+    pub sync: bool,
 }
 
 /// What one lookup asks the upstream, as one JSON-RPC batch.
@@ -74,6 +77,23 @@ pub struct Query {
     pub genesis: bool,
     /// `eth_getTransactionByHash` of each (pending or mined: the upstream holds it).
     pub hashes: Vec<TxHash>,
+    /// `eth_getTransactionBySenderAndNonce` of each nonce (reth, Erigon and anvil serve it; geth
+    /// does not, and its error leaves the member out): which transaction holds the nonce.
+    pub nonces: Vec<u64>,
+}
+
+/// What the upstream says of one transaction hash (`eth_getTransactionByHash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// It does not have it (`null`).
+    Missing,
+    /// In its pool (`blockNumber` null).
+    Pending,
+    /// In a block.
+    Included {
+        /// The block number.
+        block: u64,
+    },
 }
 
 /// What the upstream answered to a [`Query`]. A part is `None` when it was not asked or its
@@ -86,9 +106,17 @@ pub struct Found {
     pub latest: Option<u64>,
     /// The genesis block hash, lowercase 0x hex.
     pub genesis: Option<String>,
-    /// For each hash asked: whether the upstream holds it (`true`: a transaction object; `false`:
-    /// `null`).
-    pub known: HashMap<TxHash, bool>,
+    /// For each hash asked and answered: what the upstream says of it.
+    pub known: HashMap<TxHash, Seen>,
+    /// For each nonce asked and answered with a transaction: that transaction's hash.
+    pub by_nonce: HashMap<u64, TxHash>,
+}
+
+impl Found {
+    /// Whether the upstream holds `hash` (pending or in a block); `None` when not answered.
+    pub fn holds(&self, hash: &TxHash) -> Option<bool> {
+        self.known.get(hash).map(|seen| *seen != Seen::Missing)
+    }
 }
 
 /// A lookup's outcome: what it found (maybe in part), or why the upstream could not be used by
@@ -150,6 +178,9 @@ pub enum Action {
     Forget(Vec<TxHash>),
     /// Delete every stored transaction: they belong to another chain.
     Wipe,
+    /// Nothing is queued, tracked or stored any more: delete all of the object's storage (a
+    /// sender seen once is not stored for good).
+    Vacate,
     /// Store the genesis hash of the chain the stored state belongs to.
     StoreChain(String),
     /// Read these stored transactions back and report them with `loaded` (missing ones left out).

@@ -1,8 +1,9 @@
 //! Admission: what becomes of a transaction that arrives at its sender's object, and of a
 //! pending-count question.
 //!
-//! In order: a copy of a hash the object holds joins it and gets its answer; an accepted hash the
-//! upstream vouched for is answered with its hash, one not vouched for is asked by hash first; a
+//! In order: a copy of a hash the object holds joins it and gets its answer; an accepted hash known
+//! to be in a block is answered with its hash, a pending one is asked by hash first (the pool may
+//! have dropped it: then it is sent again); a
 //! nonce below the mined count is asked by hash before it is refused as stale (a resend of a
 //! mined transaction gets its hash; eRPC does the same since its PR #703); a replacement of an
 //! accepted nonce is refused under `REPLACEMENT_POLICY=reject`; the queue bound refuses the
@@ -12,7 +13,10 @@
 use super::{tagged, Check, Entry, Purpose, ReplacementPolicy, Sender, Stage};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
-use crate::ordering::sender::{Action, Arrival, Found, LookupId, Outcome, Query, Refusal, Ticket};
+use crate::ordering::accepted::Status;
+use crate::ordering::sender::{
+    Action, Arrival, Found, LookupId, Outcome, Query, Refusal, Seen, Ticket,
+};
 use std::rc::Rc;
 
 impl Sender {
@@ -52,8 +56,11 @@ impl Sender {
                 return;
             }
         }
+        // Known to be in a block: its hash at once. Accepted and pending (it may have been dropped
+        // since), or read back after a restart: asked by hash first. The upstream is the truth,
+        // and a hash it still has costs no send.
         let accepted = self.accepted.get(&arrival.hash, now_ms);
-        if accepted.is_some_and(|tx| tx.vouched) {
+        if accepted.is_some_and(|tx| matches!(tx.status, Status::Included { .. })) {
             self.deduplicated(
                 arrival.nonce,
                 &arrival.hash,
@@ -76,9 +83,10 @@ impl Sender {
                 stage: Stage::Waiting,
                 stored: false,
                 request_id: arrival.request_id,
+                sync: arrival.sync,
             },
         );
-        if accepted.is_some() {
+        if accepted.is_some_and(|tx| !tx.status.is_final()) {
             self.start_check(id, Check::Accepted, now_ms);
         } else {
             self.screen(id, now_ms);
@@ -196,13 +204,18 @@ impl Sender {
             return;
         };
         let (hash, nonce) = (entry.hash, entry.nonce);
-        let known = outcome
+        let seen = outcome
             .ok()
             .and_then(|found: Found| found.known.get(&hash).copied());
+        let known = seen.map(|seen| seen != Seen::Missing);
         match (known, check) {
             (Some(true), _) | (None, Check::Accepted) => {
-                let gone = self.accepted.record(hash, nonce, now_ms, known.is_some());
-                self.forget_rows(gone);
+                let pruned = self.accepted.record(hash, nonce, now_ms, known.is_some());
+                self.pruned(pruned, now_ms);
+                match seen {
+                    Some(Seen::Included { block }) => self.included(&hash, &block, now_ms),
+                    _ => self.tracked(now_ms),
+                }
                 if let Some(e) = self.remove_entry(id) {
                     self.deduplicated(nonce, &hash, "upstream", &e.request_id);
                     self.answer(&e.tickets, &Answer::hash(&hash), None);

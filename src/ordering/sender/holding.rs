@@ -59,16 +59,23 @@ impl Sender {
         let class = result.class;
         if class.went_in() {
             self.resends.remove(&hash);
-            let gone = self.accepted.record(hash, nonce, now_ms, true);
-            self.forget_rows(gone);
+            let pruned = self.accepted.record(hash, nonce, now_ms, true);
+            self.pruned(pruned, now_ms);
+            self.tracked(now_ms);
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
             // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
             // and sends it again if the upstream does not have it.
-            let gone = self.accepted.record(hash, nonce, now_ms, false);
-            self.forget_rows(gone);
+            let pruned = self.accepted.record(hash, nonce, now_ms, false);
+            self.pruned(pruned, now_ms);
             self.unverified = true;
         } else {
             self.forget_rows(vec![hash]);
+            self.untrack_refused(&hash, class, now_ms);
+            let why = result
+                .answer
+                .error_parts()
+                .map_or_else(|| class.label().to_string(), |(_, message)| message);
+            self.failed(hash, nonce, now_ms, why);
         }
         self.counters.forwarded += 1;
         self.answer(&entry.tickets, &result.answer, None);
@@ -143,8 +150,9 @@ impl Sender {
         if !result.class.went_in() {
             return;
         }
-        let gone = self.accepted.record(hash, nonce, now_ms, true);
-        self.forget_rows(gone);
+        let pruned = self.accepted.record(hash, nonce, now_ms, true);
+        self.pruned(pruned, now_ms);
+        self.tracked(now_ms);
         if let Some(next) = self.next {
             self.next = Some(next.max(nonce + 1));
         }
@@ -187,7 +195,7 @@ impl Sender {
         if let Some(latest) = found.latest {
             self.mined = Some(latest);
         }
-        match found.known.get(&hash) {
+        match found.holds(&hash) {
             Some(true) => {
                 let result = Sent {
                     class: AnswerClass::AlreadyKnown,
@@ -248,6 +256,7 @@ impl Sender {
                 latest: true,
                 genesis: false,
                 hashes: vec![hash],
+                ..Query::default()
             },
             deadline_ms,
         });
@@ -267,7 +276,7 @@ impl Sender {
         };
         let (hash, nonce) = (entry.hash, entry.nonce);
         let found = outcome.ok();
-        let known = found.as_ref().and_then(|f| f.known.get(&hash).copied());
+        let known = found.as_ref().and_then(|f| f.holds(&hash));
         let latest = found.as_ref().and_then(|f| f.latest);
         if let Some(latest) = latest {
             self.mined = Some(latest);
@@ -300,8 +309,8 @@ impl Sender {
                 // Nothing to go on: the outcome stays unknown. Remembered, not vouched for.
                 self.holder = None;
                 if let Some(entry) = self.remove_entry(holding.entry) {
-                    let gone = self.accepted.record(hash, nonce, now_ms, false);
-                    self.forget_rows(gone);
+                    let pruned = self.accepted.record(hash, nonce, now_ms, false);
+                    self.pruned(pruned, now_ms);
                     self.unverified = true;
                     let unknown = Answer::error(&RpcError::new(
                         RESOURCE_UNAVAILABLE,

@@ -14,7 +14,9 @@ use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::accepted::TxHash;
-use crate::ordering::sender::{Action, Entry, Found, Loaded, LookupId, Outcome, Query, Stage};
+use crate::ordering::sender::{
+    Action, Entry, Found, Loaded, LookupId, Outcome, Query, Seen, Stage,
+};
 
 /// The first pause after a failed nonce lookup, ms; it doubles with each failure in a row.
 pub const LOOKUP_BACKOFF_MS: u64 = 1_000;
@@ -39,11 +41,12 @@ impl Sender {
     pub fn loaded(&mut self, rows: Vec<Loaded>, now_ms: u64) {
         self.loading = false;
         for row in rows {
+            // A client's copy queued meanwhile goes instead; one found final meanwhile is done.
             if self.by_hash.contains_key(&row.hash)
                 || self
                     .accepted
                     .get(&row.hash, now_ms)
-                    .is_some_and(|tx| tx.vouched)
+                    .is_some_and(|tx| tx.status.is_final())
             {
                 continue;
             }
@@ -60,6 +63,7 @@ impl Sender {
                     stage: Stage::Waiting,
                     stored: true,
                     request_id: None,
+                    sync: false,
                 },
             );
             self.counters.resubmitted += 1;
@@ -69,9 +73,6 @@ impl Sender {
                     .field("nonce", row.nonce)
                     .field("tx_hash", crate::hex::encode(&row.hash)),
             );
-        }
-        if self.alarm_until_ms == 0 && !self.entries.is_empty() {
-            self.set_alarm(now_ms);
         }
         self.step(now_ms);
     }
@@ -86,6 +87,8 @@ impl Sender {
             Purpose::Entry(entry) => self.on_entry_check(entry, outcome, now_ms),
             Purpose::Holder(key) => self.on_holder_check(key, outcome, now_ms),
             Purpose::Recover(key) => self.on_recovery(key, outcome, now_ms),
+            Purpose::Track => self.on_track(outcome, now_ms),
+            Purpose::ReplacedBy => self.on_replaced_by(id, outcome),
         }
     }
 
@@ -113,7 +116,7 @@ impl Sender {
             pending: true,
             latest: true,
             genesis: !self.chain.checked,
-            hashes: Vec::new(),
+            ..Query::default()
         };
         self.start_nonce_lookup(Purpose::Nonces, query, now_ms);
     }
@@ -203,11 +206,15 @@ impl Sender {
         };
         let mut resend = Vec::new();
         let mut gone = Vec::new();
-        for (hash, known) in &found.known {
+        for (hash, seen) in &found.known {
             let Some(tx) = self.accepted.get(hash, now_ms) else {
                 continue;
             };
-            if *known {
+            if let Seen::Included { block } = seen {
+                self.included(hash, block, now_ms);
+                continue;
+            }
+            if *seen == Seen::Pending {
                 self.accepted.vouch(hash);
                 continue;
             }

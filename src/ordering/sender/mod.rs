@@ -24,6 +24,10 @@
 //!   accepted transactions it still holds (asked by hash when its count contradicts them); the
 //!   stored state is tied to the chain's genesis hash; transactions the upstream forgot are sent
 //!   again from their stored bytes.
+//! - [`tracking`]: every accepted transaction is followed to inclusion (one batch every
+//!   `TRACK_INTERVAL_S`, on the storage alarm): included, replaced, or sent again from its stored
+//!   bytes when the pool dropped it; given up after `TRACK_TTL_S`. Its state is what
+//!   `GET /tx/{hash}` shows.
 
 pub mod action;
 mod admit;
@@ -31,6 +35,7 @@ mod holding;
 mod knowledge;
 pub mod refusal;
 mod settings;
+mod tracking;
 mod turn;
 mod view;
 
@@ -77,6 +82,8 @@ struct Entry {
     stored: bool,
     /// The `X-Request-Id` of the client request that brought it first.
     request_id: Option<Rc<str>>,
+    /// A send-and-wait call: a nonce gap at its turn is refused (EIP-7966 code 6).
+    sync: bool,
 }
 
 /// The lock's holder.
@@ -116,6 +123,10 @@ enum Purpose {
     Holder(SessionKey),
     /// A force-released holder: counts and hash.
     Recover(SessionKey),
+    /// The tracking check: the mined count and the pending transactions by hash.
+    Track,
+    /// Which transactions took the nonces of replaced ones (by sender and nonce).
+    ReplacedBy,
 }
 
 /// The sender's nonce lookup (one at a time) and who waits for it.
@@ -175,8 +186,16 @@ pub struct Sender {
     unverified: bool,
     /// Waiting for `loaded` after an [`Action::Load`]: nothing is granted meanwhile.
     loading: bool,
-    /// Until when the storage alarm is set (Unix ms), 0 when it is not.
+    /// When the storage alarm is set (Unix ms), 0 when it is not.
     alarm_until_ms: u64,
+    /// When the pending transactions are next checked (Unix ms), while any are tracked.
+    track_due_ms: Option<u64>,
+    /// Whether the tracking check runs.
+    tracking: bool,
+    /// Replaced transactions (nonce, hash) whose replacements each lookup asks for.
+    replaced: HashMap<LookupId, Vec<(u64, TxHash)>>,
+    /// Recent refusals and failures by hash (`GET /tx/{hash}`'s `failed`), newest last.
+    failures: VecDeque<(TxHash, u64, u64, String)>,
     actions: VecDeque<Action>,
     ids: u64,
     /// What happened since the object started.
@@ -192,7 +211,7 @@ impl Sender {
             entries: HashMap::new(),
             by_hash: HashMap::new(),
             holder: None,
-            accepted: Accepted::new(settings.idempotency_ttl_ms),
+            accepted: Accepted::new(settings.idempotency_ttl_ms, settings.track_ttl_ms),
             next: None,
             mined: None,
             unknown_since_ms: 0,
@@ -204,6 +223,10 @@ impl Sender {
             unverified: false,
             loading: false,
             alarm_until_ms: 0,
+            track_due_ms: None,
+            tracking: false,
+            replaced: HashMap::new(),
+            failures: VecDeque::new(),
             actions: VecDeque::new(),
             ids: 0,
             counters: Counters::default(),
@@ -256,12 +279,12 @@ impl Sender {
     pub fn restore(&mut self, chain: Option<String>, rows: &[(TxHash, u64, u64)], now_ms: u64) {
         self.chain.persisted = chain.is_some();
         self.chain.genesis = chain;
-        let mut gone = Vec::new();
         for &(hash, nonce, at_ms) in rows {
-            gone.extend(self.accepted.record(hash, nonce, at_ms, false));
+            let pruned = self.accepted.record(hash, nonce, at_ms, false);
+            self.pruned(pruned, now_ms);
         }
-        gone.extend(self.accepted.prune(now_ms));
-        self.forget_rows(gone);
+        let pruned = self.accepted.prune(now_ms);
+        self.pruned(pruned, now_ms);
         self.unverified = !self.accepted.is_empty();
         self.step(now_ms);
     }
@@ -273,13 +296,10 @@ impl Sender {
 
     /// The storage alarm at `now_ms` (it fires at least once, maybe more): the same as a
     /// timeout, and the alarm set again while work is left (a holder, waiters, lookups, stored
-    /// transactions to check), or deleted.
+    /// transactions to check, tracked ones), or deleted.
     pub fn alarm(&mut self, now_ms: u64) {
         self.alarm_until_ms = 0;
         self.step(now_ms);
-        if self.alarm_until_ms == 0 && !self.is_quiet() {
-            self.set_alarm(now_ms);
-        }
     }
 
     fn id(&mut self) -> u64 {
@@ -318,8 +338,9 @@ impl Sender {
                     .field("tx_hash", crate::hex::encode(&e.hash)),
                 &e.request_id,
             ));
-            let answer = Answer::error(&refusal.to_rpc(&self.address));
-            self.answer(&e.tickets, &answer, refusal.retry_after_s());
+            let error = refusal.to_rpc(&self.address);
+            self.failed(e.hash, e.nonce, e.arrived_ms, error.message.clone());
+            self.answer(&e.tickets, &Answer::error(&error), refusal.retry_after_s());
         }
     }
 
@@ -337,26 +358,91 @@ impl Sender {
         }
     }
 
-    /// Sets the storage alarm one maximum hold and its grace from `now_ms`.
-    fn set_alarm(&mut self, now_ms: u64) {
-        let at = now_ms
-            .saturating_add(self.settings.max_hold_ms)
-            .saturating_add(self.settings.grace_ms());
-        self.alarm_until_ms = at;
-        self.push(Action::Alarm(Some(at)));
+    /// Remembers a failure of `hash` (for `GET /tx/{hash}`), the newest 256.
+    fn failed(&mut self, hash: TxHash, nonce: u64, now_ms: u64, why: String) {
+        if self.failures.len() >= 256 {
+            self.failures.pop_front();
+        }
+        self.failures.push_back((hash, nonce, now_ms, why));
     }
 
-    /// After every event: prunes, expires, starts lookups, grants, and keeps the alarm.
+    /// After every event: prunes, expires, starts lookups and the tracking check, grants, and
+    /// keeps the alarm and the storage.
     fn step(&mut self, now_ms: u64) {
-        let gone = self.accepted.prune(now_ms);
-        self.forget_rows(gone);
+        let pruned = self.accepted.prune(now_ms);
+        self.pruned(pruned, now_ms);
         self.expire(now_ms);
         self.want_nonces(now_ms);
+        self.want_track(now_ms);
         self.advance(now_ms);
-        if self.alarm_until_ms != 0 && self.is_quiet() {
-            self.alarm_until_ms = 0;
-            self.push(Action::Alarm(None));
+        self.keep_storage();
+        self.keep_alarm(now_ms);
+    }
+
+    /// Whether work is under way that an evicted object must come back to: a holder, waiters,
+    /// lookups, stored transactions to check or load.
+    fn busy(&self) -> bool {
+        !self.is_quiet()
+    }
+
+    /// The storage alarm at the earliest time it is wanted: while busy, a backstop one maximum
+    /// hold and its grace ahead (an alarm already set serves); while transactions are tracked,
+    /// the next tracking check. Set only when none is set or an earlier one is wanted (each set
+    /// is a billed write); deleted when nothing is wanted.
+    fn keep_alarm(&mut self, now_ms: u64) {
+        let backstop = self.busy().then(|| {
+            if self.alarm_until_ms > now_ms {
+                self.alarm_until_ms
+            } else {
+                now_ms
+                    .saturating_add(self.settings.max_hold_ms)
+                    .saturating_add(self.settings.grace_ms())
+            }
+        });
+        let wanted = match (backstop, self.track_due_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match wanted {
+            Some(at) if self.alarm_until_ms == 0 || at < self.alarm_until_ms => {
+                self.alarm_until_ms = at;
+                self.push(Action::Alarm(Some(at)));
+            }
+            None if self.alarm_until_ms != 0 => {
+                self.alarm_until_ms = 0;
+                self.push(Action::Alarm(None));
+            }
+            _ => {}
         }
+    }
+
+    /// With nothing queued, in flight, tracked or stored left, the object's storage goes (the
+    /// chain's genesis hash and the sender with it): a sender seen once costs nothing for good.
+    fn keep_storage(&mut self) {
+        if self.chain.persisted && self.is_quiet() && self.accepted.pending().is_empty() {
+            self.chain.persisted = false;
+            self.push(Action::Vacate);
+        }
+    }
+
+    /// Carries out what pruning the accepted set did: rows no longer needed are deleted, expired
+    /// ones reported.
+    fn pruned(&mut self, pruned: crate::ordering::accepted::Pruned, now_ms: u64) {
+        self.forget_rows(pruned.gone);
+        let mut rows = Vec::new();
+        for (hash, tx) in pruned.expired {
+            self.counters.expired += 1;
+            self.emit(
+                Metric::new("tx_expired", "", "track_ttl")
+                    .value("count", 1.0)
+                    .value("tracked_ms", now_ms.saturating_sub(tx.at_ms) as f64)
+                    .field("nonce", tx.nonce)
+                    .field("resent", tx.resent)
+                    .field("tx_hash", crate::hex::encode(&hash)),
+            );
+            rows.push(hash);
+        }
+        self.forget_rows(rows);
     }
 }
 

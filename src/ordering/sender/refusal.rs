@@ -44,7 +44,19 @@ pub enum Refusal {
         /// The transaction's nonce.
         nonce: u64,
     },
+    /// A send-and-wait call (EIP-7966) whose nonce is above the sender's next one when its turn
+    /// came: not sent (the EIP forbids adding it to the pool).
+    NonceGap {
+        /// The sender's next nonce.
+        expected: u64,
+        /// The transaction's nonce.
+        nonce: u64,
+    },
 }
+
+/// EIP-7966's error code for a send-and-wait call refused for a nonce gap; `data` is the expected
+/// nonce (hex quantity).
+pub const SYNC_NONCE_GAP: i64 = 6;
 
 impl Refusal {
     /// The JSON-RPC error for `sender` (lowercase 0x address): -32000 with geth's
@@ -83,6 +95,13 @@ impl Refusal {
                     "upstream unavailable: could not check nonce {nonce} against the chain; the transaction was not sent"
                 ),
             ),
+            Refusal::NonceGap { expected, nonce } => RpcError {
+                code: SYNC_NONCE_GAP,
+                message: format!(
+                    "nonce too high: next nonce {expected}, tx nonce {nonce}; the transaction was not sent"
+                ),
+                data: Some(crate::hex::encode_quantity(*expected).into()),
+            },
         }
     }
 
@@ -99,6 +118,7 @@ impl Refusal {
             Refusal::QueueFull { .. } => "queue_full",
             Refusal::NonceUnknown { .. } => "nonce_unknown",
             Refusal::CheckFailed { .. } => "check_failed",
+            Refusal::NonceGap { .. } => "nonce_gap",
         }
     }
 }
@@ -126,6 +146,12 @@ mod tests {
         let unknown = Refusal::NonceUnknown { waited_ms: 30_000 }.to_rpc("0xab");
         assert_eq!(unknown.code, -32002);
         assert!(unknown.message.contains("was not sent"));
+        let gap = Refusal::NonceGap {
+            expected: 5,
+            nonce: 7,
+        }
+        .to_rpc("0xab");
+        assert_eq!((gap.code, gap.data), (6, Some("0x5".into())));
         let replaced = Refusal::Replacement {
             nonce: 0,
             holder: [1; 32],

@@ -31,17 +31,24 @@ pub struct Settings {
     /// `LOCK_MAX_HOLD_MS`: a holder's whole budget (its check, sends and retries), and how long a
     /// lookup may block the queue.
     pub max_hold_ms: u64,
+    /// `TRACK_INTERVAL_S` in ms: how often pending transactions are checked (0: not tracked).
+    pub track_interval_ms: u64,
+    /// `TRACK_TTL_S` in ms: how long a transaction is tracked before it is given up (expired).
+    pub track_ttl_ms: u64,
 }
 
 impl Settings {
     /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `IDEMPOTENCY_TTL_S` 300,
-    /// `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000).
+    /// `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000, `TRACK_INTERVAL_S` 12,
+    /// `TRACK_TTL_S` 600).
     pub const DEFAULT: Settings = Settings {
         gap_wait_ms: DEFAULT_GAP_WAIT_MS,
         max_queue: 64,
         idempotency_ttl_ms: 300_000,
         replacement: ReplacementPolicy::Forward,
         max_hold_ms: 30_000,
+        track_interval_ms: 12_000,
+        track_ttl_ms: 600_000,
     };
 
     /// How long past a holder's deadline (or a lookup's) the machine waits for its report before
@@ -77,6 +84,12 @@ pub struct Counters {
     pub resubmitted: u64,
     /// Stored transactions given up after `MAX_RESENDS` resends the upstream never kept.
     pub abandoned: u64,
+    /// Tracked transactions found in a block.
+    pub included: u64,
+    /// Tracked transactions whose nonce another transaction took.
+    pub replaced: u64,
+    /// Tracked transactions given up after `TRACK_TTL_S`.
+    pub expired: u64,
     /// Answers of holdings that were no longer the holder.
     pub late_answers: u64,
     /// Times the upstream's genesis hash differed from the stored one (the stored state dropped).

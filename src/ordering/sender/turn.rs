@@ -52,7 +52,8 @@ impl Sender {
             return;
         };
         entry.stage = Stage::Holding;
-        let (hash, nonce, arrived_ms) = (entry.hash, entry.nonce, entry.arrived_ms);
+        let (hash, nonce, arrived_ms, sync) =
+            (entry.hash, entry.nonce, entry.arrived_ms, entry.sync);
         let request_id = entry.request_id.clone();
         if self.settings.replacement == ReplacementPolicy::Reject {
             // Accepted meanwhile by another transaction with this nonce.
@@ -60,6 +61,18 @@ impl Sender {
                 self.refuse(id, Refusal::Replacement { nonce, holder });
                 return;
             }
+        }
+        if nonce > next && sync {
+            // EIP-7966: a send-and-wait call is not added to the pool over a nonce gap.
+            self.counters.gap_waits_expired += 1;
+            self.refuse(
+                id,
+                Refusal::NonceGap {
+                    expected: next,
+                    nonce,
+                },
+            );
+            return;
         }
         if nonce > next {
             self.counters.gap_waits_expired += 1;
@@ -134,10 +147,6 @@ impl Sender {
                 request: request.clone(),
                 at_ms: now_ms,
             }));
-            if self.alarm_until_ms == 0 {
-                // Durable work began: the alarm restarts an evicted object to finish it.
-                self.set_alarm(now_ms);
-            }
         }
         self.push(Action::Send {
             session_key,
@@ -220,6 +229,12 @@ impl Sender {
         }
         for (_, deadline) in self.lookups.values() {
             at(deadline.saturating_add(grace_ms));
+        }
+        if let Some(track) = self.track_due_ms.filter(|_| !self.tracking) {
+            at(track);
+        }
+        if let Some(prune) = self.accepted.next_due_ms() {
+            at(prune);
         }
         due
     }

@@ -2,15 +2,18 @@
 
 use super::{Phase, Sender, Stage};
 use crate::hex;
+use crate::ordering::accepted::Status;
 use serde_json::{json, Value};
 
 impl Sender {
     /// The state at `now_ms` as JSON: the holder (session key, held ms, nonce, phase: `checking`,
     /// `sending` or `recovering`), the waiting transactions' count and nonces (and how many are
     /// being checked by hash), the next and mined nonce as known, whether the nonce lookup runs,
-    /// the 20 most recent accepted hashes (nonce, age in ms, whether the upstream vouched for
-    /// them), how many transactions are in the object, the chain's genesis hash, and the
-    /// counters.
+    /// the 20 most recent accepted transactions (nonce, age in ms, whether the upstream vouched
+    /// for them, their status: `pending`, `included` with its block, `replaced`, `expired`, and
+    /// how often they were resubmitted), how many transactions are in the object, the chain's
+    /// genesis hash, how many are tracked, when the next tracking check and the storage alarm
+    /// are due (ms from now), and the counters.
     pub fn view(&self, now_ms: u64) -> Value {
         let holder = self.holder.map(|holding| {
             let nonce = self.entries.get(&holding.entry).map(|e| e.nonce);
@@ -44,12 +47,22 @@ impl Sender {
             .recent(20, now_ms)
             .into_iter()
             .map(|(hash, tx)| {
-                json!({
+                let mut v = json!({
                     "hash": hex::encode(&hash),
                     "nonce": tx.nonce,
                     "age_ms": now_ms.saturating_sub(tx.at_ms),
                     "vouched": tx.vouched,
-                })
+                    "status": tx.status.label(),
+                    "resubmitted": tx.resent,
+                });
+                match tx.status {
+                    Status::Included { block } => v["block"] = block.into(),
+                    Status::Replaced { by } => {
+                        v["replaced_by"] = by.map(|h| hex::encode(&h)).into()
+                    }
+                    _ => {}
+                }
+                v
             })
             .collect();
         json!({
@@ -63,6 +76,10 @@ impl Sender {
             "in_flight": self.entries.len(),
             "accepted": accepted,
             "chain": self.chain.genesis,
+            "tracked": self.accepted.pending().len(),
+            "next_check_ms": self.track_due_ms.map(|due| due.saturating_sub(now_ms)),
+            "alarm_ms": (self.alarm_until_ms != 0)
+                .then(|| self.alarm_until_ms.saturating_sub(now_ms)),
             "counters": self.counters,
         })
     }

@@ -1,9 +1,10 @@
 //! The machine driven the way its Durable Object drives it, step by step, on a virtual clock:
 //! [`queue`] (admission, the turn, the bound, answers), [`recovery`] (late answers, relearns,
-//! restarts, chains, force release).
+//! restarts, chains, force release), [`tracking`] (to inclusion, resubmission, states).
 
 mod queue;
 mod recovery;
+mod tracking;
 
 use super::*;
 use crate::ordering::answer::AnswerClass;
@@ -15,6 +16,8 @@ const SETTINGS: Settings = Settings {
     idempotency_ttl_ms: 60_000,
     replacement: ReplacementPolicy::Forward,
     max_hold_ms: 10_000,
+    track_interval_ms: 0,
+    track_ttl_ms: 600_000,
 };
 
 fn h(nonce: u64, variant: u8) -> TxHash {
@@ -95,6 +98,12 @@ impl Rig {
                     self.rows.clear();
                     self.chain = None;
                 }
+                Action::Vacate => {
+                    self.log.push("vacate".into());
+                    self.rows.clear();
+                    self.chain = None;
+                    self.alarm = None;
+                }
                 Action::StoreChain(genesis) => self.chain = Some(genesis),
                 Action::Load(hashes) => {
                     self.log.push(format!("load {}", hashes.len()));
@@ -140,6 +149,7 @@ impl Rig {
             nonce,
             request: format!("request {nonce}/{variant}").into(),
             request_id: None,
+            sync: false,
         }
     }
 
@@ -204,7 +214,7 @@ impl Rig {
             pending: Some(pending),
             latest: Some(latest),
             genesis: query.genesis.then(|| "0xgenesis".to_string()),
-            known: Default::default(),
+            ..Found::default()
         };
         self.reply(id, Ok(found));
     }
@@ -261,9 +271,17 @@ impl Rig {
     }
 }
 
+/// What the upstream says of these hashes: held (in its pool) or not.
+fn seen(pairs: &[(TxHash, bool)]) -> std::collections::HashMap<TxHash, Seen> {
+    pairs
+        .iter()
+        .map(|&(hash, held)| (hash, if held { Seen::Pending } else { Seen::Missing }))
+        .collect()
+}
+
 fn known(pairs: &[(TxHash, bool)]) -> Outcome {
     Ok(Found {
-        known: pairs.iter().copied().collect(),
+        known: seen(pairs),
         ..Found::default()
     })
 }

@@ -233,7 +233,7 @@ fn the_pending_count_is_the_upstreams_raised_past_what_it_holds() {
 }
 
 #[test]
-fn copies_share_one_send_and_a_vouched_hash_is_answered_at_once() {
+fn copies_share_one_send_and_a_later_resend_is_asked_by_hash_not_answered_from_memory() {
     let mut r = Rig::new(SETTINGS);
     let a = r.arrive(0);
     let b = r.arrive(0);
@@ -244,8 +244,31 @@ fn copies_share_one_send_and_a_vouched_hash_is_answered_at_once() {
     for t in [a, b, c] {
         assert_eq!(r.answer(t).0, Answer::hash(&h(0, 0)));
     }
+    // Pending, maybe dropped since: the upstream is asked; it still has it, so no send.
     let d = r.arrive(0);
+    let (check, query) = r.lookup();
+    assert_eq!(query.hashes, vec![h(0, 0)]);
+    r.reply(check, known(&[(h(0, 0), true)]));
     assert_eq!(r.answer(d).0, Answer::hash(&h(0, 0)));
+    assert!(r.sends.is_empty());
+    // The pool dropped it: the resend is sent again, not answered from memory.
+    let e = r.arrive(0);
+    let (check, _) = r.lookup();
+    r.reply(check, known(&[(h(0, 0), false)]));
+    // Below the next nonce: at its turn, the mined count and the hash once more.
+    let (turn, query) = r.lookup();
+    assert!(query.latest);
+    r.reply(
+        turn,
+        Ok(Found {
+            latest: Some(0),
+            known: seen(&[(h(0, 0), false)]),
+            ..Found::default()
+        }),
+    );
+    let again = r.accept_next();
+    assert_eq!(again.hash, h(0, 0));
+    assert_eq!(r.answer(e).0, Answer::hash(&h(0, 0)));
     assert_eq!(r.s.counters.deduplicated, 3);
 }
 
@@ -269,7 +292,7 @@ fn replacements_by_policy() {
                     id,
                     Ok(Found {
                         latest: Some(0),
-                        known: [(h(0, 1), false)].into_iter().collect(),
+                        known: seen(&[(h(0, 1), false)]),
                         ..Found::default()
                     }),
                 );

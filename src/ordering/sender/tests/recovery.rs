@@ -42,7 +42,10 @@ fn defect_2_a_late_holders_answer_answers_nobody_and_settles_a_waiting_resend() 
     assert_eq!(r.s.nonces().0, Some(1));
     assert!(r.sends.is_empty(), "the same bytes are never sent twice");
     let third = r.arrive(0);
+    let (check, _) = r.lookup();
+    r.reply(check, known(&[(h(0, 0), true)]));
     assert_eq!(r.answer(third).0, Answer::hash(&h(0, 0)), "known now");
+    assert!(r.sends.is_empty());
 }
 
 #[test]
@@ -208,7 +211,7 @@ fn a_holder_that_never_reports_is_resolved_by_hash_and_sent_again_at_most_twice(
             Ok(Found {
                 pending: Some(0),
                 latest: Some(0),
-                known: [(h(0, 0), false)].into_iter().collect(),
+                known: seen(&[(h(0, 0), false)]),
                 ..Found::default()
             }),
         );
@@ -224,7 +227,7 @@ fn a_holder_that_never_reports_is_resolved_by_hash_and_sent_again_at_most_twice(
         Ok(Found {
             pending: Some(0),
             latest: Some(0),
-            known: [(h(0, 0), false)].into_iter().collect(),
+            known: seen(&[(h(0, 0), false)]),
             ..Found::default()
         }),
     );

@@ -1,0 +1,251 @@
+//! Tracking to inclusion, resubmission, the states `GET /tx/{hash}` shows, and send-and-wait calls.
+
+use super::*;
+use crate::hex;
+use crate::metrics::Metric;
+use crate::ordering::answer::AnswerClass;
+use crate::ordering::sender::*;
+
+const TRACKED: Settings = Settings {
+    track_interval_ms: 12_000,
+    track_ttl_ms: 120_000,
+    ..SETTINGS
+};
+
+/// n..n+4 accepted (n = 0), each stored before its send.
+fn five_accepted() -> Rig {
+    let mut r = Rig::new(TRACKED);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    for n in 1..5 {
+        r.arrive(n);
+        r.accept_next();
+    }
+    assert_eq!(r.rows.len(), 5, "stored until included");
+    r
+}
+
+/// Answers the tracking check with the mined count and what the upstream says of each hash.
+fn track(r: &mut Rig, latest: u64, seen: &[(TxHash, Seen)]) -> Query {
+    let due = r.s.poll_timeout().expect("a check is due");
+    r.at(due);
+    let (id, query) = r.lookup_for(|q| q.latest && !q.pending);
+    let found = Found {
+        latest: Some(latest),
+        known: seen.iter().copied().collect(),
+        ..Found::default()
+    };
+    r.reply(id, Ok(found));
+    query
+}
+
+#[test]
+fn a_dropped_transaction_and_those_behind_it_are_resent_from_their_bytes_in_nonce_order() {
+    let mut r = five_accepted();
+    assert_eq!(r.alarm, Some(r.now + 12_000), "the alarm is the next check");
+    let query = track(
+        &mut r,
+        1,
+        &[
+            (h(0, 0), Seen::Included { block: 1 }),
+            (h(1, 0), Seen::Missing),
+            (h(2, 0), Seen::Missing),
+            (h(3, 0), Seen::Missing),
+            (h(4, 0), Seen::Missing),
+        ],
+    );
+    assert_eq!(query.hashes.len(), 5, "one batch for all");
+    let first_included = r.now;
+    assert_eq!(r.s.counters.included, 1);
+    assert!(!r.rows.contains_key(&h(0, 0)), "an included one's bytes go");
+    assert_eq!(r.s.counters.resubmitted, 4);
+    for n in 1..5 {
+        // Below the next nonce: checked against the mined count and by hash at its turn.
+        let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
+        r.reply(
+            turn,
+            Ok(Found {
+                latest: Some(n),
+                known: seen(&[(h(n, 0), false)]),
+                ..Found::default()
+            }),
+        );
+        let call = r.send();
+        assert_eq!(call.hash, h(n, 0), "the original bytes, in nonce order");
+        r.finish(&call, AnswerClass::Accepted);
+    }
+    let status = r.s.status(&h(2, 0), r.now).unwrap();
+    assert_eq!(
+        (status["status"].clone(), status["resubmitted"].clone()),
+        ("pending".into(), 1.into())
+    );
+    // The next check finds them in blocks: nothing tracked, nothing stored, no alarm.
+    track(
+        &mut r,
+        5,
+        &(1..5)
+            .map(|n| (h(n, 0), Seen::Included { block: 2 }))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(r.s.counters.included, 5);
+    assert!(
+        r.rows.is_empty() && r.chain.is_none(),
+        "the storage went: {:?}",
+        r.log
+    );
+    assert!(r.log.contains(&"vacate".to_string()));
+    assert_eq!(r.alarm, None, "an idle sender schedules no alarm");
+    assert_eq!(
+        r.s.poll_timeout(),
+        Some(first_included + SETTINGS.idempotency_ttl_ms),
+        "only the memory's own pruning is due, no storage alarm"
+    );
+    let included = r.s.status(&h(3, 0), r.now).unwrap();
+    assert_eq!(
+        (included["status"].clone(), included["block"].clone()),
+        ("included".into(), 2.into())
+    );
+}
+
+#[test]
+fn one_dropped_alone_is_resent_and_the_rest_stay_pending() {
+    let mut r = five_accepted();
+    let mut answers: Vec<(TxHash, Seen)> = (0..5).map(|n| (h(n, 0), Seen::Pending)).collect();
+    answers[1].1 = Seen::Missing;
+    track(&mut r, 0, &answers);
+    assert_eq!(r.s.counters.resubmitted, 1);
+    let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
+    r.reply(
+        turn,
+        Ok(Found {
+            latest: Some(0),
+            known: seen(&[(h(1, 0), false)]),
+            ..Found::default()
+        }),
+    );
+    assert_eq!(r.accept_next().hash, h(1, 0));
+    assert!(r.sends.is_empty(), "only the dropped one");
+}
+
+#[test]
+fn a_nonce_taken_by_another_transaction_ends_replaced_without_a_resend() {
+    let mut r = five_accepted();
+    let mut answers: Vec<(TxHash, Seen)> = (0..5).map(|n| (h(n, 0), Seen::Pending)).collect();
+    answers[0].1 = Seen::Missing;
+    track(&mut r, 1, &answers);
+    assert!(r.sends.is_empty() && r.s.counters.resubmitted == 0);
+    assert_eq!(r.s.counters.replaced, 1);
+    assert!(!r.rows.contains_key(&h(0, 0)), "a replaced one's bytes go");
+    // Which transaction took nonce 0: asked by sender and nonce; the event waits for it.
+    let (id, query) = r.lookup_for(|q| !q.nonces.is_empty());
+    assert_eq!(query.nonces, vec![0]);
+    assert!(r.events("tx_replaced").is_empty());
+    let by_nonce = [(0, h(0, 7))].into_iter().collect();
+    r.reply(
+        id,
+        Ok(Found {
+            by_nonce,
+            ..Found::default()
+        }),
+    );
+    let events = r.events("tx_replaced");
+    assert_eq!(events.len(), 1);
+    let field = |m: &Metric, name: &str| {
+        m.fields
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        field(events[0], "replaced_by"),
+        Some(hex::encode(&h(0, 7)).into())
+    );
+    let status = r.s.status(&h(0, 0), r.now).unwrap();
+    assert_eq!(status["status"], "replaced");
+    assert_eq!(status["replaced_by"], hex::encode(&h(0, 7)));
+    assert!(r.sends.is_empty(), "no resend");
+}
+
+#[test]
+fn a_resend_refused_because_the_nonce_is_taken_ends_replaced_and_is_not_sent_again() {
+    let mut r = five_accepted();
+    let mut answers: Vec<(TxHash, Seen)> = (0..5).map(|n| (h(n, 0), Seen::Pending)).collect();
+    answers[4].1 = Seen::Missing;
+    track(&mut r, 0, &answers);
+    let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
+    r.reply(
+        turn,
+        Ok(Found {
+            latest: Some(0),
+            known: seen(&[(h(4, 0), false)]),
+            ..Found::default()
+        }),
+    );
+    let call = r.send();
+    assert_eq!(call.hash, h(4, 0));
+    // Another transaction with nonce 4 sits in the pool at a higher fee.
+    r.finish(&call, AnswerClass::ReplacementUnderpriced);
+    let (id, _) = r.lookup_for(|q| q.nonces == vec![4]);
+    r.reply(id, Err("unsupported".into()));
+    assert_eq!(r.s.status(&h(4, 0), r.now).unwrap()["status"], "replaced");
+    assert_eq!(r.events("tx_replaced").len(), 1);
+    // The next checks no longer ask for it, and nothing is sent again.
+    let query = track(&mut r, 0, &answers[..4]);
+    assert!(!query.hashes.contains(&h(4, 0)));
+    assert!(r.sends.is_empty());
+}
+
+#[test]
+fn given_up_after_the_tracking_window() {
+    let mut r = Rig::new(TRACKED);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    let accepted_at = r.now;
+    while r.now + TRACKED.track_interval_ms < accepted_at + TRACKED.track_ttl_ms {
+        track(&mut r, 0, &[(h(0, 0), Seen::Pending)]);
+    }
+    r.at(accepted_at + TRACKED.track_ttl_ms);
+    assert_eq!(r.s.counters.expired, 1);
+    assert_eq!(r.events("tx_expired").len(), 1);
+    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["status"], "expired");
+    assert!(r.rows.is_empty(), "its bytes go");
+}
+
+#[test]
+fn the_states_a_user_can_see() {
+    let mut r = Rig::new(TRACKED);
+    r.arrive(0);
+    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["status"], "queued");
+    r.learn(0, 0);
+    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["status"], "sent");
+    let call = r.send();
+    r.finish(&call, AnswerClass::Rejected);
+    let failed = r.s.status(&h(0, 0), r.now).unwrap();
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(failed["error"], "rejected");
+    assert!(r.s.status(&h(9, 9), r.now).is_none());
+}
+
+#[test]
+fn a_send_and_wait_call_over_a_nonce_gap_gets_code_6_and_the_expected_nonce_unsent() {
+    let mut r = Rig::new(SETTINGS);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    let ticket = r.ticket();
+    let mut arrival = Rig::arrival(3, 0);
+    arrival.sync = true;
+    r.s.arrive(ticket, arrival, r.now);
+    r.drain();
+    r.at(r.now + SETTINGS.gap_wait_ms);
+    let (answer, _) = r.answer(ticket).clone();
+    let Answer::Error(text) = answer else {
+        panic!("an error")
+    };
+    let error: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["code"], 6);
+    assert_eq!(error["data"], "0x1");
+    assert!(r.sends.is_empty());
+}

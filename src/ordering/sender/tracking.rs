@@ -1,0 +1,249 @@
+//! Every accepted transaction followed to inclusion.
+//!
+//! While any is pending, the upstream is asked every `TRACK_INTERVAL_S` (on the storage alarm, so
+//! an evicted object comes back for it), in one batch: the sender's mined count, and each pending
+//! transaction by hash (`eth_getTransactionByHash`, whose `blockNumber` says whether it is in a
+//! block). For each: in a block, it is included (its row deleted); held in the pool, nothing to
+//! do; not held with the mined count above its nonce, another transaction took the nonce: replaced,
+//! no resend; not held with its nonce still free, the pool dropped it: its original bytes are sent
+//! again, lowest nonce first, through the same queue as a client's send (Celestia's tx client and
+//! geth's local transaction tracker resubmit the same way, never re-signing). A transaction still
+//! pending after `TRACK_TTL_S` is given up (expired).
+
+use super::{Purpose, Sender, Stage};
+use crate::hex;
+use crate::metrics::Metric;
+use crate::ordering::accepted::{Status, TxHash};
+use crate::ordering::answer::AnswerClass;
+use crate::ordering::sender::{Action, LookupId, Outcome, Query, Seen};
+use serde_json::{json, Value};
+
+impl Sender {
+    /// A transaction just became pending: the next check is one interval away (if none is due).
+    pub(super) fn tracked(&mut self, now_ms: u64) {
+        if self.settings.track_interval_ms > 0 && self.track_due_ms.is_none() {
+            self.track_due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
+        }
+    }
+
+    /// Starts the tracking check when it is due and none runs.
+    pub(super) fn want_track(&mut self, now_ms: u64) {
+        if self.tracking || self.track_due_ms.is_none_or(|due| now_ms < due) {
+            return;
+        }
+        let pending: Vec<TxHash> = self
+            .accepted
+            .pending()
+            .into_iter()
+            .map(|(_, hash)| hash)
+            .filter(|hash| !self.by_hash.contains_key(hash))
+            .take(super::knowledge::MAX_VERIFIED)
+            .collect();
+        if pending.is_empty() {
+            self.track_due_ms = None;
+            return;
+        }
+        self.tracking = true;
+        let id = LookupId(self.id());
+        let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        self.lookups.insert(id, (Purpose::Track, deadline_ms));
+        self.push(Action::Lookup {
+            id,
+            query: Query {
+                latest: true,
+                hashes: pending,
+                ..Query::default()
+            },
+            deadline_ms,
+        });
+    }
+
+    /// `hash` is in `block`: included, its row no longer needed.
+    pub(super) fn included(&mut self, hash: &TxHash, block: &u64, now_ms: u64) {
+        let Some(tx) = self.accepted.get(hash, now_ms) else {
+            return;
+        };
+        if !self
+            .accepted
+            .finish(hash, Status::Included { block: *block }, now_ms)
+        {
+            return;
+        }
+        self.counters.included += 1;
+        self.emit(
+            Metric::new("tx_included", "", "block")
+                .value("count", 1.0)
+                .value(
+                    "time_to_inclusion_ms",
+                    now_ms.saturating_sub(tx.at_ms) as f64,
+                )
+                .field("block", *block)
+                .field("nonce", tx.nonce)
+                .field("resent", tx.resent)
+                .field("tx_hash", hex::encode(hash)),
+        );
+        self.forget_rows(vec![*hash]);
+    }
+
+    /// The tracking check's answer.
+    pub(super) fn on_track(&mut self, outcome: Outcome, now_ms: u64) {
+        self.tracking = false;
+        self.track_due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
+        let Ok(found) = outcome else {
+            return;
+        };
+        if let Some(latest) = found.latest {
+            self.mined = Some(latest);
+        }
+        let mut resend = Vec::new();
+        let mut replaced = Vec::new();
+        for (hash, seen) in &found.known {
+            let Some(tx) = self.accepted.get(hash, now_ms) else {
+                continue;
+            };
+            if tx.status.is_final() || self.by_hash.contains_key(hash) {
+                continue;
+            }
+            match seen {
+                Seen::Included { block } => self.included(hash, block, now_ms),
+                Seen::Pending => {
+                    self.accepted.vouch(hash);
+                }
+                Seen::Missing if found.latest.is_some_and(|latest| latest > tx.nonce) => {
+                    replaced.push((*hash, tx))
+                }
+                Seen::Missing => resend.push((tx.nonce, *hash)),
+            }
+        }
+        let mut taken = Vec::new();
+        for (hash, tx) in replaced {
+            self.accepted
+                .finish(&hash, Status::Replaced { by: None }, now_ms);
+            taken.push((tx.nonce, hash));
+            self.counters.replaced += 1;
+            self.forget_rows(vec![hash]);
+        }
+        if !taken.is_empty() {
+            // Which transactions took them: for the status and the event (best effort).
+            self.ask_replaced_by(taken, now_ms);
+        }
+        if !resend.is_empty() {
+            resend.sort_unstable();
+            let hashes: Vec<TxHash> = resend.into_iter().map(|(_, hash)| hash).collect();
+            for hash in &hashes {
+                self.accepted.resent(hash);
+            }
+            self.loading = true;
+            self.push(Action::Load(hashes));
+        }
+        if self.accepted.pending().is_empty() {
+            self.track_due_ms = None;
+        }
+    }
+
+    /// A resend of tracked `hash` refused with `class`: the nonce taken (too low, or a pooled
+    /// transaction the upstream will not replace with it) is replaced, and its replacement is
+    /// asked for; any other refusal ends the tracking, and the failure is what `GET /tx` shows.
+    pub(super) fn untrack_refused(&mut self, hash: &TxHash, class: AnswerClass, now_ms: u64) {
+        let Some(tx) = self.accepted.get(hash, now_ms) else {
+            return;
+        };
+        if tx.status.is_final() {
+            return;
+        }
+        if matches!(
+            class,
+            AnswerClass::NonceTooLow | AnswerClass::ReplacementUnderpriced
+        ) {
+            self.accepted
+                .finish(hash, Status::Replaced { by: None }, now_ms);
+            self.counters.replaced += 1;
+            self.ask_replaced_by(vec![(tx.nonce, *hash)], now_ms);
+        } else {
+            self.accepted.forget(hash);
+        }
+    }
+
+    /// Asks which transactions took the nonces of `replaced` (nonce, hash); their `tx_replaced`
+    /// events go out with the answer.
+    fn ask_replaced_by(&mut self, replaced: Vec<(u64, TxHash)>, now_ms: u64) {
+        let nonces: Vec<u64> = replaced.iter().map(|(nonce, _)| *nonce).collect();
+        let id = LookupId(self.id());
+        self.replaced.insert(id, replaced);
+        let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        self.lookups.insert(id, (Purpose::ReplacedBy, deadline_ms));
+        self.push(Action::Lookup {
+            id,
+            query: Query {
+                nonces,
+                ..Query::default()
+            },
+            deadline_ms,
+        });
+    }
+
+    /// The answer to [`Purpose::ReplacedBy`]: each replaced transaction learns which took its
+    /// nonce (an upstream without `eth_getTransactionBySenderAndNonce` leaves it unknown), and
+    /// its `tx_replaced` event goes out.
+    pub(super) fn on_replaced_by(&mut self, id: LookupId, outcome: Outcome) {
+        let asked = self.replaced.remove(&id).unwrap_or_default();
+        let found = outcome.unwrap_or_default();
+        for (nonce, hash) in asked {
+            let by = found
+                .by_nonce
+                .get(&nonce)
+                .filter(|by| **by != hash)
+                .copied();
+            if let Some(by) = by {
+                self.accepted.replaced_by(&hash, by);
+            }
+            self.emit(
+                Metric::new("tx_replaced", "", "nonce_taken")
+                    .value("count", 1.0)
+                    .field("nonce", nonce)
+                    .field("tx_hash", hex::encode(&hash))
+                    .field("replaced_by", by.map(|by| hex::encode(&by))),
+            );
+        }
+    }
+
+    /// What became of transaction `hash`, for `GET /tx/{hash}`: `{"hash", "nonce", "status", ...}`
+    /// with `status` one of `queued` (waiting for its turn, or asked by hash first), `sent` (its
+    /// bytes with the upstream), `pending` (accepted, in the pool: `resubmitted` says how often
+    /// it was sent again), `included` (`block`), `replaced` (`replaced_by` when the relay knows
+    /// the transaction that took its nonce), `expired` (not included within `TRACK_TTL_S`), or
+    /// `failed` (`error`: why). `None` when the object knows nothing of it.
+    pub fn status(&self, hash: &TxHash, now_ms: u64) -> Option<Value> {
+        let text = hex::encode(hash);
+        if let Some(entry) = self.by_hash.get(hash).and_then(|id| self.entries.get(id)) {
+            let status = match entry.stage {
+                Stage::Waiting | Stage::Checking(..) => "queued",
+                Stage::Holding => "sent",
+            };
+            let resent = self.accepted.get(hash, now_ms).map_or(0, |tx| tx.resent);
+            return Some(json!({
+                "hash": text, "nonce": entry.nonce, "status": status, "resubmitted": resent,
+            }));
+        }
+        if let Some(tx) = self.accepted.get(hash, now_ms) {
+            let mut v = json!({
+                "hash": text,
+                "nonce": tx.nonce,
+                "status": tx.status.label(),
+                "resubmitted": tx.resent,
+                "accepted_ms_ago": now_ms.saturating_sub(tx.at_ms),
+            });
+            match tx.status {
+                Status::Included { block } => v["block"] = block.into(),
+                Status::Replaced { by } => v["replaced_by"] = by.map(|h| hex::encode(&h)).into(),
+                _ => {}
+            }
+            return Some(v);
+        }
+        let (_, nonce, at, why) = self.failures.iter().rev().find(|(h, ..)| h == hash)?;
+        Some(json!({
+            "hash": text, "nonce": nonce, "status": "failed", "error": why,
+            "failed_ms_ago": now_ms.saturating_sub(*at),
+        }))
+    }
+}
