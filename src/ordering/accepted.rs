@@ -4,7 +4,8 @@
 //! transaction took its nonce), or `TRACK_TTL_S` ran out (expired); its original bytes stay in the
 //! object's storage meanwhile. A final status is remembered for `IDEMPOTENCY_TTL_S` more (resends
 //! and `GET /tx/{hash}` are answered from it); at most [`MAX_ACCEPTED`] per sender, the oldest
-//! leaving first.
+//! leaving first, and at most [`MAX_TRACKED_BYTES`] of stored requests tracked (blob sidecars
+//! count), the oldest expiring first.
 //!
 //! An accepted transaction is *vouched* for while the relay has seen the upstream hold it: it was
 //! accepted in this object's life, or the upstream answered it by hash since. One read back from
@@ -17,6 +18,11 @@ pub type TxHash = [u8; 32];
 
 /// The most accepted transactions one sender's object remembers; the oldest leave first.
 pub const MAX_ACCEPTED: usize = 1024;
+
+/// The most bytes of original requests one sender's pending transactions keep in storage (32 MiB:
+/// about twenty six-blob transactions with their sidecars); past it the oldest pending ones
+/// expire (no longer tracked, their rows deleted).
+pub const MAX_TRACKED_BYTES: u64 = 32 * 1024 * 1024;
 
 /// What became of an accepted transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +76,8 @@ pub struct AcceptedTx {
     pub final_ms: Option<u64>,
     /// How many times the relay sent it again because the upstream no longer had it.
     pub resent: u32,
+    /// The size of its stored request, bytes (0 while unknown: one read back after a restart).
+    pub bytes: u64,
 }
 
 /// One sender's accepted transactions. See the module documentation.
@@ -186,6 +194,7 @@ impl Accepted {
             }
         }
         let resent = self.by_hash.get(&hash).map_or(0, |tx| tx.resent);
+        let bytes = self.by_hash.get(&hash).map_or(0, |tx| tx.bytes);
         let at = self
             .by_hash
             .get(&hash)
@@ -199,6 +208,7 @@ impl Accepted {
                 status: Status::Pending,
                 final_ms: None,
                 resent,
+                bytes,
             },
         );
         let more = self.prune(at_ms);
@@ -225,6 +235,14 @@ impl Accepted {
             }
             _ => false,
         }
+    }
+
+    /// Records the size of `hash`'s stored request, bytes, and prunes at `now_ms` (the byte bound).
+    pub fn sized(&mut self, hash: &TxHash, bytes: u64, now_ms: u64) -> Pruned {
+        if let Some(tx) = self.by_hash.get_mut(hash) {
+            tx.bytes = bytes;
+        }
+        self.prune(now_ms)
     }
 
     /// Counts one more resend of `hash`; returns how many there were.
@@ -301,6 +319,32 @@ impl Accepted {
                 pruned.gone.push(hash);
             }
         }
+        let mut stored: u64 = self
+            .by_hash
+            .values()
+            .filter(|tx| !tx.status.is_final())
+            .map(|tx| tx.bytes)
+            .sum();
+        if stored > MAX_TRACKED_BYTES {
+            let mut oldest: Vec<(u64, TxHash)> = self
+                .by_hash
+                .iter()
+                .filter(|(_, tx)| !tx.status.is_final())
+                .map(|(h, tx)| (tx.at_ms, *h))
+                .collect();
+            oldest.sort_unstable();
+            for (_, hash) in oldest {
+                if stored <= MAX_TRACKED_BYTES {
+                    break;
+                }
+                let Some(tx) = self.by_hash.get(&hash).copied() else {
+                    continue;
+                };
+                stored -= tx.bytes;
+                self.finish(&hash, Status::Expired, now_ms);
+                pruned.expired.push((hash, tx));
+            }
+        }
         pruned
     }
 
@@ -316,6 +360,25 @@ mod tests {
 
     fn h(n: u8) -> TxHash {
         [n; 32]
+    }
+
+    #[test]
+    fn stored_bytes_are_bounded_the_oldest_pending_expiring_first() {
+        let mut a = Accepted::new(60_000, 600_000);
+        let big = MAX_TRACKED_BYTES / 3;
+        for n in 0..3u8 {
+            a.record(h(n), u64::from(n), 1_000 + u64::from(n), true);
+            assert!(
+                a.sized(&h(n), big, 1_000).expired.is_empty(),
+                "within the bound"
+            );
+        }
+        a.record(h(3), 3, 2_000, true);
+        let pruned = a.sized(&h(3), big, 2_000);
+        let expired: Vec<TxHash> = pruned.expired.iter().map(|(hash, _)| *hash).collect();
+        assert_eq!(expired, vec![h(0)], "the oldest go until it fits");
+        assert_eq!(a.get(&h(0), 2_000).unwrap().status, Status::Expired);
+        assert_eq!(a.pending().len(), 3);
     }
 
     #[test]

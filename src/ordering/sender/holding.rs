@@ -61,6 +61,10 @@ impl Sender {
             self.resends.remove(&hash);
             let pruned = self.accepted.record(hash, nonce, now_ms, true);
             self.pruned(pruned, now_ms);
+            let pruned = self
+                .accepted
+                .sized(&hash, entry.request.len() as u64, now_ms);
+            self.pruned(pruned, now_ms);
             self.tracked(now_ms);
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
             // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
