@@ -239,11 +239,7 @@ impl Model {
                     let rows: Vec<Loaded> = hashes
                         .iter()
                         .filter_map(|h| self.rows.get(h))
-                        .map(|r| Loaded {
-                            hash: r.hash,
-                            nonce: r.nonce,
-                            request: r.request.clone(),
-                        })
+                        .map(Loaded::from)
                         .collect();
                     self.s.loaded(rows, self.now);
                 }

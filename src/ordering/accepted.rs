@@ -80,6 +80,26 @@ pub struct AcceptedTx {
     pub bytes: u64,
 }
 
+impl AcceptedTx {
+    /// As `GET /tx/{hash}` and the per-sender view show it: `{"hash", "nonce", "status",
+    /// "resubmitted"}`, with `block` when included and `replaced_by` (a hash or null) when
+    /// replaced.
+    pub fn describe(&self, hash: &TxHash) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "hash": crate::hex::encode(hash),
+            "nonce": self.nonce,
+            "status": self.status.label(),
+            "resubmitted": self.resent,
+        });
+        match self.status {
+            Status::Included { block } => v["block"] = block.into(),
+            Status::Replaced { by } => v["replaced_by"] = by.map(|h| crate::hex::encode(&h)).into(),
+            Status::Pending | Status::Expired => {}
+        }
+        v
+    }
+}
+
 /// One sender's accepted transactions. See the module documentation.
 pub struct Accepted {
     by_hash: HashMap<TxHash, AcceptedTx>,
@@ -237,12 +257,40 @@ impl Accepted {
         }
     }
 
-    /// Records the size of `hash`'s stored request, bytes, and prunes at `now_ms` (the byte bound).
+    /// Records the size of `hash`'s stored request, bytes; past [`MAX_TRACKED_BYTES`] the oldest
+    /// pending ones expire at `now_ms` (the only place stored bytes grow, so the only check).
     pub fn sized(&mut self, hash: &TxHash, bytes: u64, now_ms: u64) -> Pruned {
+        let mut pruned = Pruned::default();
         if let Some(tx) = self.by_hash.get_mut(hash) {
             tx.bytes = bytes;
         }
-        self.prune(now_ms)
+        let mut stored: u64 = self
+            .by_hash
+            .values()
+            .filter(|tx| !tx.status.is_final())
+            .map(|tx| tx.bytes)
+            .sum();
+        if stored > MAX_TRACKED_BYTES {
+            let mut oldest: Vec<(u64, TxHash)> = self
+                .by_hash
+                .iter()
+                .filter(|(_, tx)| !tx.status.is_final())
+                .map(|(h, tx)| (tx.at_ms, *h))
+                .collect();
+            oldest.sort_unstable();
+            for (_, hash) in oldest {
+                if stored <= MAX_TRACKED_BYTES {
+                    break;
+                }
+                let Some(tx) = self.by_hash.get(&hash).copied() else {
+                    continue;
+                };
+                stored -= tx.bytes;
+                self.finish(&hash, Status::Expired, now_ms);
+                pruned.expired.push((hash, tx));
+            }
+        }
+        pruned
     }
 
     /// Counts one more resend of `hash`; returns how many there were.
@@ -317,32 +365,6 @@ impl Accepted {
             for (_, hash) in oldest.into_iter().take(over) {
                 self.forget(&hash);
                 pruned.gone.push(hash);
-            }
-        }
-        let mut stored: u64 = self
-            .by_hash
-            .values()
-            .filter(|tx| !tx.status.is_final())
-            .map(|tx| tx.bytes)
-            .sum();
-        if stored > MAX_TRACKED_BYTES {
-            let mut oldest: Vec<(u64, TxHash)> = self
-                .by_hash
-                .iter()
-                .filter(|(_, tx)| !tx.status.is_final())
-                .map(|(h, tx)| (tx.at_ms, *h))
-                .collect();
-            oldest.sort_unstable();
-            for (_, hash) in oldest {
-                if stored <= MAX_TRACKED_BYTES {
-                    break;
-                }
-                let Some(tx) = self.by_hash.get(&hash).copied() else {
-                    continue;
-                };
-                stored -= tx.bytes;
-                self.finish(&hash, Status::Expired, now_ms);
-                pruned.expired.push((hash, tx));
             }
         }
         pruned

@@ -115,6 +115,15 @@ impl Driver {
         self.sender.borrow().clone()
     }
 
+    /// The upstream, its metrics tagged with `request_id` (the client request the work is for).
+    fn upstream<'a>(&'a self, request_id: Option<&'a str>) -> HttpUpstream<'a> {
+        HttpUpstream {
+            config: &self.config,
+            env: &self.env,
+            request_id,
+        }
+    }
+
     pub fn set_sender(&self, sender: &str) {
         if *self.sender.borrow() != sender {
             *self.sender.borrow_mut() = sender.to_string();
@@ -172,14 +181,12 @@ impl Driver {
                 self.stored(written);
             }
             Action::Vacate => {
-                self.store.vacated();
+                // The tables go with it; the next write makes them again (`Store`).
                 let core = self.clone();
                 spawn_local(async move {
                     if let Err(e) = core.state.storage().delete_all().await {
                         storage_error("vacate", &e);
                     }
-                    // The tables went with it: the next write makes them again.
-                    core.store.vacated();
                 });
             }
             Action::StoreChain(genesis) => {
@@ -200,11 +207,7 @@ impl Driver {
             } => {
                 let core = self.clone();
                 spawn_local(async move {
-                    let upstream = HttpUpstream {
-                        config: &core.config,
-                        env: &core.env,
-                        request_id: request_id.as_deref(),
-                    };
+                    let upstream = core.upstream(request_id.as_deref());
                     let sender = core.sender();
                     let sending = Sending {
                         hash: &hash,
@@ -243,11 +246,7 @@ impl Driver {
             } => {
                 let core = self.clone();
                 spawn_local(async move {
-                    let upstream = HttpUpstream {
-                        config: &core.config,
-                        env: &core.env,
-                        request_id: None,
-                    };
+                    let upstream = core.upstream(None);
                     let policy = core.config.retry_policy();
                     let sender = core.sender();
                     let outcome = look_up(&upstream, &sender, &query, &policy, deadline_ms).await;

@@ -59,8 +59,6 @@ pub struct Stored {
 /// The object's tables.
 pub struct Store {
     sql: SqlStorage,
-    /// Whether the tables exist (not after [`Store::vacated`], until the next write).
-    ready: std::cell::Cell<bool>,
 }
 
 impl Store {
@@ -68,18 +66,9 @@ impl Store {
     /// `request` TEXT, `at_ms` INTEGER; `meta`: `key`, `value`; both WITHOUT ROWID, so a write is
     /// one billed row).
     pub fn open(sql: SqlStorage) -> Self {
-        let store = Store {
-            sql,
-            ready: std::cell::Cell::new(false),
-        };
+        let store = Store { sql };
         store.create();
         store
-    }
-
-    /// The object's storage was deleted (`deleteAll`): the tables are made again before the next
-    /// write.
-    pub fn vacated(&self) {
-        self.ready.set(false);
     }
 
     fn create(&self) {
@@ -97,9 +86,8 @@ impl Store {
             })
             // The accepted hashes of releases before `txs`: answered by the upstream now.
             .and_then(|_| sql.exec("DROP TABLE IF EXISTS accepted", None));
-        match created {
-            Ok(_) => self.ready.set(true),
-            Err(e) => storage_error("create", &e),
+        if let Err(e) = created {
+            storage_error("create", &e);
         }
     }
 
@@ -130,13 +118,9 @@ impl Store {
         }
     }
 
-    /// Runs one write. The tables are made first when storage was deleted since (`deleteAll`
-    /// drops them), and once more when the write finds them gone (a `deleteAll` that completed
-    /// after the last check).
+    /// Runs one write. The tables are made again when the write finds them gone (the object's
+    /// storage was deleted with `deleteAll` while it was idle), and the write is run once more.
     fn exec(&self, op: &str, sql: &str, bindings: Vec<SqlStorageValue>) -> Result<(), ()> {
-        if !self.ready.get() {
-            self.create();
-        }
         match self.sql.exec(sql, bindings.clone()) {
             Ok(_) => Ok(()),
             Err(e) if e.to_string().contains("no such table") => {

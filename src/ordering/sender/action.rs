@@ -159,6 +159,16 @@ pub struct Row {
     pub at_ms: u64,
 }
 
+impl From<&Row> for Loaded {
+    fn from(row: &Row) -> Self {
+        Loaded {
+            hash: row.hash,
+            nonce: row.nonce,
+            request: row.request.clone(),
+        }
+    }
+}
+
 /// What the object is to do, in the order given. Storage actions are synchronous SQL; the
 /// platform's output gate holds every later send until they are on disk.
 #[derive(Debug, Clone, PartialEq)]

@@ -226,18 +226,8 @@ impl Sender {
             }));
         }
         if let Some(tx) = self.accepted.get(hash, now_ms) {
-            let mut v = json!({
-                "hash": text,
-                "nonce": tx.nonce,
-                "status": tx.status.label(),
-                "resubmitted": tx.resent,
-                "accepted_ms_ago": now_ms.saturating_sub(tx.at_ms),
-            });
-            match tx.status {
-                Status::Included { block } => v["block"] = block.into(),
-                Status::Replaced { by } => v["replaced_by"] = by.map(|h| hex::encode(&h)).into(),
-                _ => {}
-            }
+            let mut v = tx.describe(hash);
+            v["accepted_ms_ago"] = now_ms.saturating_sub(tx.at_ms).into();
             return Some(v);
         }
         let (_, nonce, at, why) = self.failures.iter().rev().find(|(h, ..)| h == hash)?;

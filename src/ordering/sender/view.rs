@@ -1,8 +1,6 @@
 //! The per-sender view for operators (`GET /senders/{address}`).
 
 use super::{Phase, Sender, Stage};
-use crate::hex;
-use crate::ordering::accepted::Status;
 use serde_json::{json, Value};
 
 impl Sender {
@@ -47,21 +45,9 @@ impl Sender {
             .recent(20, now_ms)
             .into_iter()
             .map(|(hash, tx)| {
-                let mut v = json!({
-                    "hash": hex::encode(&hash),
-                    "nonce": tx.nonce,
-                    "age_ms": now_ms.saturating_sub(tx.at_ms),
-                    "vouched": tx.vouched,
-                    "status": tx.status.label(),
-                    "resubmitted": tx.resent,
-                });
-                match tx.status {
-                    Status::Included { block } => v["block"] = block.into(),
-                    Status::Replaced { by } => {
-                        v["replaced_by"] = by.map(|h| hex::encode(&h)).into()
-                    }
-                    _ => {}
-                }
+                let mut v = tx.describe(&hash);
+                v["age_ms"] = now_ms.saturating_sub(tx.at_ms).into();
+                v["vouched"] = tx.vouched.into();
                 v
             })
             .collect();

@@ -110,11 +110,7 @@ impl Rig {
                     let rows: Vec<Loaded> = hashes
                         .iter()
                         .filter_map(|hash| self.rows.get(hash))
-                        .map(|row| Loaded {
-                            hash: row.hash,
-                            nonce: row.nonce,
-                            request: row.request.clone(),
-                        })
+                        .map(Loaded::from)
                         .collect();
                     self.s.loaded(rows, self.now);
                 }
