@@ -102,7 +102,7 @@ test("a proxied method's upstream failure is a clear error too", async () => {
 });
 
 test("a flood of 2,000 transactions from 100 senders at once: nothing lost, every queue back to zero", async () => {
-  const { startAnvil, startProxy, startRelay } = await import("./support/harness.mjs");
+  const { startAnvil, startProxy, startRelay, signBurst } = await import("./support/harness.mjs");
   const senders = 100;
   const perSender = 20;
   const anvil = await startAnvil({ accounts: senders + 1 });
@@ -111,14 +111,7 @@ test("a flood of 2,000 transactions from 100 senders at once: nothing lost, ever
   const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url } });
   try {
     const accounts = Array.from({ length: senders }, (_, i) => devAccount(i));
-    const raws = [];
-    for (const a of accounts) {
-      for (let n = 0; n < perSender; n++) {
-        const raw = await signTransfer(a, n);
-        senderOfRaw.set(raw, a.address.toLowerCase());
-        raws.push(raw);
-      }
-    }
+    const raws = await signBurst(accounts, perSender, senderOfRaw);
     const answers = await Promise.all(raws.map((raw, i) => sendRaw(relay.url, raw, i)));
     const failed = answers.filter((a) => !a.json?.result);
     // On a failure, say which path let a transaction out of order.

@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { keccak256 } from "viem";
-import { startAnvil, startProxy, startRelay, stack, sendRaw, rpc, devAccount, signTransfer, sleep } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, stack, sendRaw, rpc, devAccount, signTransfer, signBurst, minedCounts, sleep } from "./support/harness.mjs";
 
 /** A small seeded PRNG (mulberry32), so a run's drops can be replayed. */
 function prng(seed) {
@@ -49,27 +49,10 @@ async function droppedBurst({ senders = 10, perSender = 10, vars = {}, http10 = 
   });
   const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars } });
   try {
-    const raws = [];
-    for (const a of accounts) {
-      for (let n = 0; n < perSender; n++) {
-        const raw = await signTransfer(a, n);
-        senderOfRaw.set(raw, a.address.toLowerCase());
-        raws.push(raw);
-      }
-    }
+    const raws = await signBurst(accounts, perSender, senderOfRaw);
     const answers = await Promise.all(raws.map((raw, i) => sendRaw(relay.url, raw, i)));
     // Anvil mines each transaction at once; give the last block up to 3 s in all.
-    const until = performance.now() + 3000;
-    const mined = [];
-    for (const a of accounts) {
-      let count;
-      do {
-        count = Number((await rpc(anvil.url, "eth_getTransactionCount", [a.address, "latest"])).result);
-        if (count === perSender) break;
-        await sleep(50);
-      } while (performance.now() < until);
-      mined.push(count);
-    }
+    const mined = await minedCounts(anvil.url, accounts, perSender, 3000);
     return { raws, answers, mined, proxy, relay, accounts };
   } finally {
     await relay.stop();

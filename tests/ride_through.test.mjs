@@ -19,28 +19,14 @@ import {
   rpc,
   devAccount,
   signTransfer,
+  signBurst,
+  minedCounts,
   sleep,
   freePort,
   CAST_BIN,
 } from "./support/harness.mjs";
 
 const run = promisify(execFile);
-
-/** Every sender's mined count, polled until it is `want` or 5 s passed. */
-async function minedCounts(url, accounts, want) {
-  const until = performance.now() + 5000;
-  const counts = [];
-  for (const a of accounts) {
-    let count;
-    do {
-      count = Number((await rpc(url, "eth_getTransactionCount", [a.address, "latest"])).result);
-      if (count === want) break;
-      await sleep(50);
-    } while (performance.now() < until);
-    counts.push(count);
-  }
-  return counts;
-}
 
 /** Refusals at the strict upstream of transactions it did not already hold (a resend of one it
  * took, after a lost answer, is refused as "nonce too low" and fine). */
@@ -67,14 +53,7 @@ async function outageBurst(kind, ms, vars = {}) {
   });
   const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars } });
   try {
-    const raws = [];
-    for (const a of accounts) {
-      for (let n = 0; n < perSender; n++) {
-        const raw = await signTransfer(a, n);
-        senderOfRaw.set(raw, a.address.toLowerCase());
-        raws.push(raw);
-      }
-    }
+    const raws = await signBurst(accounts, perSender, senderOfRaw);
     const started = performance.now();
     const answering = Promise.all(raws.map((raw, i) => sendRaw(relay.url, raw, i)));
     for (let i = 0; i < 1000 && proxy.seen.filter((r) => r.accepted).length < 20; i++) await sleep(5);
@@ -149,14 +128,7 @@ test("the relay killed mid-burst and started again on its state: every client en
   const current = { relay: await startRelay({ vars, persist }) };
   let second;
   try {
-    const raws = [];
-    for (const a of accounts) {
-      for (let n = 0; n < perSender; n++) {
-        const raw = await signTransfer(a, n);
-        senderOfRaw.set(raw, a.address.toLowerCase());
-        raws.push(raw);
-      }
-    }
+    const raws = await signBurst(accounts, perSender, senderOfRaw);
     // A client that sends its bytes again until it gets an answer with its hash (a lost
     // connection, or an error, is tried again 100 ms later), for at most 30 s.
     let errors = 0;

@@ -7,26 +7,13 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { createWalletClient, http, keccak256, parseGwei } from "viem";
-import { stack, startAnvil, startProxy, startRelay, sendRaw, rpc, post, devAccount, signTransfer, sleep, CHAIN_ID } from "./support/harness.mjs";
+import { stack, startAnvil, startProxy, startRelay, sendRaw, rpc, post, devAccount, signTransfer, sleep, minedCount, CHAIN_ID } from "./support/harness.mjs";
 
 const ADMIN = { ADMIN_TOKEN: "t" };
 
 /** anvil that mines only when told, a recording proxy that lets every nonce through (the pool decides), the relay. */
-async function pool(vars = {}, { persist, anvilPort } = {}) {
-  const anvil = await startAnvil({ extraArgs: ["--no-mining"], port: anvilPort });
-  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
-  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...ADMIN, ...vars }, persist });
-  return {
-    anvil,
-    proxy,
-    relay,
-    stop: async () => {
-      await relay.stop();
-      await proxy.stop();
-      anvil.stop();
-    },
-  };
-}
+const pool = (vars = {}, { persist } = {}) =>
+  stack({ anvil: { extraArgs: ["--no-mining"] }, proxy: { strictNonce: false }, vars: { ...ADMIN, ...vars }, persist });
 
 const txStatus = async (relayUrl, hash, sender) => {
   const res = await fetch(`${relayUrl}/tx/${hash}${sender ? `?sender=${sender}` : ""}`);
@@ -34,7 +21,6 @@ const txStatus = async (relayUrl, hash, sender) => {
 };
 const view = async (relayUrl, address) =>
   (await fetch(`${relayUrl}/senders/${address}`, { headers: { authorization: "Bearer t" } })).json();
-const minedCount = async (url, address) => Number(BigInt((await rpc(url, "eth_getTransactionCount", [address, "latest"])).result));
 
 /** Polls until `check()` is true or `ms` pass; returns the time it took, or null. */
 async function until(check, ms, every = 50) {

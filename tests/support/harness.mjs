@@ -437,15 +437,52 @@ export function signTransfer(account, nonce, extra = {}) {
   });
 }
 
+/**
+ * Signs transfers with nonces 0..perSender-1 for each of `accounts`, in that order, and records
+ * each raw transaction's sender (lowercase) in `senderOfRaw` (for startProxy's `senderOf`).
+ */
+export async function signBurst(accounts, perSender, senderOfRaw) {
+  const raws = [];
+  for (const a of accounts) {
+    for (let n = 0; n < perSender; n++) {
+      const raw = await signTransfer(a, n);
+      senderOfRaw.set(raw, a.address.toLowerCase());
+      raws.push(raw);
+    }
+  }
+  return raws;
+}
+
+/** `address`'s mined transaction count at `url`. */
+export async function minedCount(url, address) {
+  return Number(BigInt((await rpc(url, "eth_getTransactionCount", [address, "latest"])).result));
+}
+
+/** Every account's mined count, each polled until it is `want` or `ms` passed in all (the last block may still be in the making). */
+export async function minedCounts(url, accounts, want, ms = 5000) {
+  const until = performance.now() + ms;
+  const counts = [];
+  for (const a of accounts) {
+    let count;
+    do {
+      count = await minedCount(url, a.address);
+      if (count === want) break;
+      await sleep(50);
+    } while (performance.now() < until);
+    counts.push(count);
+  }
+  return counts;
+}
+
 export function sendRaw(url, raw, id = ++ids) {
   return post(url, { jsonrpc: "2.0", id, method: "eth_sendRawTransaction", params: [raw] });
 }
 
-/** A full stack: anvil, proxy (options), relay (vars). */
-export async function stack({ proxy: proxyOptions = {}, vars = {}, lockHost, buildDir, ratelimits } = {}) {
-  const anvil = await startAnvil();
+/** A full stack: anvil (options), proxy (options), relay (vars, and its `persist` folder). */
+export async function stack({ anvil: anvilOptions = {}, proxy: proxyOptions = {}, vars = {}, lockHost, buildDir, ratelimits, persist } = {}) {
+  const anvil = await startAnvil(anvilOptions);
   const proxy = await startProxy({ upstream: anvil.url, ...proxyOptions });
-  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars }, lockHost, buildDir, ratelimits });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars }, lockHost, buildDir, ratelimits, persist });
   return {
     anvil,
     proxy,
