@@ -220,7 +220,10 @@ test("a fresh chain under kept relay state (make dev twice): the relay answers t
   let relay;
   try {
     for (const round of [1, 2]) {
-      anvil = await startAnvil({ port });
+      // Each round a new genesis, as a reset devnet has (two anvils started within one second
+      // would share a genesis hash: the relay could not tell them from one node that lost its
+      // pool, and rightly sends its stored transaction again).
+      anvil = await startAnvil({ port, extraArgs: ["--timestamp", String(1_800_000_000 + round)] });
       relay = await startRelay({ vars: { UPSTREAM_RPC_URL: anvil.url, CHAIN_ID: undefined }, persist });
       const pending = await rpc(relay.url, "eth_getTransactionCount", [address, "pending"]);
       assert.equal(pending.result, "0x0", `round ${round}: the new chain's pending nonce`);
