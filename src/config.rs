@@ -3,7 +3,8 @@
 
 use crate::access::cors::CorsOrigins;
 use crate::access::methods::{MethodPolicy, Patterns};
-use crate::ordering::sender::{ReplacementPolicy, Settings, DEFAULT_GAP_WAIT_MS};
+use crate::hardfork::Hardfork;
+use crate::ordering::sender::{ReplacementPolicy, Settings, UpstreamPool, DEFAULT_GAP_WAIT_MS};
 use crate::upstream::retry::RetryPolicy;
 use std::fmt;
 
@@ -45,9 +46,17 @@ pub struct Config {
     /// `IDEMPOTENCY_TTL_S` (default 300) in ms: how long a sender's object answers an accepted
     /// transaction's hash again without the upstream.
     pub idempotency_ttl_ms: u64,
-    /// `REPLACEMENT_POLICY` (`forward`, the default, or `reject`): what becomes of a different
+    /// `REPLACEMENT_POLICY` (`forward` or `reject`; unset: `reject` under a strict upstream pool,
+    /// `forward` otherwise, [`UpstreamPool::default_replacement`]): what becomes of a different
     /// transaction with the nonce of an accepted one not known to be mined.
-    pub replacement_policy: ReplacementPolicy,
+    pub replacement_policy: Option<ReplacementPolicy>,
+    /// `UPSTREAM_POOL` (`auto`, the default: `None`; `mempool`; `strict`): whether the upstream
+    /// keeps a transaction above a nonce gap ([`UpstreamPool`]); `auto` is strict on Hedera's
+    /// chain ids 295-298 ([`UpstreamPool::auto`]).
+    pub upstream_pool: Option<UpstreamPool>,
+    /// `HARDFORK` (default `osaka`; `none`: `None`, no check): the fork whose stateless rules a
+    /// transaction must meet before it goes to its sender's object ([`crate::hardfork`]).
+    pub hardfork: Option<Hardfork>,
     /// `MAX_QUEUE_PER_SENDER` (default 64): the most transactions that may wait per sender; one
     /// more gets -32005.
     pub max_queue_per_sender: usize,
@@ -175,14 +184,36 @@ impl Config {
             idempotency_ttl_ms: number::<u64>(&get, "IDEMPOTENCY_TTL_S", 300)?
                 .saturating_mul(1_000),
             replacement_policy: match get("REPLACEMENT_POLICY").as_deref().map(str::trim) {
-                None | Some("forward") => ReplacementPolicy::Forward,
-                Some("reject") => ReplacementPolicy::Reject,
+                None => None,
+                Some("forward") => Some(ReplacementPolicy::Forward),
+                Some("reject") => Some(ReplacementPolicy::Reject),
                 Some(v) => {
                     return Err(ConfigError {
                         name: "REPLACEMENT_POLICY",
                         problem: format!("must be forward or reject, got {v:?}"),
                     })
                 }
+            },
+            upstream_pool: match get("UPSTREAM_POOL").as_deref().map(str::trim) {
+                None | Some("auto") => None,
+                Some("mempool") => Some(UpstreamPool::Mempool),
+                Some("strict") => Some(UpstreamPool::Strict),
+                Some(v) => {
+                    return Err(ConfigError {
+                        name: "UPSTREAM_POOL",
+                        problem: format!("must be auto, mempool or strict, got {v:?}"),
+                    })
+                }
+            },
+            hardfork: match get("HARDFORK").as_deref().map(str::trim) {
+                None => Some(Hardfork::Osaka),
+                Some(v) if v.eq_ignore_ascii_case("none") => None,
+                Some(v) => Some(Hardfork::parse(v).ok_or(ConfigError {
+                    name: "HARDFORK",
+                    problem: format!(
+                        "must be none or a fork name (frontier ... cancun, prague, osaka), got {v:?}"
+                    ),
+                })?),
             },
             max_queue_per_sender: number(&get, "MAX_QUEUE_PER_SENDER", 64)?,
             track_interval_ms: number::<u64>(&get, "TRACK_INTERVAL_S", 12)?.saturating_mul(1_000),
@@ -201,16 +232,28 @@ impl Config {
         })
     }
 
-    /// The settings of each sender's state in its Durable Object.
-    pub fn sender_settings(&self) -> Settings {
+    /// The upstream pool on the chain `chain_id` (`CHAIN_ID`, or the one the Worker learned;
+    /// `None` while unknown): `UPSTREAM_POOL`, or for `auto` [`UpstreamPool::auto`].
+    pub fn upstream_pool_for(&self, chain_id: Option<u64>) -> UpstreamPool {
+        self.upstream_pool
+            .unwrap_or_else(|| UpstreamPool::auto(chain_id.or(self.chain_id)))
+    }
+
+    /// The settings of each sender's state in its Durable Object on the chain `chain_id` (see
+    /// [`Config::upstream_pool_for`]).
+    pub fn sender_settings(&self, chain_id: Option<u64>) -> Settings {
+        let pool = self.upstream_pool_for(chain_id);
         Settings {
             gap_wait_ms: self.nonce_gap_wait_ms,
             max_queue: self.max_queue_per_sender,
             idempotency_ttl_ms: self.idempotency_ttl_ms,
-            replacement: self.replacement_policy,
+            replacement: self
+                .replacement_policy
+                .unwrap_or_else(|| pool.default_replacement()),
             max_hold_ms: self.lock_max_hold_ms,
             track_interval_ms: self.track_interval_ms,
             track_ttl_ms: self.track_ttl_ms,
+            pool,
         }
     }
 
@@ -299,7 +342,13 @@ mod tests {
         assert_eq!(c.upstream_retries, None);
         assert_eq!(c.retry_policy().max_retries, None);
         assert_eq!(c.idempotency_ttl_ms, 300_000);
-        assert_eq!(c.replacement_policy, ReplacementPolicy::Forward);
+        assert_eq!(c.replacement_policy, None);
+        assert_eq!(
+            c.sender_settings(None).replacement,
+            ReplacementPolicy::Forward
+        );
+        assert_eq!(c.sender_settings(None).pool, UpstreamPool::Mempool);
+        assert_eq!(c.hardfork, Some(Hardfork::Osaka));
         assert_eq!(c.max_queue_per_sender, 64);
         assert_eq!(c.admin_token, None);
         assert_eq!(c.cors_origins, CorsOrigins::Any);
@@ -334,7 +383,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((c.upstream_retries, c.idempotency_ttl_ms), (Some(0), 2_000));
-        assert_eq!(c.replacement_policy, ReplacementPolicy::Reject);
+        assert_eq!(c.replacement_policy, Some(ReplacementPolicy::Reject));
         assert_eq!(c.max_queue_per_sender, 8);
         assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
         assert_eq!(c.retry_policy().attempt_timeout_ms, 3_000);
@@ -385,6 +434,8 @@ mod tests {
             "ENABLE_NONCE_ORDERING"
         );
         assert_eq!(with("REPLACEMENT_POLICY", "drop"), "REPLACEMENT_POLICY");
+        assert_eq!(with("UPSTREAM_POOL", "hedera"), "UPSTREAM_POOL");
+        assert_eq!(with("HARDFORK", "amsterdam"), "HARDFORK");
         assert_eq!(with("UPSTREAM_RETRIES", "-1"), "UPSTREAM_RETRIES");
         assert_eq!(with("UPSTREAM_RETRIES", "forever"), "UPSTREAM_RETRIES");
         assert_eq!(
@@ -396,6 +447,49 @@ mod tests {
             .upstream_retries,
             None
         );
+    }
+
+    #[test]
+    fn upstream_pool_and_its_replacement_default_by_chain() {
+        let auto = config(&[("UPSTREAM_RPC_URL", "http://x")]).unwrap();
+        for (chain, pool, replacement) in [
+            (Some(1), UpstreamPool::Mempool, ReplacementPolicy::Forward),
+            (Some(295), UpstreamPool::Strict, ReplacementPolicy::Reject),
+            (Some(298), UpstreamPool::Strict, ReplacementPolicy::Reject),
+            (Some(299), UpstreamPool::Mempool, ReplacementPolicy::Forward),
+            (None, UpstreamPool::Mempool, ReplacementPolicy::Forward),
+        ] {
+            let s = auto.sender_settings(chain);
+            assert_eq!((s.pool, s.replacement), (pool, replacement), "{chain:?}");
+        }
+        let hedera = config(&[("UPSTREAM_RPC_URL", "http://x"), ("CHAIN_ID", "296")]).unwrap();
+        assert_eq!(hedera.sender_settings(None).pool, UpstreamPool::Strict);
+        let strict_forward = config(&[
+            ("UPSTREAM_RPC_URL", "http://x"),
+            ("UPSTREAM_POOL", "strict"),
+            ("REPLACEMENT_POLICY", "forward"),
+        ])
+        .unwrap();
+        let s = strict_forward.sender_settings(Some(1));
+        assert_eq!(
+            (s.pool, s.replacement),
+            (UpstreamPool::Strict, ReplacementPolicy::Forward)
+        );
+        let mempool = config(&[
+            ("UPSTREAM_RPC_URL", "http://x"),
+            ("UPSTREAM_POOL", "mempool"),
+        ]);
+        assert_eq!(
+            mempool.unwrap().sender_settings(Some(295)).pool,
+            UpstreamPool::Mempool
+        );
+        let forks = |v| {
+            config(&[("UPSTREAM_RPC_URL", "http://x"), ("HARDFORK", v)])
+                .unwrap()
+                .hardfork
+        };
+        assert_eq!(forks("none"), None);
+        assert_eq!(forks("Cancun"), Some(Hardfork::Cancun));
     }
 
     #[test]

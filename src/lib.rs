@@ -2,7 +2,7 @@
 //! order by routing them through a per-sender Durable Object.
 //!
 //! The pure core (no `worker` crate, tested natively): [`transaction`] decoding with
-//! [`signature`] recovery over [`canonical_rlp`], the per-sender [`ordering`] state machine, the
+//! [`signature`] recovery over [`canonical_rlp`], each fork's stateless rules in [`hardfork`], the per-sender [`ordering`] state machine, the
 //! [`upstream`] node (answers, [`upstream::submit`] with retries),
 //! the request semantics in [`relay`] with the [`chain_id`] learned once, [`jsonrpc`] types and errors, [`config`] parsing,
 //! structured [`log`] lines and operator [`metrics`]. The wasm32-only adapters, in `edge/`:
@@ -15,6 +15,7 @@ pub mod admin;
 pub mod canonical_rlp;
 pub mod chain_id;
 pub mod config;
+pub mod hardfork;
 pub mod hex;
 pub mod jsonrpc;
 pub mod log;

@@ -7,9 +7,10 @@
 //!
 //! Decoding is strict: RLP must be canonical with nothing trailing, every field must have its size,
 //! the signature must satisfy EIP-2, the nonce must be below 2^64-1 (EIP-2681), and fee fields must
-//! be consistent (tip not above the fee cap, gas × price within 256 bits). What needs chain state
-//! or the active fork's gas schedule (balance, current nonce, intrinsic gas, EIP-3860 initcode
-//! size, blob count limits) is the upstream node's to judge.
+//! be consistent (tip not above the fee cap, gas × price within 256 bits). What the active fork's
+//! rules decide (intrinsic gas, EIP-3860 init code size, the EIP-7825 gas cap, blob count limits,
+//! the types a fork knows) is [`crate::hardfork`]'s, from the [`Payload`] counted here; what needs
+//! chain state (balance, current nonce) is the upstream node's to judge.
 
 use crate::address::Address;
 use crate::canonical_rlp::{self as crlp, RlpProblem};
@@ -62,6 +63,28 @@ pub struct Transaction {
     pub hash: [u8; 32],
     /// The sender, recovered from the signature over the signing hash.
     pub sender: Address,
+    /// What its intrinsic gas and the fork rules depend on.
+    pub payload: Payload,
+}
+
+/// The sizes a transaction's intrinsic gas and its fork's limits depend on, counted while it is
+/// decoded (see [`crate::hardfork`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Payload {
+    /// A contract creation: `to` is empty (legacy, EIP-2930 and EIP-1559 only).
+    pub create: bool,
+    /// The length of `data` (the init code of a creation), bytes.
+    pub data_len: u64,
+    /// How many bytes of `data` are zero.
+    pub data_zero_bytes: u64,
+    /// EIP-2930 access list entries (addresses).
+    pub access_list_addresses: u64,
+    /// EIP-2930 storage keys, over every access list entry.
+    pub access_list_storage_keys: u64,
+    /// EIP-7702 authorizations.
+    pub authorizations: u64,
+    /// EIP-4844 blob versioned hashes.
+    pub blobs: u64,
 }
 
 /// Why a raw transaction was refused. Each variant's `Display` is the message clients see.
@@ -264,20 +287,25 @@ struct Fields<'a> {
     /// Price fields in order (gasPrice, or maxPriorityFeePerGas then maxFeePerGas, ...).
     prices: Vec<&'a [u8]>,
     blob_hashes: Vec<&'a [u8; 32]>,
+    payload: Payload,
     v: &'a [u8],
     r: &'a [u8],
     s: &'a [u8],
 }
 
-fn access_list(item: &Rlp<'_>) -> Result<(), DecodeError> {
+/// Checks an access list; its (addresses, storage keys).
+fn access_list(item: &Rlp<'_>) -> Result<(u64, u64), DecodeError> {
+    let (mut addresses, mut keys) = (0, 0);
     for entry in crlp::items(item).map_err(at("accessList"))? {
         let pair = crlp::items_exact(&entry, 2).map_err(at("accessList entry"))?;
         crlp::fixed::<20>(&pair[0]).map_err(at("accessList address"))?;
+        addresses += 1;
         for key in crlp::items(&pair[1]).map_err(at("accessList storageKeys"))? {
             crlp::fixed::<32>(&key).map_err(at("accessList storage key"))?;
+            keys += 1;
         }
     }
-    Ok(())
+    Ok((addresses, keys))
 }
 
 fn blob_hashes<'a>(item: &Rlp<'a>) -> Result<Vec<&'a [u8; 32]>, DecodeError> {
@@ -291,8 +319,10 @@ fn blob_hashes<'a>(item: &Rlp<'a>) -> Result<Vec<&'a [u8; 32]>, DecodeError> {
     Ok(hashes)
 }
 
-fn authorization_list(item: &Rlp<'_>) -> Result<(), DecodeError> {
+/// Checks an authorization list; how many authorizations it has.
+fn authorization_list(item: &Rlp<'_>) -> Result<u64, DecodeError> {
     let list = crlp::items(item).map_err(at("authorizationList"))?;
+    let count = list.len() as u64;
     if list.is_empty() {
         return Err(DecodeError::EmptyAuthorizationList);
     }
@@ -305,7 +335,7 @@ fn authorization_list(item: &Rlp<'_>) -> Result<(), DecodeError> {
         crlp::uint(&f[4], 32).map_err(at("authorization r"))?;
         crlp::uint(&f[5], 32).map_err(at("authorization s"))?;
     }
-    Ok(())
+    Ok(count)
 }
 
 fn walk<'a>(items: &[Rlp<'a>], spec: &[Field]) -> Result<Fields<'a>, DecodeError> {
@@ -318,6 +348,7 @@ fn walk<'a>(items: &[Rlp<'a>], spec: &[Field]) -> Result<Fields<'a>, DecodeError
             Gas => out.gas = crlp::u64_value(item).map_err(at("gasLimit"))?,
             To { create_allowed } => {
                 let to = crlp::bytes(item).map_err(at("to"))?;
+                out.payload.create = to.is_empty();
                 if !(to.len() == 20 || create_allowed && to.is_empty()) {
                     return Err(DecodeError::Rlp {
                         field: "to",
@@ -329,11 +360,20 @@ fn walk<'a>(items: &[Rlp<'a>], spec: &[Field]) -> Result<Fields<'a>, DecodeError
                 crlp::uint(item, 32).map_err(at("value"))?;
             }
             Data => {
-                crlp::bytes(item).map_err(at("data"))?;
+                let data = crlp::bytes(item).map_err(at("data"))?;
+                out.payload.data_len = data.len() as u64;
+                out.payload.data_zero_bytes = data.iter().filter(|b| **b == 0).count() as u64;
             }
-            AccessList => access_list(item)?,
-            BlobHashes => out.blob_hashes = blob_hashes(item)?,
-            AuthorizationList => authorization_list(item)?,
+            AccessList => {
+                let (addresses, keys) = access_list(item)?;
+                out.payload.access_list_addresses = addresses;
+                out.payload.access_list_storage_keys = keys;
+            }
+            BlobHashes => {
+                out.blob_hashes = blob_hashes(item)?;
+                out.payload.blobs = out.blob_hashes.len() as u64;
+            }
+            AuthorizationList => out.payload.authorizations = authorization_list(item)?,
             V => out.v = crlp::uint(item, 32).map_err(at("v"))?,
             R => out.r = crlp::uint(item, 32).map_err(at("r"))?,
             S => out.s = crlp::uint(item, 32).map_err(at("s"))?,
@@ -435,6 +475,7 @@ fn decode_legacy(raw: &[u8]) -> Result<Transaction, DecodeError> {
         gas_limit: fields.gas,
         hash: keccak256(raw),
         sender,
+        payload: fields.payload,
     })
 }
 
@@ -540,6 +581,7 @@ fn decode_typed(raw: &[u8], tx_type: TxType, spec: &[Field]) -> Result<Transacti
         gas_limit: fields.gas,
         hash: keccak256(&envelope),
         sender,
+        payload: fields.payload,
     })
 }
 

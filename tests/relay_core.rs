@@ -160,11 +160,16 @@ fn config(extra: &[(&str, &str)]) -> Config {
 
 /// A signed legacy transfer: EIP-155 with `chain_id`, or unprotected when `None`.
 fn legacy(key: u8, nonce: u64, chain_id: Option<u64>) -> String {
+    legacy_with_gas(key, nonce, chain_id, 21_000)
+}
+
+/// [`legacy`] with gas limit `gas`.
+fn legacy_with_gas(key: u8, nonce: u64, chain_id: Option<u64>, gas: u64) -> String {
     let signing_key = SigningKey::from_slice(&[key; 32]).unwrap();
     let fields = |s: &mut RlpStream| {
         s.append(&nonce);
         s.append(&1_000_000_000u64);
-        s.append(&21_000u64);
+        s.append(&gas);
         s.append(&vec![0xdeu8; 20]);
         s.append(&1u64);
         s.append_empty_data();
@@ -544,6 +549,29 @@ fn the_chain_id_is_learned_once_and_enforced() {
         [json!("eth_chainId"), json!("eth_sendRawTransaction")]
     );
     assert_eq!(cache.known(), Some(31337));
+}
+
+#[test]
+fn a_transaction_that_breaks_the_fork_rules_reaches_neither_the_object_nor_the_upstream() {
+    let raw = legacy_with_gas(7, 0, Some(31337), 20_999);
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
+    let osaka = config(&[("CHAIN_ID", "31337")]);
+    let refused = handle(&osaka, &backend, &cache, &send(json!(1), &raw)).unwrap();
+    assert_eq!(
+        refused["error"],
+        json!({"code": -32000, "message": "intrinsic gas too low: gas 20999, minimum needed 21000"})
+    );
+    assert!(backend.upstream.borrow().is_empty() && backend.calls.borrow().is_empty());
+    let logs = backend.logs.borrow();
+    assert!(
+        logs.iter()
+            .any(|l| l["event"] == "tx_refused" && l["label"] == "intrinsic_gas"),
+        "{logs:?}"
+    );
+    drop(logs);
+    let none = config(&[("CHAIN_ID", "31337"), ("HARDFORK", "none")]);
+    handle(&none, &backend, &cache, &send(json!(2), &raw)).unwrap();
+    assert_eq!(backend.calls.borrow().len(), 1, "HARDFORK=none: to the object");
 }
 
 #[test]

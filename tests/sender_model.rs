@@ -10,7 +10,8 @@
 //!   before the transaction waited `NONCE_GAP_WAIT_MS`;
 //! - the bound never refuses the lowest nonce waiting;
 //! - the same bytes are never in flight twice (a task that was lost does not count);
-//! - the upstream refuses a nonce as too high only for a transaction that waited its gap wait.
+//! - the upstream refuses a nonce as too high only for a transaction that waited its gap wait;
+//!   under `UPSTREAM_POOL=strict` (half the schedules) never (nothing above a gap is sent).
 //!
 //! `PROPTEST_CASES` sets the number of cases (10,000 by default).
 
@@ -19,7 +20,7 @@ use nonce_relay::ordering::accepted::TxHash;
 use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::sender::{
     Action, Arrival, Found, Loaded, LookupId, Query, ReplacementPolicy, Row, Seen, Sender, Sent,
-    SessionKey, Settings, Ticket,
+    SessionKey, Settings, Ticket, UpstreamPool,
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -34,6 +35,7 @@ const SETTINGS: Settings = Settings {
     max_hold_ms: MAX_HOLD_MS,
     track_interval_ms: 2_000,
     track_ttl_ms: 30_000,
+    pool: UpstreamPool::Mempool,
 };
 
 #[derive(Debug, Clone)]
@@ -175,11 +177,13 @@ struct Model {
     /// Whether the pool dropped a transaction the relay had seen accepted: it may then send
     /// above the upstream's next nonce without knowing it (until it asks).
     dropped: bool,
+    /// The machine's settings (`UPSTREAM_POOL` mempool or strict).
+    settings: Settings,
 }
 
 impl Model {
-    fn new() -> Self {
-        let mut s = Sender::new(SETTINGS);
+    fn new(settings: Settings) -> Self {
+        let mut s = Sender::new(settings);
         s.set_address("0xabc");
         Model {
             s,
@@ -195,6 +199,7 @@ impl Model {
             arrived: HashMap::new(),
             gap_expired: HashSet::new(),
             dropped: false,
+            settings,
         }
     }
 
@@ -258,6 +263,10 @@ impl Model {
                             .now
                             .saturating_sub(*self.arrived.get(&hash).unwrap_or(&0));
                         prop_assert!(
+                            self.settings.pool == UpstreamPool::Mempool,
+                            "UPSTREAM_POOL=strict: {nonce} sent above next {next}"
+                        );
+                        prop_assert!(
                             waited >= GAP_WAIT_MS || self.gap_expired.contains(&nonce),
                             "{nonce} sent above next {next} after {waited} ms"
                         );
@@ -314,6 +323,11 @@ impl Model {
             0 => {
                 let class = self.chain.submit(send.hash, send.nonce);
                 if class == AnswerClass::NonceTooHigh && !self.dropped {
+                    prop_assert!(
+                        self.settings.pool == UpstreamPool::Mempool,
+                        "UPSTREAM_POOL=strict sent above a gap: {}",
+                        send.nonce
+                    );
                     // A strict upstream refuses a gap: only after the gap wait.
                     prop_assert!(
                         self.gap_expired.contains(&send.nonce),
@@ -407,7 +421,7 @@ impl Model {
         // The clients of the old object lose their connections.
         self.open.clear();
         self.arrived.clear();
-        let mut s = Sender::new(SETTINGS);
+        let mut s = Sender::new(self.settings);
         s.set_address("0xabc");
         let rows: Vec<(TxHash, u64, u64)> = self
             .rows
@@ -456,8 +470,13 @@ impl Model {
     }
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let mut m = Model::new();
+fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
+    let pool = if strict {
+        UpstreamPool::Strict
+    } else {
+        UpstreamPool::Mempool
+    };
+    let mut m = Model::new(Settings { pool, ..SETTINGS });
     for op in ops {
         match op {
             Op::Arrive(n, v) => {
@@ -503,7 +522,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn random_schedules_keep_the_lifecycle_invariants(ops in prop::collection::vec(op(), 1..150)) {
-        run(ops)?;
+    fn random_schedules_keep_the_lifecycle_invariants(
+        ops in prop::collection::vec(op(), 1..150),
+        strict in any::<bool>(),
+    ) {
+        run(ops, strict)?;
     }
 }

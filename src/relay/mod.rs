@@ -31,6 +31,7 @@ use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
 use crate::jsonrpc::{self, Incoming, Request, RpcError};
+use crate::metrics::Metric;
 use crate::transaction::{self, Transaction};
 use crate::upstream::{error_metric, Upstream};
 use futures_util::future::join_all;
@@ -336,7 +337,9 @@ impl<'a, B: Backend> Relay<'a, B> {
         })
     }
 
-    /// Decodes and checks a send request (any of [`sync::is_send`]) against the chain id policy.
+    /// Decodes and checks a send request (any of [`sync::is_send`]) against the chain id policy
+    /// and the rules of `HARDFORK` ([`crate::hardfork`]; a transaction that breaks them is
+    /// refused -32000 with geth's message and a `tx_refused` metric, never sent).
     fn check(
         &self,
         req: &Request,
@@ -354,7 +357,18 @@ impl<'a, B: Backend> Relay<'a, B> {
                 jsonrpc::INVALID_INPUT,
                 format!("invalid chain id for signer: have {have} want {chain_id}"),
             )),
-            _ => Ok((tx, kind)),
+            _ => match self.config.hardfork.map(|fork| fork.check(&tx)) {
+                Some(Err(broken)) => {
+                    self.backend.emit(
+                        &Metric::new("tx_refused", tx.sender.to_string(), broken.label())
+                            .value("count", 1.0)
+                            .field("nonce", tx.nonce)
+                            .field("tx_hash", crate::hex::encode(&tx.hash)),
+                    );
+                    Err(RpcError::new(jsonrpc::INVALID_INPUT, broken.to_string()))
+                }
+                _ => Ok((tx, kind)),
+            },
         }
     }
 

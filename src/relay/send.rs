@@ -63,6 +63,7 @@ impl<B: Backend> Relay<'_, B> {
                 nonce: tx.nonce,
                 request,
                 sync: matches!(kind, SendKind::Sync { .. }),
+                chain_id: tx.chain_id,
             })
             .collect();
         let error = match self

@@ -1,10 +1,11 @@
 //! The Worker's calls to a sender's Durable Object, as JSON text (both ends are this crate):
 //!
-//! - `POST /send` with `{"txs":[{"hash":"0x…","nonce":5,"request":{…},"sync":false}, …]}`: a
-//!   sender's transactions of one HTTP request (one, or every member of a batch), each with its
+//! - `POST /send` with `{"txs":[{"hash":"0x…","nonce":5,"request":{…},"sync":false,"chain_id":1}, …]}`:
+//!   a sender's transactions of one HTTP request (one, or every member of a batch), each with its
 //!   hash, its nonce, the JSON-RPC request to send upstream (the client's, unchanged; for a
-//!   send-and-wait call, the plain `eth_sendRawTransaction` of its bytes) and whether it is a
-//!   send-and-wait call. The object enqueues them all in one
+//!   send-and-wait call, the plain `eth_sendRawTransaction` of its bytes), whether it is a
+//!   send-and-wait call, and its chain id (absent for an unprotected legacy transaction; the
+//!   object resolves `UPSTREAM_POOL=auto` with it). The object enqueues them all in one
 //!   turn, so a shuffled batch is sorted by nonce without gap waits. The answer is a JSON array, one
 //!   [`Answer::to_wire`] object per transaction, in the same order.
 //! - `GET /next-nonce`: `{"next_nonce": n}` (or `null`), the sender's next nonce after what its
@@ -87,6 +88,8 @@ pub struct WireTx {
     pub request: String,
     /// A send-and-wait call (EIP-7966).
     pub sync: bool,
+    /// Its chain id (EIP-155), when it has one.
+    pub chain_id: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -103,6 +106,8 @@ struct TxBody<'a> {
     request: &'a RawValue,
     #[serde(default)]
     sync: bool,
+    #[serde(default)]
+    chain_id: Option<u64>,
 }
 
 /// One transaction of a send, as the Worker hands it over.
@@ -116,6 +121,8 @@ pub struct SendMember<'a> {
     pub request: &'a str,
     /// A send-and-wait call.
     pub sync: bool,
+    /// Its chain id, when it has one.
+    pub chain_id: Option<u64>,
 }
 
 /// The body of a send.
@@ -123,8 +130,11 @@ pub fn encode_send<'a>(txs: impl IntoIterator<Item = SendMember<'a>>) -> String 
     let members: Vec<String> = txs
         .into_iter()
         .map(|tx| {
+            let chain_id = tx
+                .chain_id
+                .map_or_else(String::new, |id| format!(r#","chain_id":{id}"#));
             format!(
-                r#"{{"hash":"{}","nonce":{},"request":{},"sync":{}}}"#,
+                r#"{{"hash":"{}","nonce":{},"request":{},"sync":{}{chain_id}}}"#,
                 hex::encode(tx.hash),
                 tx.nonce,
                 tx.request,
@@ -157,6 +167,7 @@ pub fn decode_send(body: &str) -> Result<Vec<WireTx>, String> {
                 nonce: tx.nonce,
                 request: tx.request.get().to_string(),
                 sync: tx.sync,
+                chain_id: tx.chain_id,
             })
         })
         .collect()
@@ -204,6 +215,7 @@ mod tests {
             nonce,
             request,
             sync,
+            chain_id: sync.then_some(296),
         };
         let body = encode_send([member(&[7u8; 32], 5, false), member(&[8u8; 32], 4, true)]);
         let txs = decode_send(&body).unwrap();
@@ -213,6 +225,7 @@ mod tests {
             ([7; 32], 5, false)
         );
         assert_eq!((txs[1].request.as_str(), txs[1].sync), (request, true));
+        assert_eq!((txs[0].chain_id, txs[1].chain_id), (None, Some(296)));
         assert!(decode_send(r#"{"txs":[]}"#).is_err());
         assert!(decode_send(r#"{"txs":[{"hash":"0x12","nonce":1,"request":{}}]}"#).is_err());
     }

@@ -84,7 +84,7 @@ impl Driver {
     /// Reads the stored state and hands it to a new machine (synchronous SQL: no event is
     /// delivered before the constructor returns).
     pub fn new(state: Rc<State>, env: Env, config: Config) -> Self {
-        let mut machine = Sender::new(config.sender_settings());
+        let mut machine = Sender::new(config.sender_settings(None));
         let store = Store::open(state.storage().sql());
         let stored = store.read();
         let sender = stored
@@ -333,6 +333,14 @@ impl Driver {
             Ok(txs) => txs,
             Err(why) => return Response::error(why, 400),
         };
+        // UPSTREAM_POOL=auto (and the replacement policy that follows) from the chain id.
+        if let Some(chain_id) = txs.iter().find_map(|tx| tx.chain_id) {
+            let settings = self.config.sender_settings(Some(chain_id));
+            let mut machine = self.machine.borrow_mut();
+            if *machine.settings() != settings {
+                machine.set_settings(settings);
+            }
+        }
         let mut waits = Vec::with_capacity(txs.len());
         let mut arrivals = Vec::with_capacity(txs.len());
         for tx in txs {

@@ -3,7 +3,8 @@
 //! The holder's answer is released the moment it is recorded: every copy gets it, the accepted
 //! hash joins the set, and the lock passes on with the answer's effect on the next nonce
 //! ([`NonceEffect`]): advanced, kept (the waiters above get a new gap wait, so a corrected
-//! transaction can take the nonce), or learned anew. Lookups and cleanup that follow are actions
+//! transaction can take the nonce; under `UPSTREAM_POOL=strict` a terminal refusal refuses
+//! them at once instead, unsent), or learned anew. Lookups and cleanup that follow are actions
 //! of their own; nobody's answer waits for them.
 //!
 //! Each holding has its own session key. An answer under a key that is no longer the holder's
@@ -14,7 +15,7 @@
 //! sender's counts) what became of it: held, it is accepted; its nonce used by another, it is
 //! refused; neither, its stored bytes are sent again (at most [`MAX_RECOVERIES`] times).
 
-use super::{tagged, Holding, Phase, Purpose, Sender, SessionKey};
+use super::{tagged, Holding, Phase, Purpose, Sender, SessionKey, Stage, UpstreamPool};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::accepted::TxHash;
@@ -101,7 +102,40 @@ impl Sender {
                 .field("resubmitted", entry.tickets.is_empty()),
             &entry.request_id,
         ));
+        let gap = self.next == Some(nonce);
         self.apply(class.effect(), nonce, now_ms);
+        if class == AnswerClass::Rejected && gap && self.settings.pool == UpstreamPool::Strict {
+            self.refuse_above(nonce);
+        }
+    }
+
+    /// The sender's next nonce `next` was refused as terminal and the upstream refuses gaps: every
+    /// transaction waiting above it is refused now, unsent (a send-and-wait call with EIP-7966's
+    /// code 6). Those that arrive later wait for a corrected `next` as long as their gap wait.
+    fn refuse_above(&mut self, next: u64) {
+        let mut above: Vec<(u64, u64, bool)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.stage == Stage::Waiting && e.nonce > next)
+            .map(|(&id, e)| (e.nonce, id, e.sync))
+            .collect();
+        above.sort_unstable();
+        for (nonce, id, sync) in above {
+            self.counters.gap_refused += 1;
+            let refusal = if sync {
+                Refusal::NonceGap {
+                    expected: next,
+                    nonce,
+                }
+            } else {
+                Refusal::NonceTooHigh {
+                    next,
+                    nonce,
+                    refused: true,
+                }
+            };
+            self.refuse(id, refusal);
+        }
     }
 
     /// What a final answer does to the next nonce.

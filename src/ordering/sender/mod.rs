@@ -41,7 +41,9 @@ mod view;
 
 pub use action::*;
 pub use refusal::Refusal;
-pub use settings::{Counters, ReplacementPolicy, Settings, DEFAULT_GAP_WAIT_MS};
+pub use settings::{
+    Counters, ReplacementPolicy, Settings, UpstreamPool, DEFAULT_GAP_WAIT_MS, HEDERA_CHAIN_IDS,
+};
 
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
@@ -236,6 +238,12 @@ impl Sender {
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// New settings, from the next event on: the object resolves `UPSTREAM_POOL=auto` (and the
+    /// replacement policy that follows from it) once it learns the chain id from a send.
+    pub fn set_settings(&mut self, settings: Settings) {
+        self.settings = settings;
     }
 
     /// Names the sender (lowercase 0x address) in refusals and metrics.

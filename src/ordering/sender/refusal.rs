@@ -44,6 +44,17 @@ pub enum Refusal {
         /// The transaction's nonce.
         nonce: u64,
     },
+    /// Its nonce is above the sender's next one and the upstream refuses gaps
+    /// (`UPSTREAM_POOL=strict`): not sent, because the transaction with the missing nonce was
+    /// refused as terminal (`refused`) or did not arrive within `NONCE_GAP_WAIT_MS`.
+    NonceTooHigh {
+        /// The sender's next nonce (the missing one).
+        next: u64,
+        /// The transaction's nonce.
+        nonce: u64,
+        /// Whether the transaction with the missing nonce was refused by the upstream.
+        refused: bool,
+    },
     /// A send-and-wait call (EIP-7966) whose nonce is above the sender's next one when its turn
     /// came: not sent (the EIP forbids adding it to the pool).
     NonceGap {
@@ -60,7 +71,9 @@ pub const SYNC_NONCE_GAP: i64 = 6;
 
 impl Refusal {
     /// The JSON-RPC error for `sender` (lowercase 0x address): -32000 with geth's
-    /// `nonce too low: next nonce N, tx nonce M` for a stale nonce, -32000 naming the nonce and
+    /// `nonce too low: next nonce N, tx nonce M` for a stale nonce, -32000 with geth's
+    /// `nonce too high: next nonce N, tx nonce M` and why nonce N is missing for a gap a strict
+    /// upstream would refuse, -32000 naming the nonce and
     /// the holder's hash for a refused replacement, -32005 (EIP-1474 limit exceeded, with
     /// `Retry-After`) for a full queue, -32002 (resource unavailable) when the upstream could not
     /// be asked (the transaction was not sent, so sending it again is safe).
@@ -69,6 +82,21 @@ impl Refusal {
             Refusal::Stale { mined, nonce } => RpcError::new(
                 INVALID_INPUT,
                 format!("nonce too low: next nonce {mined}, tx nonce {nonce}"),
+            ),
+            Refusal::NonceTooHigh {
+                next,
+                nonce,
+                refused,
+            } => RpcError::new(
+                INVALID_INPUT,
+                format!(
+                    "nonce too high: next nonce {next}, tx nonce {nonce}; not sent: nonce {next} {}, and the upstream refuses nonce gaps (UPSTREAM_POOL=strict)",
+                    if *refused {
+                        "was refused"
+                    } else {
+                        "did not arrive within NONCE_GAP_WAIT_MS"
+                    }
+                ),
             ),
             Refusal::Replacement { nonce, holder } => RpcError::new(
                 INVALID_INPUT,
@@ -114,6 +142,7 @@ impl Refusal {
     pub fn label(&self) -> &'static str {
         match self {
             Refusal::Stale { .. } => "stale_nonce",
+            Refusal::NonceTooHigh { .. } => "nonce_too_high",
             Refusal::Replacement { .. } => "replacement_refused",
             Refusal::QueueFull { .. } => "queue_full",
             Refusal::NonceUnknown { .. } => "nonce_unknown",
@@ -152,6 +181,20 @@ mod tests {
         }
         .to_rpc("0xab");
         assert_eq!((gap.code, gap.data), (6, Some("0x5".into())));
+        let high = Refusal::NonceTooHigh {
+            next: 2,
+            nonce: 5,
+            refused: true,
+        }
+        .to_rpc("0xab");
+        assert_eq!(high.code, -32000);
+        assert!(
+            high.message.starts_with(
+                "nonce too high: next nonce 2, tx nonce 5; not sent: nonce 2 was refused"
+            ),
+            "{}",
+            high.message
+        );
         let replaced = Refusal::Replacement {
             nonce: 0,
             holder: [1; 32],

@@ -17,6 +17,51 @@ pub enum ReplacementPolicy {
     Reject,
 }
 
+/// What the upstream does with a nonce gap: `UPSTREAM_POOL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamPool {
+    /// A mempool that keeps a transaction above a gap until the gap fills (geth's queued pool):
+    /// after `NONCE_GAP_WAIT_MS` a transaction above a gap is sent anyway.
+    Mempool,
+    /// No pool for gaps (Hedera's consensus nodes, where each refusal is a charged
+    /// `WRONG_NONCE`): a transaction above a gap is never sent. It is refused with geth's
+    /// `nonce too high: next nonce N, tx nonce M` at once when the transaction with the missing
+    /// nonce is refused as terminal, and when its gap wait runs out otherwise.
+    Strict,
+}
+
+/// Hedera's chain ids (mainnet 295, testnet 296, previewnet 297, local 298), where
+/// `UPSTREAM_POOL=auto` means [`UpstreamPool::Strict`].
+pub const HEDERA_CHAIN_IDS: std::ops::RangeInclusive<u64> = 295..=298;
+
+impl UpstreamPool {
+    /// `UPSTREAM_POOL=auto`: strict on Hedera's chain ids ([`HEDERA_CHAIN_IDS`]), a mempool
+    /// otherwise (and while the chain id is unknown).
+    pub fn auto(chain_id: Option<u64>) -> UpstreamPool {
+        match chain_id {
+            Some(id) if HEDERA_CHAIN_IDS.contains(&id) => UpstreamPool::Strict,
+            _ => UpstreamPool::Mempool,
+        }
+    }
+
+    /// The `REPLACEMENT_POLICY` when it is not set: `reject` for a strict upstream (a replacement
+    /// is a charged refusal there), `forward` for a mempool.
+    pub fn default_replacement(self) -> ReplacementPolicy {
+        match self {
+            UpstreamPool::Mempool => ReplacementPolicy::Forward,
+            UpstreamPool::Strict => ReplacementPolicy::Reject,
+        }
+    }
+
+    /// `mempool` or `strict`.
+    pub fn label(self) -> &'static str {
+        match self {
+            UpstreamPool::Mempool => "mempool",
+            UpstreamPool::Strict => "strict",
+        }
+    }
+}
+
 /// The settings of one sender's machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -35,12 +80,14 @@ pub struct Settings {
     pub track_interval_ms: u64,
     /// `TRACK_TTL_S` in ms: how long a transaction is tracked before it is given up (expired).
     pub track_ttl_ms: u64,
+    /// `UPSTREAM_POOL`, resolved for the chain.
+    pub pool: UpstreamPool,
 }
 
 impl Settings {
     /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `IDEMPOTENCY_TTL_S` 300,
     /// `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000, `TRACK_INTERVAL_S` 12,
-    /// `TRACK_TTL_S` 600).
+    /// `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool).
     pub const DEFAULT: Settings = Settings {
         gap_wait_ms: DEFAULT_GAP_WAIT_MS,
         max_queue: 64,
@@ -49,6 +96,7 @@ impl Settings {
         max_hold_ms: 30_000,
         track_interval_ms: 12_000,
         track_ttl_ms: 600_000,
+        pool: UpstreamPool::Mempool,
     };
 
     /// How long past a holder's deadline (or a lookup's) the machine waits for its report before
@@ -74,6 +122,9 @@ pub struct Counters {
     pub replacements: u64,
     /// Transactions that went with a lower nonce still missing after `NONCE_GAP_WAIT_MS`.
     pub gap_waits_expired: u64,
+    /// Transactions above a nonce gap refused without a send (`UPSTREAM_POOL=strict`, or a
+    /// send-and-wait call).
+    pub gap_refused: u64,
     /// Holders whose task never reported, resolved by hash after their deadline.
     pub force_releases: u64,
     /// Transactions refused for `MAX_QUEUE_PER_SENDER`.

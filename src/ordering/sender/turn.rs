@@ -5,10 +5,13 @@
 //! is granted while the sender's next nonce is unknown: a queue never sends above a nonce it does
 //! not know to be filled, except a nonce above the known next one after it waited
 //! `NONCE_GAP_WAIT_MS` for the missing ones (counted from its arrival, or from the last time the
-//! queue learned of the gap, whichever is later). While the next nonce can't be learned, a
+//! queue learned of the gap, whichever is later); under `UPSTREAM_POOL=strict` it is refused then
+//! instead (`nonce too high`), never sent. While the next nonce can't be learned, a
 //! client's transaction waits at most `LOCK_MAX_HOLD_MS` and is then answered -32002, unsent.
 
-use super::{tagged, Holding, Phase, Purpose, ReplacementPolicy, Sender, SessionKey, Stage};
+use super::{
+    tagged, Holding, Phase, Purpose, ReplacementPolicy, Sender, SessionKey, Stage, UpstreamPool,
+};
 use crate::metrics::Metric;
 use crate::ordering::sender::{Action, LookupId, Query, Refusal, Row};
 
@@ -74,6 +77,19 @@ impl Sender {
             );
             return;
         }
+        if nonce > next && self.settings.pool == UpstreamPool::Strict {
+            // A strict upstream would refuse it (on Hedera, a charged WRONG_NONCE).
+            self.counters.gap_refused += 1;
+            self.refuse(
+                id,
+                Refusal::NonceTooHigh {
+                    next,
+                    nonce,
+                    refused: false,
+                },
+            );
+            return;
+        }
         if nonce > next {
             self.counters.gap_waits_expired += 1;
             self.emit(tagged(
@@ -125,6 +141,20 @@ impl Sender {
         let Some(holding) = self.holder.as_mut() else {
             return;
         };
+        if self.settings.pool == UpstreamPool::Strict {
+            let entry = holding.entry;
+            let above = self.entries.get(&entry).map(|e| e.nonce);
+            if above.is_some_and(|nonce| self.next.is_some_and(|next| nonce > next)) {
+                // A force-released holder found missing while a lower nonce is missing too (the
+                // pool dropped it): back to the queue behind it, with a new gap wait.
+                self.holder = None;
+                self.gap_opened_ms = now_ms;
+                if let Some(e) = self.entries.get_mut(&entry) {
+                    e.stage = Stage::Waiting;
+                }
+                return;
+            }
+        }
         holding.phase = Phase::Sending { deadline_ms };
         let session_key = holding.session_key;
         let Some(entry) = self.entries.get_mut(&holding.entry) else {
