@@ -571,7 +571,11 @@ fn a_transaction_that_breaks_the_fork_rules_reaches_neither_the_object_nor_the_u
     drop(logs);
     let none = config(&[("CHAIN_ID", "31337"), ("HARDFORK", "none")]);
     handle(&none, &backend, &cache, &send(json!(2), &raw)).unwrap();
-    assert_eq!(backend.calls.borrow().len(), 1, "HARDFORK=none: to the object");
+    assert_eq!(
+        backend.calls.borrow().len(),
+        1,
+        "HARDFORK=none: to the object"
+    );
 }
 
 #[test]

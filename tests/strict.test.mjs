@@ -40,7 +40,7 @@ test("strict: a refused n refuses n+1..n+9 at once, unsent, naming n (UPSTREAM_P
   const s = await stack({
     anvil: { extraArgs: ["--chain-id", "296"] },
     // CHAIN_ID unset: the relay learns 296 from the upstream, and auto means strict there.
-    vars: { CHAIN_ID: undefined, NONCE_GAP_WAIT_MS: "3000" },
+    vars: { CHAIN_ID: undefined, NONCE_GAP_WAIT_MS: "3000", ADMIN_TOKEN: "strict-view-token" },
   });
   try {
     // An account with no funds: nonce 0 is refused as terminal (insufficient funds).
@@ -61,6 +61,11 @@ test("strict: a refused n refuses n+1..n+9 at once, unsent, naming n (UPSTREAM_P
     assert.ok(latest < 1000, `answered within 1 s of n's refusal: ${latest.toFixed(0)} ms`);
     const sent = s.proxy.seen.filter((r) => r.sender === poor.address.toLowerCase());
     assert.deepEqual(sent.map((r) => r.nonce), [0], "only n reached the upstream");
+    const view = await (
+      await fetch(`${s.relay.url}/senders/${poor.address}`, { headers: { authorization: "Bearer strict-view-token" } })
+    ).json();
+    assert.equal(view.upstream_pool, "strict", "auto resolved from chain id 296");
+    assert.equal(view.counters.gap_refused, 9);
     console.log(`# strict: 9 refused ${latest.toFixed(0)} ms after n's refusal; upstream sends of n+1..n+9: 0`);
   } finally {
     await s.stop();

@@ -62,6 +62,7 @@ impl Sender {
             "in_flight": self.entries.len(),
             "accepted": accepted,
             "chain": self.chain.genesis,
+            "upstream_pool": self.settings.pool.label(),
             "tracked": self.accepted.pending().len(),
             "next_check_ms": self.track_due_ms.map(|due| due.saturating_sub(now_ms)),
             "alarm_ms": (self.alarm_until_ms != 0)
