@@ -183,7 +183,7 @@ for (const how of ["refused", "slow", "500", "500-text", "redirect"]) {
 
 test("wrangler.toml lists every setting with its default; secrets are named in its comment and in the README", async () => {
   const { readFile } = await import("node:fs/promises");
-  const config = await readFile(new URL("../src/config.rs", import.meta.url), "utf8");
+  const config = await readFile(new URL("../src/config/mod.rs", import.meta.url), "utf8");
   const toml = await readFile(new URL("../wrangler.toml", import.meta.url), "utf8");
   const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
   const names = [...new Set([...config.matchAll(/get\("([A-Z_]+)"\)|number(?:::<\w+>)?\(&get, "([A-Z_]+)"|flag\(&get, "([A-Z_]+)"/g)].map((m) => m[1] ?? m[2] ?? m[3]))];

@@ -1,0 +1,204 @@
+//! The settings as the Worker's environment gives them: defaults, every variable, bad values,
+//! the upstream pool by chain, redaction.
+
+use super::*;
+use std::collections::HashMap;
+
+fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_lookup(|name| map.get(name).cloned())
+}
+
+#[test]
+fn defaults() {
+    let c = config(&[("UPSTREAM_RPC_URL", "http://127.0.0.1:8545")]).unwrap();
+    assert_eq!(c.chain_id, None);
+    assert!(!c.allow_unprotected_txs);
+    assert!(c.enable_nonce_ordering);
+    assert_eq!(c.lock_max_hold_ms, 30_000);
+    assert_eq!(c.max_batch, 100);
+    assert_eq!(c.nonce_gap_wait_ms, 3_000);
+    assert_eq!(c.upstream_retries, None);
+    assert_eq!(c.retry_policy().max_retries, None);
+    assert_eq!(c.idempotency_ttl_ms, 300_000);
+    assert_eq!(c.replacement_policy, None);
+    assert_eq!(
+        c.sender_settings(None).replacement,
+        ReplacementPolicy::Forward
+    );
+    assert_eq!(c.sender_settings(None).pool, UpstreamPool::Mempool);
+    assert_eq!(c.hardfork, Some(Hardfork::Osaka));
+    assert_eq!(c.max_queue_per_sender, 64);
+    assert_eq!(c.admin_token, None);
+    assert_eq!(c.cors_origins, CorsOrigins::Any);
+    assert!(!c.methods.allows("admin_peers") && c.methods.allows("eth_call"));
+    assert_eq!(c.rate_limit_period_s, 60);
+    assert_eq!((c.track_interval_ms, c.track_ttl_ms), (12_000, 600_000));
+    assert_eq!((c.sync_timeout_ms, c.sync_timeout_max_ms), (2_000, 30_000));
+}
+
+#[test]
+fn parses_every_setting() {
+    let c = config(&[
+        ("UPSTREAM_RPC_URL", "https://node.example/key"),
+        ("CHAIN_ID", "0x7a69"),
+        ("ALLOW_UNPROTECTED_TXS", "true"),
+        ("ENABLE_NONCE_ORDERING", "false"),
+        ("LOCK_MAX_HOLD_MS", "500"),
+        ("NONCE_GAP_WAIT_MS", "250"),
+        ("MAX_BATCH", "5"),
+        ("MAX_REQUEST_BYTES", "1000"),
+        ("MAX_UPSTREAM_RESPONSE_BYTES", "2000"),
+        ("UPSTREAM_TIMEOUT_MS", "3000"),
+        ("UPSTREAM_RETRIES", "0"),
+        ("IDEMPOTENCY_TTL_S", "2"),
+        ("REPLACEMENT_POLICY", "reject"),
+        ("MAX_QUEUE_PER_SENDER", "8"),
+        ("ADMIN_TOKEN", "s3cret"),
+        ("CORS_ORIGINS", "https://app.example"),
+        ("METHOD_ALLOWLIST", "txpool_status"),
+        ("METHOD_DENYLIST", "eth_getLogs"),
+        ("RATE_LIMIT_PERIOD_S", "10"),
+    ])
+    .unwrap();
+    assert_eq!((c.upstream_retries, c.idempotency_ttl_ms), (Some(0), 2_000));
+    assert_eq!(c.replacement_policy, Some(ReplacementPolicy::Reject));
+    assert_eq!(c.max_queue_per_sender, 8);
+    assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
+    assert_eq!(c.retry_policy().attempt_timeout_ms, 3_000);
+    assert!(matches!(c.cors_origins, CorsOrigins::List(ref l) if l == &["https://app.example"]));
+    assert!(c.methods.allows("txpool_status") && !c.methods.allows("eth_getLogs"));
+    assert_eq!(c.rate_limit_period_s, 10);
+    assert_eq!(c.chain_id, Some(31337));
+    assert!(c.allow_unprotected_txs && !c.enable_nonce_ordering);
+    assert_eq!(
+        (c.lock_max_hold_ms, c.max_batch, c.max_request_bytes),
+        (500, 5, 1000)
+    );
+    assert_eq!(
+        (
+            c.max_upstream_response_bytes,
+            c.upstream_timeout_ms,
+            c.nonce_gap_wait_ms
+        ),
+        (2000, 3000, 250)
+    );
+    assert_eq!(
+        config(&[("UPSTREAM_RPC_URL", "http://x"), ("CHAIN_ID", "1")])
+            .unwrap()
+            .chain_id,
+        Some(1)
+    );
+}
+
+#[test]
+fn refuses_bad_values() {
+    assert_eq!(config(&[]).unwrap_err().name, "UPSTREAM_RPC_URL");
+    assert_eq!(
+        config(&[("UPSTREAM_RPC_URL", "ftp://x")]).unwrap_err().name,
+        "UPSTREAM_RPC_URL"
+    );
+    let with = |k, v| {
+        config(&[("UPSTREAM_RPC_URL", "http://x"), (k, v)])
+            .unwrap_err()
+            .name
+    };
+    assert_eq!(with("CHAIN_ID", "one"), "CHAIN_ID");
+    assert_eq!(with("LOCK_MAX_HOLD_MS", "-1"), "LOCK_MAX_HOLD_MS");
+    assert_eq!(with("LOCK_MAX_HOLD_MS", "0"), "LOCK_MAX_HOLD_MS");
+    assert_eq!(
+        with("ENABLE_NONCE_ORDERING", "yes"),
+        "ENABLE_NONCE_ORDERING"
+    );
+    assert_eq!(with("REPLACEMENT_POLICY", "drop"), "REPLACEMENT_POLICY");
+    assert_eq!(with("UPSTREAM_POOL", "hedera"), "UPSTREAM_POOL");
+    assert_eq!(with("HARDFORK", "amsterdam"), "HARDFORK");
+    assert_eq!(with("UPSTREAM_RETRIES", "-1"), "UPSTREAM_RETRIES");
+    assert_eq!(with("UPSTREAM_RETRIES", "forever"), "UPSTREAM_RETRIES");
+    assert_eq!(
+        config(&[
+            ("UPSTREAM_RPC_URL", "http://x"),
+            ("UPSTREAM_RETRIES", "deadline")
+        ])
+        .unwrap()
+        .upstream_retries,
+        None
+    );
+}
+
+#[test]
+fn upstream_pool_and_its_replacement_default_by_chain() {
+    let auto = config(&[("UPSTREAM_RPC_URL", "http://x")]).unwrap();
+    for (chain, pool, replacement) in [
+        (Some(1), UpstreamPool::Mempool, ReplacementPolicy::Forward),
+        (Some(295), UpstreamPool::Strict, ReplacementPolicy::Reject),
+        (Some(298), UpstreamPool::Strict, ReplacementPolicy::Reject),
+        (Some(299), UpstreamPool::Mempool, ReplacementPolicy::Forward),
+        (None, UpstreamPool::Mempool, ReplacementPolicy::Forward),
+    ] {
+        let s = auto.sender_settings(chain);
+        assert_eq!((s.pool, s.replacement), (pool, replacement), "{chain:?}");
+    }
+    let hedera = config(&[("UPSTREAM_RPC_URL", "http://x"), ("CHAIN_ID", "296")]).unwrap();
+    assert_eq!(hedera.sender_settings(None).pool, UpstreamPool::Strict);
+    let strict_forward = config(&[
+        ("UPSTREAM_RPC_URL", "http://x"),
+        ("UPSTREAM_POOL", "strict"),
+        ("REPLACEMENT_POLICY", "forward"),
+    ])
+    .unwrap();
+    let s = strict_forward.sender_settings(Some(1));
+    assert_eq!(
+        (s.pool, s.replacement),
+        (UpstreamPool::Strict, ReplacementPolicy::Forward)
+    );
+    let mempool = config(&[
+        ("UPSTREAM_RPC_URL", "http://x"),
+        ("UPSTREAM_POOL", "mempool"),
+    ]);
+    assert_eq!(
+        mempool.unwrap().sender_settings(Some(295)).pool,
+        UpstreamPool::Mempool
+    );
+    let forks = |v| {
+        config(&[("UPSTREAM_RPC_URL", "http://x"), ("HARDFORK", v)])
+            .unwrap()
+            .hardfork
+    };
+    assert_eq!(forks("none"), None);
+    assert_eq!(forks("Cancun"), Some(Hardfork::Cancun));
+}
+
+#[test]
+fn redacts_keys_in_the_path_and_query_and_leaves_other_text_alone() {
+    let c = config(&[(
+        "UPSTREAM_RPC_URL",
+        "https://eth.node.example/v2/Ab12Cd34Ef56?apikey=Zz9Yy8Xx7&x=1",
+    )])
+    .unwrap();
+    let red = c.redact("invalid key Ab12Cd34Ef56 (Zz9Yy8Xx7) at eth.node.example:443");
+    assert_eq!(red, "invalid key [upstream] ([upstream]) at [upstream]:443");
+    assert!(matches!(
+        c.redact_cow("nothing here: /v2/ 1"),
+        std::borrow::Cow::Borrowed(_)
+    ));
+}
+
+#[test]
+fn redacts_the_upstream() {
+    let c = config(&[(
+        "UPSTREAM_RPC_URL",
+        "https://user:pw@rpc.node.example/v1/secretkey",
+    )])
+    .unwrap();
+    let msg =
+        "fetch to https://user:pw@rpc.node.example/v1/secretkey failed: rpc.node.example refused";
+    let red = c.redact(msg);
+    assert!(
+        !red.contains("secretkey") && !red.contains("rpc.node.example"),
+        "{red}"
+    );
+}
