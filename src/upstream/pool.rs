@@ -1,0 +1,313 @@
+//! Several upstreams (`UPSTREAM_RPC_URL` as a comma-separated list, the first preferred): each
+//! one's health from its recent answers, the order in which they are tried, and the hedge delay of
+//! a send. Pure and clock-free: the platform reports every attempt with [`Pool::record`] and asks
+//! [`Pool::order`] before each request.
+//!
+//! - Health counts what says the upstream itself is unwell: connection errors, timeouts, HTTP
+//!   5xx and 429, a busy node ([`Attempt::Failed`]). A JSON-RPC error (a revert, invalid params, a
+//!   refused transaction) is an answer, and counts as a success.
+//! - [`FAILURES_TO_COOL`] failures in a row take an upstream out of the rotation for a cool-down
+//!   ([`COOL_DOWN_MS`], doubling to [`COOL_DOWN_MAX_MS`] while it keeps failing); after it, one
+//!   request tries it again. With every upstream cooling, they are still tried, in order: a pool
+//!   never refuses on its own.
+//! - Order: the healthy upstreams by preference, except that one whose error rate is clearly
+//!   higher, or whose median latency is more than twice another's and [`LATENCY_SLACK_MS`] more,
+//!   goes behind it; then the cooling ones.
+//! - An upstream on another chain ([`Pool::exclude`]) is never tried.
+//! - Hedge delay (eRPC's recipe for `eth_sendRawTransaction`): the 95th percentile of the best
+//!   upstream's recent latencies, at least [`HEDGE_MIN_MS`], at most [`HEDGE_MAX_MS`].
+
+use std::collections::VecDeque;
+
+/// Failures in a row that take an upstream out of the rotation.
+pub const FAILURES_TO_COOL: u32 = 3;
+/// The first cool-down, ms.
+pub const COOL_DOWN_MS: u64 = 5_000;
+/// The longest cool-down, ms.
+pub const COOL_DOWN_MAX_MS: u64 = 60_000;
+/// The shortest hedge delay, ms.
+pub const HEDGE_MIN_MS: u64 = 50;
+/// The longest hedge delay (also the delay while nothing is known of the latencies), ms.
+pub const HEDGE_MAX_MS: u64 = 1_000;
+/// How many latencies are kept per upstream.
+pub const LATENCY_WINDOW: usize = 64;
+/// How much slower than another (beyond twice its median) an upstream must be to go behind it, ms.
+pub const LATENCY_SLACK_MS: u64 = 50;
+/// The weight of the newest attempt in the error rate (an exponential moving average).
+const ERROR_RATE_WEIGHT: f64 = 0.2;
+
+/// What one attempt at an upstream came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// An answer (a result or a JSON-RPC error), after `latency_ms`.
+    Answered {
+        /// From the request to the answer, ms.
+        latency_ms: u64,
+    },
+    /// No usable answer: a connection error, a timeout, HTTP 5xx or 429, a busy node.
+    Failed,
+}
+
+/// One upstream's health.
+#[derive(Debug, Clone, Default)]
+struct Health {
+    /// Recent latencies of answered attempts, ms, newest last.
+    latencies: VecDeque<u64>,
+    /// The error rate, 0 to 1 (an exponential moving average of the attempts).
+    error_rate: f64,
+    /// Failures since the last answer.
+    failures_in_row: u32,
+    /// Cool-downs since the last answer (each doubles the next).
+    cool_downs: u32,
+    /// Out of the rotation until then, Unix ms.
+    cooling_until_ms: u64,
+    /// Why it is never used (another chain), when it is not.
+    excluded: Option<String>,
+}
+
+impl Health {
+    fn median_ms(&self) -> Option<u64> {
+        percentile(&self.latencies, 50)
+    }
+}
+
+/// The `p`th percentile (nearest rank) of `values`; `None` when there are none.
+fn percentile(values: &VecDeque<u64>, p: usize) -> Option<u64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted: Vec<u64> = values.iter().copied().collect();
+    sorted.sort_unstable();
+    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+/// The upstreams' health, by position in `UPSTREAM_RPC_URL` (0 is the preferred one).
+#[derive(Debug, Clone)]
+pub struct Pool {
+    health: Vec<Health>,
+}
+
+impl Pool {
+    /// A pool of `count` upstreams, nothing known of any.
+    pub fn new(count: usize) -> Self {
+        Pool {
+            health: vec![Health::default(); count],
+        }
+    }
+
+    /// How many upstreams there are (excluded ones included).
+    pub fn len(&self) -> usize {
+        self.health.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.health.is_empty()
+    }
+
+    /// Never use upstream `index` again (it serves another chain); `why` is what the log says.
+    pub fn exclude(&mut self, index: usize, why: impl Into<String>) {
+        if let Some(h) = self.health.get_mut(index) {
+            h.excluded = Some(why.into());
+        }
+    }
+
+    /// Why upstream `index` is excluded, when it is.
+    pub fn excluded(&self, index: usize) -> Option<&str> {
+        self.health.get(index)?.excluded.as_deref()
+    }
+
+    /// Records an attempt at upstream `index` that ended at `now_ms`.
+    pub fn record(&mut self, index: usize, attempt: Attempt, now_ms: u64) {
+        let Some(h) = self.health.get_mut(index) else {
+            return;
+        };
+        match attempt {
+            Attempt::Answered { latency_ms } => {
+                if h.latencies.len() == LATENCY_WINDOW {
+                    h.latencies.pop_front();
+                }
+                h.latencies.push_back(latency_ms);
+                h.error_rate *= 1.0 - ERROR_RATE_WEIGHT;
+                h.failures_in_row = 0;
+                h.cool_downs = 0;
+                h.cooling_until_ms = 0;
+            }
+            Attempt::Failed => {
+                h.error_rate = h.error_rate * (1.0 - ERROR_RATE_WEIGHT) + ERROR_RATE_WEIGHT;
+                h.failures_in_row += 1;
+                if h.failures_in_row >= FAILURES_TO_COOL {
+                    let cool_ms = COOL_DOWN_MS
+                        .saturating_mul(1 << h.cool_downs.min(16))
+                        .min(COOL_DOWN_MAX_MS);
+                    h.cooling_until_ms = now_ms.saturating_add(cool_ms);
+                    h.cool_downs += 1;
+                    h.failures_in_row = 0;
+                }
+            }
+        }
+    }
+
+    /// Whether upstream `index` is in the rotation at `now_ms` (not excluded, not cooling).
+    pub fn healthy(&self, index: usize, now_ms: u64) -> bool {
+        self.health
+            .get(index)
+            .is_some_and(|h| h.excluded.is_none() && now_ms >= h.cooling_until_ms)
+    }
+
+    /// Whether `a` should go behind `b` (both healthy): a clearly higher error rate, or a median
+    /// latency above twice `b`'s and [`LATENCY_SLACK_MS`] more.
+    fn worse(&self, a: usize, b: usize) -> bool {
+        let (ha, hb) = (&self.health[a], &self.health[b]);
+        if ha.error_rate > hb.error_rate + 0.25 {
+            return true;
+        }
+        if hb.error_rate > ha.error_rate + 0.25 {
+            return false;
+        }
+        match (ha.median_ms(), hb.median_ms()) {
+            (Some(la), Some(lb)) => la > lb.saturating_mul(2).saturating_add(LATENCY_SLACK_MS),
+            _ => false,
+        }
+    }
+
+    /// The upstreams to try at `now_ms`, best first: the healthy ones (by preference, a clearly
+    /// worse one behind a better one), then the cooling ones by the end of their cool-down.
+    /// Excluded ones never appear.
+    pub fn order(&self, now_ms: u64) -> Vec<usize> {
+        let mut healthy: Vec<usize> = (0..self.health.len())
+            .filter(|&i| self.healthy(i, now_ms))
+            .collect();
+        // A stable insertion sort by "worse than": the preference order breaks every tie.
+        for i in 1..healthy.len() {
+            let mut j = i;
+            while j > 0 && self.worse(healthy[j - 1], healthy[j]) {
+                healthy.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+        let mut cooling: Vec<usize> = (0..self.health.len())
+            .filter(|&i| self.health[i].excluded.is_none() && !self.healthy(i, now_ms))
+            .collect();
+        cooling.sort_by_key(|&i| (self.health[i].cooling_until_ms, i));
+        healthy.extend(cooling);
+        healthy
+    }
+
+    /// How long a send waits for upstream `index` before it is also sent to the next, ms: the
+    /// 95th percentile of its recent latencies within [`HEDGE_MIN_MS`]..=[`HEDGE_MAX_MS`]
+    /// ([`HEDGE_MAX_MS`] while none is known).
+    pub fn hedge_delay_ms(&self, index: usize) -> u64 {
+        self.health
+            .get(index)
+            .and_then(|h| percentile(&h.latencies, 95))
+            .map_or(HEDGE_MAX_MS, |p95| p95.clamp(HEDGE_MIN_MS, HEDGE_MAX_MS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(ms: u64) -> Attempt {
+        Attempt::Answered { latency_ms: ms }
+    }
+
+    #[test]
+    fn the_preferred_first_while_all_are_well() {
+        let mut pool = Pool::new(3);
+        assert_eq!(pool.order(0), vec![0, 1, 2]);
+        for i in 0..3 {
+            pool.record(i, answered(10 + i as u64), 0);
+        }
+        assert_eq!(pool.order(0), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn three_failures_in_a_row_cool_an_upstream_down_and_it_comes_back_after() {
+        let mut pool = Pool::new(2);
+        pool.record(0, Attempt::Failed, 1_000);
+        pool.record(0, Attempt::Failed, 1_000);
+        assert!(pool.healthy(0, 1_000), "two failures are not enough");
+        pool.record(0, Attempt::Failed, 1_000);
+        assert!(!pool.healthy(0, 1_000));
+        assert_eq!(pool.order(1_000), vec![1, 0], "still tried, last");
+        assert!(pool.healthy(0, 1_000 + COOL_DOWN_MS));
+        // It keeps failing: the next cool-down is twice as long.
+        for _ in 0..FAILURES_TO_COOL {
+            pool.record(0, Attempt::Failed, 10_000);
+        }
+        assert!(!pool.healthy(0, 10_000 + COOL_DOWN_MS));
+        assert!(pool.healthy(0, 10_000 + 2 * COOL_DOWN_MS));
+        // One answer ends it all.
+        pool.record(0, answered(5), 30_000);
+        assert!(pool.healthy(0, 30_000));
+    }
+
+    #[test]
+    fn a_json_rpc_error_is_an_answer_and_a_flaky_upstream_goes_behind() {
+        let mut pool = Pool::new(2);
+        for _ in 0..5 {
+            pool.record(0, Attempt::Failed, 0);
+            pool.record(0, answered(5), 0);
+            pool.record(1, answered(5), 0);
+        }
+        assert!(pool.healthy(0, 0), "never three in a row");
+        assert_eq!(pool.order(0), vec![1, 0], "its error rate puts it behind");
+    }
+
+    #[test]
+    fn a_slow_preferred_goes_behind_a_fast_one() {
+        let mut pool = Pool::new(2);
+        for _ in 0..10 {
+            pool.record(0, answered(3_000), 0);
+            pool.record(1, answered(10), 0);
+        }
+        assert_eq!(pool.order(0), vec![1, 0]);
+        // Somewhat slower (within twice and the slack) keeps the preference.
+        let mut pool = Pool::new(2);
+        for _ in 0..10 {
+            pool.record(0, answered(60), 0);
+            pool.record(1, answered(10), 0);
+        }
+        assert_eq!(pool.order(0), vec![0, 1]);
+    }
+
+    #[test]
+    fn an_upstream_on_another_chain_is_never_tried() {
+        let mut pool = Pool::new(3);
+        pool.exclude(1, "eth_chainId 0x1, want 0x7a69");
+        assert_eq!(pool.order(0), vec![0, 2]);
+        for _ in 0..FAILURES_TO_COOL {
+            pool.record(0, Attempt::Failed, 0);
+            pool.record(2, Attempt::Failed, 0);
+        }
+        assert_eq!(
+            pool.order(0),
+            vec![0, 2],
+            "cooling ones, never the excluded"
+        );
+        assert_eq!(pool.excluded(1), Some("eth_chainId 0x1, want 0x7a69"));
+    }
+
+    #[test]
+    fn the_hedge_delay_is_the_p95_within_50_ms_and_1_s() {
+        let mut pool = Pool::new(1);
+        assert_eq!(pool.hedge_delay_ms(0), HEDGE_MAX_MS, "nothing known");
+        for ms in 1..=100 {
+            pool.record(0, answered(ms * 4), 0);
+        }
+        assert_eq!(
+            pool.hedge_delay_ms(0),
+            388,
+            "p95 (nearest rank) of the last 64: 148..400"
+        );
+        let mut fast = Pool::new(1);
+        fast.record(0, answered(2), 0);
+        assert_eq!(fast.hedge_delay_ms(0), HEDGE_MIN_MS);
+        let mut slow = Pool::new(1);
+        slow.record(0, answered(3_000), 0);
+        assert_eq!(slow.hedge_delay_ms(0), HEDGE_MAX_MS);
+    }
+}
