@@ -11,7 +11,14 @@ use std::fmt;
 /// Parsed settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// `UPSTREAM_RPC_URL` (secret, required): the node every request goes to. Never shown in a
+    /// `UPSTREAM_RPC_URL` (secret, required): the node every request goes to, or a
+    /// comma-separated list of nodes, the first preferred ([`crate::upstream::pool`]). Never shown
+    /// in a response or a log line: an upstream is named by [`Config::upstream_name`].
+    pub upstream_urls: Vec<String>,
+    /// `SEND_BROADCAST` (`none`, the default, or `all`): with several upstreams, every
+    /// transaction goes to every healthy one at once instead of to the best (hedged).
+    pub send_broadcast: bool,
+    /// The first of `UPSTREAM_RPC_URL`: the preferred node. Never shown in a
     /// response or a log line.
     pub upstream_url: String,
     /// `CHAIN_ID`: the only chain id accepted. Unset: learned once from the upstream's `eth_chainId`.
@@ -140,16 +147,28 @@ impl Config {
     /// [`ConfigError`] for a missing `UPSTREAM_RPC_URL` or a value that does not parse.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        let upstream_url = get("UPSTREAM_RPC_URL").ok_or(ConfigError {
+        let listed = get("UPSTREAM_RPC_URL").ok_or(ConfigError {
             name: "UPSTREAM_RPC_URL",
             problem: "is not set (wrangler secret put UPSTREAM_RPC_URL)".into(),
         })?;
-        if !(upstream_url.starts_with("http://") || upstream_url.starts_with("https://")) {
+        let upstream_urls: Vec<String> = listed
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect();
+        if upstream_urls.is_empty()
+            || upstream_urls
+                .iter()
+                .any(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+        {
             return Err(ConfigError {
                 name: "UPSTREAM_RPC_URL",
-                problem: "must be an http:// or https:// URL".into(),
+                problem: "must be an http:// or https:// URL, or a comma-separated list of them"
+                    .into(),
             });
         }
+        let upstream_url = upstream_urls[0].clone();
         let chain_id = match get("CHAIN_ID") {
             None => None,
             Some(v) => Some(parse_chain_id(&v).ok_or(ConfigError {
@@ -227,7 +246,18 @@ impl Config {
                 deny: Patterns::parse(get("METHOD_DENYLIST").as_deref()),
             },
             rate_limit_period_s: number(&get, "RATE_LIMIT_PERIOD_S", 60)?,
-            secrets: redact::secrets_of(&upstream_url),
+            send_broadcast: match get("SEND_BROADCAST").as_deref().map(str::trim) {
+                None | Some("none") => false,
+                Some("all") => true,
+                Some(v) => {
+                    return Err(ConfigError {
+                        name: "SEND_BROADCAST",
+                        problem: format!("must be none or all, got {v:?}"),
+                    })
+                }
+            },
+            secrets: redact::secrets_of_all(&upstream_urls),
+            upstream_urls,
             upstream_url,
         })
     }
@@ -255,6 +285,13 @@ impl Config {
             track_ttl_ms: self.track_ttl_ms,
             pool,
         }
+    }
+
+    /// How logs, metrics and answers name upstream `index`: its position (from 1) and host, as
+    /// `#2 node.example:8545`, never its path, query or credentials.
+    pub fn upstream_name(&self, index: usize) -> String {
+        let url = self.upstream_urls.get(index).map_or("", String::as_str);
+        format!("#{} {}", index + 1, redact::host_of(url))
     }
 
     /// The retry budget of a transaction's sends and of lookups.

@@ -26,6 +26,21 @@ impl Config {
     }
 }
 
+/// The parts of every upstream URL that must not be shown, longest first.
+pub(super) fn secrets_of_all(urls: &[String]) -> Vec<String> {
+    let mut secrets: Vec<String> = urls.iter().flat_map(|u| secrets_of(u)).collect();
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
+    secrets
+}
+
+/// The host and port of `url`, without credentials, path or query.
+pub(super) fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    authority.rsplit('@').next().unwrap_or_default()
+}
+
 /// The parts of the upstream URL that must not be shown, longest first.
 pub(super) fn secrets_of(url: &str) -> Vec<String> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);

@@ -130,6 +130,42 @@ fn refuses_bad_values() {
 }
 
 #[test]
+fn several_upstreams_named_by_position_and_host_and_all_redacted() {
+    let c = config(&[(
+        "UPSTREAM_RPC_URL",
+        " https://a.example/v2/KEYKEYKEY1 , http://user:pw@10.0.0.2:8545/ ",
+    )])
+    .unwrap();
+    assert_eq!(c.upstream_urls.len(), 2);
+    assert_eq!(c.upstream_url, "https://a.example/v2/KEYKEYKEY1");
+    assert_eq!(c.upstream_name(0), "#1 a.example");
+    assert_eq!(c.upstream_name(1), "#2 10.0.0.2:8545");
+    let red = c.redact("KEYKEYKEY1 at a.example, pw at http://user:pw@10.0.0.2:8545/");
+    assert!(
+        !red.contains("KEYKEYKEY1") && !red.contains("10.0.0.2"),
+        "{red}"
+    );
+    assert!(!c.send_broadcast);
+    let all = config(&[
+        ("UPSTREAM_RPC_URL", "http://a,http://b"),
+        ("SEND_BROADCAST", "all"),
+    ]);
+    assert!(all.unwrap().send_broadcast);
+    assert_eq!(
+        config(&[("UPSTREAM_RPC_URL", "http://a,ftp://b")])
+            .unwrap_err()
+            .name,
+        "UPSTREAM_RPC_URL"
+    );
+    assert_eq!(
+        config(&[("UPSTREAM_RPC_URL", "http://a"), ("SEND_BROADCAST", "some")])
+            .unwrap_err()
+            .name,
+        "SEND_BROADCAST"
+    );
+}
+
+#[test]
 fn upstream_pool_and_its_replacement_default_by_chain() {
     let auto = config(&[("UPSTREAM_RPC_URL", "http://x")]).unwrap();
     for (chain, pool, replacement) in [

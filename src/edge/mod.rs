@@ -1,13 +1,14 @@
 //! The wasm32-only platform adapters, kept thin: [`worker`] (the Worker's fetch handler: routes,
 //! CORS, request ids, limits), [`backend`] (the relay core's backend over `fetch`, the Durable
 //! Object stubs and the rate limit bindings), [`sender_lock`] (the `SenderLock` Durable Object:
-//! storage, alarm, the holder's upstream calls), [`upstream`] (HTTP to the upstream node) and
-//! [`platform`] (settings, clock and metrics shared by the Worker and the object).
+//! storage, alarm, the holder's upstream calls), [`upstream`] (HTTP to the upstream node),
+//! [`upstreams`] (several upstreams: health, failover, hedging, per isolate) and [`platform`] (settings, clock and metrics shared by the Worker and the object).
 
 pub mod backend;
 pub mod platform;
 pub mod sender_lock;
 pub mod upstream;
+pub mod upstreams;
 pub mod worker;
 
 /// The heap allocator of the wasm worker: talc instead of Rust's default dlmalloc. Measured with

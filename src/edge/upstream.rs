@@ -76,7 +76,7 @@ fn timeout_signal(ms: u64) -> Result<web_sys::AbortSignal, JsValue> {
         .unchecked_into())
 }
 
-/// POSTs `body` (JSON-RPC text) to `UPSTREAM_RPC_URL` and returns the answer (status and JSON
+/// POSTs `body` (JSON-RPC text) to `url` (one of `UPSTREAM_RPC_URL`) and returns the answer (status and JSON
 /// body), redacted of the upstream's URL and key (some nodes echo them in errors). The whole
 /// exchange, answer included, is bounded by `timeout_ms` through the request's abort signal
 /// (`AbortSignal.timeout`). A redirect is not followed: it would send the request, keys and all,
@@ -85,8 +85,9 @@ fn timeout_signal(ms: u64) -> Result<web_sys::AbortSignal, JsValue> {
 /// # Errors
 /// [`UpstreamError`]: unreachable (message redacted), non-JSON answer (with its HTTP status),
 /// over `MAX_UPSTREAM_RESPONSE_BYTES`, or no complete answer within `timeout_ms`.
-pub async fn post(
+pub async fn post_url(
     config: &Config,
+    url: &str,
     body: &str,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
@@ -104,11 +105,10 @@ pub async fn post(
     init.set_signal(Some(&signal));
     let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
     let result = async {
-        let response: web_sys::Response =
-            JsFuture::from(scope.fetch_with_str_and_init(&config.upstream_url, &init))
-                .await
-                .map_err(unreachable)?
-                .unchecked_into();
+        let response: web_sys::Response = JsFuture::from(scope.fetch_with_str_and_init(url, &init))
+            .await
+            .map_err(unreachable)?
+            .unchecked_into();
         read_limited(response, config.max_upstream_response_bytes).await
     }
     .await;
@@ -138,8 +138,13 @@ pub struct HttpUpstream<'a> {
 }
 
 impl Upstream for HttpUpstream<'_> {
+    /// One upstream: straight to it. Several: through the isolate's pool
+    /// ([`crate::edge::upstreams`]).
     async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
-        post(self.config, body, timeout_ms).await
+        match self.config.upstream_urls.as_slice() {
+            [one] => post_url(self.config, one, body, timeout_ms).await,
+            _ => crate::edge::upstreams::post_pooled(self.config, self.env, body, timeout_ms).await,
+        }
     }
 
     async fn sleep(&self, ms: u64) {

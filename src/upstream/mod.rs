@@ -5,6 +5,7 @@
 //! sender in one batch.
 
 pub mod lookup;
+pub mod merge;
 pub mod pool;
 pub mod retry;
 pub mod submit;

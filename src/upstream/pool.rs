@@ -13,7 +13,8 @@
 //! - Order: the healthy upstreams by preference, except that one whose error rate is clearly
 //!   higher, or whose median latency is more than twice another's and [`LATENCY_SLACK_MS`] more,
 //!   goes behind it; then the cooling ones.
-//! - An upstream on another chain ([`Pool::exclude`]) is never tried.
+//! - An upstream is tried only once its `eth_chainId` was found to be the relay's
+//!   ([`Pool::checked`]); one on another chain ([`Pool::exclude`]) never is.
 //! - Hedge delay (eRPC's recipe for `eth_sendRawTransaction`): the 95th percentile of the best
 //!   upstream's recent latencies, at least [`HEDGE_MIN_MS`], at most [`HEDGE_MAX_MS`].
 
@@ -63,6 +64,8 @@ struct Health {
     cooling_until_ms: u64,
     /// Why it is never used (another chain), when it is not.
     excluded: Option<String>,
+    /// Whether its `eth_chainId` was found to be the relay's chain: until then it is not used.
+    checked: bool,
 }
 
 impl Health {
@@ -106,6 +109,20 @@ impl Pool {
         self.health.is_empty()
     }
 
+    /// Upstream `index` serves the relay's chain: it may be used.
+    pub fn checked(&mut self, index: usize) {
+        if let Some(h) = self.health.get_mut(index) {
+            h.checked = true;
+        }
+    }
+
+    /// The upstreams whose chain is not known yet (neither checked nor excluded).
+    pub fn unchecked(&self) -> Vec<usize> {
+        (0..self.health.len())
+            .filter(|&i| !self.health[i].checked && self.health[i].excluded.is_none())
+            .collect()
+    }
+
     /// Never use upstream `index` again (it serves another chain); `why` is what the log says.
     pub fn exclude(&mut self, index: usize, why: impl Into<String>) {
         if let Some(h) = self.health.get_mut(index) {
@@ -118,10 +135,11 @@ impl Pool {
         self.health.get(index)?.excluded.as_deref()
     }
 
-    /// Records an attempt at upstream `index` that ended at `now_ms`.
-    pub fn record(&mut self, index: usize, attempt: Attempt, now_ms: u64) {
+    /// Records an attempt at upstream `index` that ended at `now_ms`; whether it began a
+    /// cool-down.
+    pub fn record(&mut self, index: usize, attempt: Attempt, now_ms: u64) -> bool {
         let Some(h) = self.health.get_mut(index) else {
-            return;
+            return false;
         };
         match attempt {
             Attempt::Answered { latency_ms } => {
@@ -133,6 +151,7 @@ impl Pool {
                 h.failures_in_row = 0;
                 h.cool_downs = 0;
                 h.cooling_until_ms = 0;
+                false
             }
             Attempt::Failed => {
                 h.error_rate = h.error_rate * (1.0 - ERROR_RATE_WEIGHT) + ERROR_RATE_WEIGHT;
@@ -144,16 +163,25 @@ impl Pool {
                     h.cooling_until_ms = now_ms.saturating_add(cool_ms);
                     h.cool_downs += 1;
                     h.failures_in_row = 0;
+                    return true;
                 }
+                false
             }
         }
     }
 
-    /// Whether upstream `index` is in the rotation at `now_ms` (not excluded, not cooling).
+    /// Whether upstream `index` is in the rotation at `now_ms` (checked, not cooling).
     pub fn healthy(&self, index: usize, now_ms: u64) -> bool {
         self.health
             .get(index)
-            .is_some_and(|h| h.excluded.is_none() && now_ms >= h.cooling_until_ms)
+            .is_some_and(|h| h.checked && h.excluded.is_none() && now_ms >= h.cooling_until_ms)
+    }
+
+    /// Whether upstream `index` is out of the rotation for a cool-down at `now_ms`.
+    pub fn cooling(&self, index: usize, now_ms: u64) -> bool {
+        self.health
+            .get(index)
+            .is_some_and(|h| now_ms < h.cooling_until_ms)
     }
 
     /// Whether `a` should go behind `b` (both healthy): a clearly higher error rate, or a median
@@ -188,7 +216,8 @@ impl Pool {
             }
         }
         let mut cooling: Vec<usize> = (0..self.health.len())
-            .filter(|&i| self.health[i].excluded.is_none() && !self.healthy(i, now_ms))
+            .filter(|&i| self.health[i].checked && self.health[i].excluded.is_none())
+            .filter(|&i| !self.healthy(i, now_ms))
             .collect();
         cooling.sort_by_key(|&i| (self.health[i].cooling_until_ms, i));
         healthy.extend(cooling);
@@ -210,6 +239,13 @@ impl Pool {
 mod tests {
     use super::*;
 
+    /// A pool of `n` upstreams, each found on the relay's chain.
+    fn checked(n: usize) -> Pool {
+        let mut pool = Pool::new(n);
+        (0..n).for_each(|i| pool.checked(i));
+        pool
+    }
+
     fn answered(ms: u64) -> Attempt {
         Attempt::Answered { latency_ms: ms }
     }
@@ -217,6 +253,13 @@ mod tests {
     #[test]
     fn the_preferred_first_while_all_are_well() {
         let mut pool = Pool::new(3);
+        assert_eq!(
+            pool.order(0),
+            Vec::<usize>::new(),
+            "none checked: none used"
+        );
+        assert_eq!(pool.unchecked(), vec![0, 1, 2]);
+        (0..3).for_each(|i| pool.checked(i));
         assert_eq!(pool.order(0), vec![0, 1, 2]);
         for i in 0..3 {
             pool.record(i, answered(10 + i as u64), 0);
@@ -226,11 +269,15 @@ mod tests {
 
     #[test]
     fn three_failures_in_a_row_cool_an_upstream_down_and_it_comes_back_after() {
-        let mut pool = Pool::new(2);
+        let mut pool = checked(2);
         pool.record(0, Attempt::Failed, 1_000);
         pool.record(0, Attempt::Failed, 1_000);
         assert!(pool.healthy(0, 1_000), "two failures are not enough");
-        pool.record(0, Attempt::Failed, 1_000);
+        assert!(
+            pool.record(0, Attempt::Failed, 1_000),
+            "the third begins a cool-down"
+        );
+        assert!(pool.cooling(0, 1_000));
         assert!(!pool.healthy(0, 1_000));
         assert_eq!(pool.order(1_000), vec![1, 0], "still tried, last");
         assert!(pool.healthy(0, 1_000 + COOL_DOWN_MS));
@@ -247,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_json_rpc_error_is_an_answer_and_a_flaky_upstream_goes_behind() {
-        let mut pool = Pool::new(2);
+        let mut pool = checked(2);
         for _ in 0..5 {
             pool.record(0, Attempt::Failed, 0);
             pool.record(0, answered(5), 0);
@@ -259,14 +306,14 @@ mod tests {
 
     #[test]
     fn a_slow_preferred_goes_behind_a_fast_one() {
-        let mut pool = Pool::new(2);
+        let mut pool = checked(2);
         for _ in 0..10 {
             pool.record(0, answered(3_000), 0);
             pool.record(1, answered(10), 0);
         }
         assert_eq!(pool.order(0), vec![1, 0]);
         // Somewhat slower (within twice and the slack) keeps the preference.
-        let mut pool = Pool::new(2);
+        let mut pool = checked(2);
         for _ in 0..10 {
             pool.record(0, answered(60), 0);
             pool.record(1, answered(10), 0);
@@ -276,8 +323,9 @@ mod tests {
 
     #[test]
     fn an_upstream_on_another_chain_is_never_tried() {
-        let mut pool = Pool::new(3);
+        let mut pool = checked(3);
         pool.exclude(1, "eth_chainId 0x1, want 0x7a69");
+        assert_eq!(pool.unchecked(), Vec::<usize>::new());
         assert_eq!(pool.order(0), vec![0, 2]);
         for _ in 0..FAILURES_TO_COOL {
             pool.record(0, Attempt::Failed, 0);
@@ -293,7 +341,7 @@ mod tests {
 
     #[test]
     fn the_hedge_delay_is_the_p95_within_50_ms_and_1_s() {
-        let mut pool = Pool::new(1);
+        let mut pool = checked(1);
         assert_eq!(pool.hedge_delay_ms(0), HEDGE_MAX_MS, "nothing known");
         for ms in 1..=100 {
             pool.record(0, answered(ms * 4), 0);
@@ -303,10 +351,10 @@ mod tests {
             388,
             "p95 (nearest rank) of the last 64: 148..400"
         );
-        let mut fast = Pool::new(1);
+        let mut fast = checked(1);
         fast.record(0, answered(2), 0);
         assert_eq!(fast.hedge_delay_ms(0), HEDGE_MIN_MS);
-        let mut slow = Pool::new(1);
+        let mut slow = checked(1);
         slow.record(0, answered(3_000), 0);
         assert_eq!(slow.hedge_delay_ms(0), HEDGE_MAX_MS);
     }

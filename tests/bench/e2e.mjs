@@ -13,7 +13,10 @@
 // workerd process's CPU per transaction, and a breakdown: the same burst with ENABLE_NONCE_ORDERING
 // off (Worker only: decode and forward) and a burst of reads (Worker proxying only).
 // Prints Markdown for BENCHMARKS.md. Settings: SENDERS (default 1,20,50), TXS (20), LATENCY_MS (50);
-// RELAY_ONLY=1 skips the limit and the Redis design (for quick experiments on the relay).
+// RELAY_ONLY=1 skips the limit and the Redis design (for quick experiments on the relay);
+// UPSTREAMS=2 gives the relay a second upstream (another test proxy, with the same latency, in front
+// of the same anvil) after the first in UPSTREAM_RPC_URL: the cost of the upstream pool when both
+// are healthy.
 import os from "node:os";
 import { spawn } from "node:child_process";
 import { Agent, setGlobalDispatcher } from "undici";
@@ -60,7 +63,19 @@ const proxy = await startProxy({
   latency: (req) => (req?.method === "eth_sendRawTransaction" ? L : 0),
   senderOf: (raw) => senderOfRaw.get(raw),
 });
-const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, CHAIN_ID: "31337" } });
+const UPSTREAMS = Number(process.env.UPSTREAMS ?? 1);
+const spare =
+  UPSTREAMS > 1
+    ? await startProxy({
+        upstream: anvil.url,
+        strictNonce: false,
+        latency: (req) => (req?.method === "eth_sendRawTransaction" ? L : 0),
+        senderOf: (raw) => senderOfRaw.get(raw),
+      })
+    : null;
+const relay = await startRelay({
+  vars: { UPSTREAM_RPC_URL: spare ? `${proxy.url},${spare.url}` : proxy.url, CHAIN_ID: "31337" },
+});
 const direct = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, CHAIN_ID: "31337", ENABLE_NONCE_ORDERING: "false" } });
 const redisPort = await freePort();
 const redisServer = await child("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {}, /Ready to accept connections/);
@@ -191,7 +206,7 @@ try {
 
   const out = [];
   out.push(`Machine: ${os.cpus()[0].model}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB; date ${new Date().toISOString().slice(0, 10)}`);
-  out.push(`Command: make bench-e2e (SENDERS=${SIZES.join(",")} TXS=${N} LATENCY_MS=${L})\n`);
+  out.push(`Command: make bench-e2e (SENDERS=${SIZES.join(",")} TXS=${N} LATENCY_MS=${L} UPSTREAMS=${UPSTREAMS})\n`);
   out.push("| S senders x N | limit DS (S streams straight to the upstream) | relay wall | relay efficiency | Redis design wall | Redis design efficiency | relay workerd CPU / tx | CPU floor of the relay burst (all CPU / cores) | handoff gap p50 / p99, relay | handoff gap p50 / p99, Redis design |");
   out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const r of rows) {
@@ -220,5 +235,6 @@ try {
   await relay.stop();
   await direct.stop();
   await proxy.stop();
+  if (spare) await spare.stop();
   anvil.stop();
 }
