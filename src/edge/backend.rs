@@ -4,7 +4,7 @@
 use crate::address::Address;
 use crate::config::Config;
 use crate::edge::platform::{emit, now_ms, whole_text};
-use crate::edge::upstream::HttpUpstream;
+use crate::edge::upstreams::HttpUpstream;
 use crate::metrics::Metric;
 use crate::relay::wire::WireAnswer;
 use crate::relay::{wire, Backend, ObjectError};

@@ -1,18 +1,16 @@
 //! HTTP to the upstream node from the Worker and the Durable Object (wasm32 only): a POST with a
-//! timeout, an answer size limit, and errors redacted of the upstream URL; and [`HttpUpstream`],
-//! the core's [`Upstream`] over it.
+//! timeout, an answer size limit, and errors redacted of the upstream URL (the transport that
+//! [`crate::edge::upstreams`] uses).
 
 use crate::config::Config;
 use crate::edge::platform::whole_text;
-use crate::metrics::Metric;
 use crate::upstream::retry::parse_retry_after;
-use crate::upstream::{check_upstream_body, Upstream, UpstreamError, UpstreamReply};
+use crate::upstream::{check_upstream_body, UpstreamError, UpstreamReply};
 use futures_util::StreamExt;
-use std::time::Duration;
 use worker::js_sys::{self, Function, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{web_sys, Delay, Response};
+use worker::{web_sys, Response};
 
 fn js_error(e: JsValue) -> String {
     e.as_string()
@@ -124,42 +122,5 @@ pub async fn post_url(
             Err(UpstreamError::Unreachable(config.redact(&why)))
         }
         Err(other) => Err(other),
-    }
-}
-
-/// The upstream, the clock and the metrics of one Worker request or Durable Object call.
-pub struct HttpUpstream<'a> {
-    /// The settings (upstream URL, limits).
-    pub config: &'a Config,
-    /// The environment, for the metrics dataset.
-    pub env: &'a worker::Env,
-    /// The `X-Request-Id` of the request this work is for, added to its metrics.
-    pub request_id: Option<&'a str>,
-}
-
-impl Upstream for HttpUpstream<'_> {
-    /// One upstream: straight to it. Several: through the isolate's pool
-    /// ([`crate::edge::upstreams`]).
-    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
-        match self.config.upstream_urls.as_slice() {
-            [one] => post_url(self.config, one, body, timeout_ms).await,
-            _ => crate::edge::upstreams::post_pooled(self.config, self.env, body, timeout_ms).await,
-        }
-    }
-
-    async fn sleep(&self, ms: u64) {
-        Delay::from(Duration::from_millis(ms)).await;
-    }
-
-    fn now_ms(&self) -> u64 {
-        crate::edge::platform::now_ms()
-    }
-
-    fn random(&self) -> f64 {
-        worker::js_sys::Math::random()
-    }
-
-    fn emit(&self, metric: &Metric) {
-        crate::edge::platform::emit(self.env, metric, self.request_id);
     }
 }

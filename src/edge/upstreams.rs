@@ -1,4 +1,5 @@
-//! Several upstreams (wasm32 only): the calls the pure [`Pool`] decides. One pool per isolate (the
+//! The core's [`Upstream`] over HTTP ([`HttpUpstream`]), and several upstreams (wasm32 only): the
+//! calls the pure [`Pool`] decides. One pool per isolate (the
 //! Worker's, and each Durable Object's): it learns from every request the isolate makes, with no
 //! round trip to shared state; an isolate that starts learns within a few requests.
 //!
@@ -24,7 +25,7 @@ use crate::metrics::Metric;
 use crate::ordering::sender::UpstreamPool;
 use crate::upstream::merge;
 use crate::upstream::pool::{Attempt, Pool, HEDGE_MAX_MS};
-use crate::upstream::{classify, retry, UpstreamError, UpstreamReply};
+use crate::upstream::{classify, retry, Upstream, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -397,4 +398,41 @@ async fn fan_out(
         reply.body = merged;
     }
     Ok(reply)
+}
+
+/// The upstream, the clock and the metrics of one Worker request or Durable Object call.
+pub struct HttpUpstream<'a> {
+    /// The settings (upstream URL, limits).
+    pub config: &'a Config,
+    /// The environment, for the metrics dataset.
+    pub env: &'a worker::Env,
+    /// The `X-Request-Id` of the request this work is for, added to its metrics.
+    pub request_id: Option<&'a str>,
+}
+
+impl Upstream for HttpUpstream<'_> {
+    /// One upstream: straight to it. Several: through the isolate's pool (see the module
+    /// documentation).
+    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+        match self.config.upstream_urls.as_slice() {
+            [one] => post_url(self.config, one, body, timeout_ms).await,
+            _ => post_pooled(self.config, self.env, body, timeout_ms).await,
+        }
+    }
+
+    async fn sleep(&self, ms: u64) {
+        Delay::from(Duration::from_millis(ms)).await;
+    }
+
+    fn now_ms(&self) -> u64 {
+        crate::edge::platform::now_ms()
+    }
+
+    fn random(&self) -> f64 {
+        worker::js_sys::Math::random()
+    }
+
+    fn emit(&self, metric: &Metric) {
+        crate::edge::platform::emit(self.env, metric, self.request_id);
+    }
 }

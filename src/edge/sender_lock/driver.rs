@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::edge::platform::{emit, now_ms};
 use crate::edge::sender_lock::store::{storage_error, Store};
-use crate::edge::upstream::HttpUpstream;
+use crate::edge::upstreams::HttpUpstream;
 use crate::log;
 #[cfg(feature = "test-faults")]
 use crate::ordering::accepted::TxHash;
