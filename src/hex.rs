@@ -58,6 +58,12 @@ pub fn decode(s: &str) -> Result<Vec<u8>, HexError> {
         .collect()
 }
 
+/// Decodes `0x`-prefixed hex of exactly `N` bytes (a transaction hash: `N` = 32); `None` for
+/// anything else (see [`decode`]).
+pub fn decode_array<const N: usize>(s: &str) -> Option<[u8; N]> {
+    decode(s).ok()?.try_into().ok()
+}
+
 /// Encodes bytes as lowercase `0x`-prefixed hex.
 pub fn encode(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -94,6 +100,14 @@ pub fn decode_quantity(s: &str) -> Result<u64, HexError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_size_arrays() {
+        assert_eq!(decode_array::<2>("0xabCD"), Some([0xab, 0xcd]));
+        assert_eq!(decode_array::<2>("0xab"), None, "too short");
+        assert_eq!(decode_array::<2>("0xabcdef"), None, "too long");
+        assert_eq!(decode_array::<2>("abcd"), None, "no prefix");
+    }
 
     #[test]
     fn round_trips_bytes() {

@@ -23,9 +23,7 @@ pub const TX_PREFIX: &str = "/tx/";
 pub fn hash_of_path(path: &str) -> Option<Result<TxHash, String>> {
     let rest = path.strip_prefix(TX_PREFIX)?;
     Some(
-        hex::decode(rest)
-            .ok()
-            .and_then(|b| TxHash::try_from(b).ok())
+        hex::decode_array(rest)
             .ok_or_else(|| format!("not a transaction hash (0x and 64 hex digits): {rest:.80}")),
     )
 }

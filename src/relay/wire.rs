@@ -74,8 +74,9 @@ impl WireAnswer {
 }
 /// The path of the per-sender view.
 pub const STATE_PATH: &str = "/state";
-/// The path prefix of one transaction's state (`/tx/0x…`).
-pub const TX_PREFIX: &str = "/tx/";
+/// The path prefix of one transaction's state (`/tx/0x…`): the object answers on the path of the
+/// public route.
+pub use super::status::TX_PREFIX;
 
 /// One transaction handed to its sender's object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,9 +159,7 @@ pub fn decode_send(body: &str) -> Result<Vec<WireTx>, String> {
         .txs
         .into_iter()
         .map(|tx| {
-            let hash: TxHash = hex::decode(tx.hash)
-                .ok()
-                .and_then(|b| b.try_into().ok())
+            let hash: TxHash = hex::decode_array(tx.hash)
                 .ok_or_else(|| format!("send body: bad hash {:?}", tx.hash))?;
             Ok(WireTx {
                 hash,

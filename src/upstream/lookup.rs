@@ -11,7 +11,6 @@
 //! member instead.
 
 use crate::hex;
-use crate::ordering::accepted::TxHash;
 use crate::ordering::sender::{Found, Outcome, Query, Seen};
 use crate::upstream::retry::RetryPolicy;
 use crate::upstream::{post_retried, Upstream};
@@ -99,8 +98,7 @@ fn take(query: &Query, response: &Value, found: &mut Found) {
             let hash = result
                 .get("hash")
                 .and_then(Value::as_str)
-                .and_then(|h| hex::decode(h).ok())
-                .and_then(|b| TxHash::try_from(b).ok());
+                .and_then(hex::decode_array);
             if let (Some(nonce), Some(hash)) = (index.and_then(|i| query.nonces.get(i)), hash) {
                 found.by_nonce.insert(*nonce, hash);
             }

@@ -148,9 +148,7 @@ impl DurableObject for SenderLock {
                 Response::ok(view.to_string())
             }
             (Method::Get, path) if path.starts_with(wire::TX_PREFIX) => {
-                let hash = crate::hex::decode(&path[wire::TX_PREFIX.len()..])
-                    .ok()
-                    .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok());
+                let hash = crate::relay::status::hash_of_path(path).and_then(Result::ok);
                 let status = hash.and_then(|hash| core.machine.borrow().status(&hash, now_ms()));
                 match status {
                     Some(mut status) => {

@@ -30,10 +30,6 @@ struct MetaRow {
     value: String,
 }
 
-fn hash_of(text: &str) -> Option<TxHash> {
-    hex::decode(text).ok().and_then(|b| b.try_into().ok())
-}
-
 /// Logs a storage call that failed.
 pub fn storage_error(op: &str, e: &worker::Error) {
     console_log!(
@@ -100,7 +96,13 @@ impl Store {
             .map_err(|e| storage_error("load", &e))
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|row| Some((hash_of(&row.hash)?, row.nonce as u64, row.at_ms as u64)))
+            .filter_map(|row| {
+                Some((
+                    hex::decode_array(&row.hash)?,
+                    row.nonce as u64,
+                    row.at_ms as u64,
+                ))
+            })
             .collect();
         let mut meta: HashMap<String, String> = self
             .sql
@@ -198,7 +200,7 @@ impl Store {
             };
             rows.extend(found.into_iter().filter_map(|row| {
                 Some(Loaded {
-                    hash: hash_of(&row.hash)?,
+                    hash: hex::decode_array(&row.hash)?,
                     nonce: row.nonce as u64,
                     request: row.request.into(),
                 })
