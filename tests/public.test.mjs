@@ -186,8 +186,9 @@ test("wrangler.toml lists every setting with its default; secrets are named in i
   const config = await readFile(new URL("../src/config/mod.rs", import.meta.url), "utf8");
   const toml = await readFile(new URL("../wrangler.toml", import.meta.url), "utf8");
   const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
-  const names = [...new Set([...config.matchAll(/get\("([A-Z_]+)"\)|number(?:::<\w+>)?\(&get, "([A-Z_]+)"|flag\(&get, "([A-Z_]+)"/g)].map((m) => m[1] ?? m[2] ?? m[3]))];
+  const names = [...new Set([...config.matchAll(/get\("([A-Z_]+)"\)|(?:number(?:::<\w+>)?|flag|choice)\(\s*&get,\s*"([A-Z_]+)"/g)].map((m) => m[1] ?? m[2]))];
   assert.ok(names.length >= 18, `found ${names.length} settings: ${names}`);
+  for (const name of ["REPLACEMENT_POLICY", "UPSTREAM_POOL", "SEND_BROADCAST", "HARDFORK"]) assert.ok(names.includes(name), `${name} found`);
   const secrets = ["UPSTREAM_RPC_URL", "ADMIN_TOKEN"];
   for (const name of names) {
     assert.ok(readme.includes(`| \`${name}\``), `${name} is in the README's settings table`);

@@ -139,6 +139,29 @@ fn flag(
     }
 }
 
+/// A setting with named values: `default` when unset, else the value of the matching name of
+/// `options`; any other value is an error naming them all (`must be a, b or c, got "x"`).
+fn choice<T: Copy>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: T,
+    options: &[(&str, T)],
+) -> Result<T, ConfigError> {
+    let Some(v) = get(name) else {
+        return Ok(default);
+    };
+    let v = v.trim();
+    if let Some((_, value)) = options.iter().find(|(option, _)| *option == v) {
+        return Ok(*value);
+    }
+    let names: Vec<&str> = options.iter().map(|(option, _)| *option).collect();
+    let (last, rest) = names.split_last().expect("at least one option");
+    Err(ConfigError {
+        name,
+        problem: format!("must be {} or {last}, got {v:?}", rest.join(", ")),
+    })
+}
+
 impl Config {
     /// Reads the settings through `get` (the variable's value, `None` when unset; an empty value
     /// counts as unset).
@@ -202,28 +225,25 @@ impl Config {
             },
             idempotency_ttl_ms: number::<u64>(&get, "IDEMPOTENCY_TTL_S", 300)?
                 .saturating_mul(1_000),
-            replacement_policy: match get("REPLACEMENT_POLICY").as_deref().map(str::trim) {
-                None => None,
-                Some("forward") => Some(ReplacementPolicy::Forward),
-                Some("reject") => Some(ReplacementPolicy::Reject),
-                Some(v) => {
-                    return Err(ConfigError {
-                        name: "REPLACEMENT_POLICY",
-                        problem: format!("must be forward or reject, got {v:?}"),
-                    })
-                }
-            },
-            upstream_pool: match get("UPSTREAM_POOL").as_deref().map(str::trim) {
-                None | Some("auto") => None,
-                Some("mempool") => Some(UpstreamPool::Mempool),
-                Some("strict") => Some(UpstreamPool::Strict),
-                Some(v) => {
-                    return Err(ConfigError {
-                        name: "UPSTREAM_POOL",
-                        problem: format!("must be auto, mempool or strict, got {v:?}"),
-                    })
-                }
-            },
+            replacement_policy: choice(
+                &get,
+                "REPLACEMENT_POLICY",
+                None,
+                &[
+                    ("forward", Some(ReplacementPolicy::Forward)),
+                    ("reject", Some(ReplacementPolicy::Reject)),
+                ],
+            )?,
+            upstream_pool: choice(
+                &get,
+                "UPSTREAM_POOL",
+                None,
+                &[
+                    ("auto", None),
+                    ("mempool", Some(UpstreamPool::Mempool)),
+                    ("strict", Some(UpstreamPool::Strict)),
+                ],
+            )?,
             hardfork: match get("HARDFORK").as_deref().map(str::trim) {
                 None => Some(Hardfork::Osaka),
                 Some(v) if v.eq_ignore_ascii_case("none") => None,
@@ -246,16 +266,12 @@ impl Config {
                 deny: Patterns::parse(get("METHOD_DENYLIST").as_deref()),
             },
             rate_limit_period_s: number(&get, "RATE_LIMIT_PERIOD_S", 60)?,
-            send_broadcast: match get("SEND_BROADCAST").as_deref().map(str::trim) {
-                None | Some("none") => false,
-                Some("all") => true,
-                Some(v) => {
-                    return Err(ConfigError {
-                        name: "SEND_BROADCAST",
-                        problem: format!("must be none or all, got {v:?}"),
-                    })
-                }
-            },
+            send_broadcast: choice(
+                &get,
+                "SEND_BROADCAST",
+                false,
+                &[("none", false), ("all", true)],
+            )?,
             secrets: redact::secrets_of_all(&upstream_urls),
             upstream_urls,
             upstream_url,

@@ -115,6 +115,24 @@ fn refuses_bad_values() {
     );
     assert_eq!(with("REPLACEMENT_POLICY", "drop"), "REPLACEMENT_POLICY");
     assert_eq!(with("UPSTREAM_POOL", "hedera"), "UPSTREAM_POOL");
+    assert_eq!(
+        config(&[
+            ("UPSTREAM_RPC_URL", "http://x"),
+            ("UPSTREAM_POOL", "hedera")
+        ])
+        .unwrap_err()
+        .problem,
+        r#"must be auto, mempool or strict, got "hedera""#
+    );
+    assert_eq!(
+        config(&[
+            ("UPSTREAM_RPC_URL", "http://x"),
+            ("REPLACEMENT_POLICY", "drop")
+        ])
+        .unwrap_err()
+        .problem,
+        r#"must be forward or reject, got "drop""#
+    );
     assert_eq!(with("HARDFORK", "amsterdam"), "HARDFORK");
     assert_eq!(with("UPSTREAM_RETRIES", "-1"), "UPSTREAM_RETRIES");
     assert_eq!(with("UPSTREAM_RETRIES", "forever"), "UPSTREAM_RETRIES");
