@@ -113,28 +113,15 @@ impl Sender {
     /// transaction waiting above it is refused now, unsent (a send-and-wait call with EIP-7966's
     /// code 6). Those that arrive later wait for a corrected `next` as long as their gap wait.
     fn refuse_above(&mut self, next: u64) {
-        let mut above: Vec<(u64, u64, bool)> = self
+        let mut above: Vec<(u64, u64)> = self
             .entries
             .iter()
             .filter(|(_, e)| e.stage == Stage::Waiting && e.nonce > next)
-            .map(|(&id, e)| (e.nonce, id, e.sync))
+            .map(|(&id, e)| (e.nonce, id))
             .collect();
         above.sort_unstable();
-        for (nonce, id, sync) in above {
-            self.counters.gap_refused += 1;
-            let refusal = if sync {
-                Refusal::NonceGap {
-                    expected: next,
-                    nonce,
-                }
-            } else {
-                Refusal::NonceTooHigh {
-                    next,
-                    nonce,
-                    refused: true,
-                }
-            };
-            self.refuse(id, refusal);
+        for (_, id) in above {
+            self.refuse_over_gap(id, next, true);
         }
     }
 

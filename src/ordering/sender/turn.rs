@@ -65,29 +65,10 @@ impl Sender {
                 return;
             }
         }
-        if nonce > next && sync {
-            // EIP-7966: a send-and-wait call is not added to the pool over a nonce gap.
-            self.counters.gap_waits_expired += 1;
-            self.refuse(
-                id,
-                Refusal::NonceGap {
-                    expected: next,
-                    nonce,
-                },
-            );
-            return;
-        }
-        if nonce > next && self.settings.pool == UpstreamPool::Strict {
-            // A strict upstream would refuse it (on Hedera, a charged WRONG_NONCE).
-            self.counters.gap_refused += 1;
-            self.refuse(
-                id,
-                Refusal::NonceTooHigh {
-                    next,
-                    nonce,
-                    refused: false,
-                },
-            );
+        if nonce > next && (sync || self.settings.pool == UpstreamPool::Strict) {
+            // EIP-7966: a send-and-wait call is not added to the pool over a nonce gap; a strict
+            // upstream would refuse it (on Hedera, a charged WRONG_NONCE).
+            self.refuse_over_gap(id, next, false);
             return;
         }
         if nonce > next {
@@ -133,6 +114,30 @@ impl Sender {
             self.holder = Some(holding);
             self.send(deadline_ms, now_ms);
         }
+    }
+
+    /// Entry `id`, above the sender's next nonce `next`, is refused without a send: a
+    /// send-and-wait call with EIP-7966's code 6, any other with geth's `nonce too high` saying
+    /// whether `next` was `refused` by the upstream or did not arrive in time.
+    pub(super) fn refuse_over_gap(&mut self, id: u64, next: u64, refused: bool) {
+        let Some(entry) = self.entries.get(&id) else {
+            return;
+        };
+        let nonce = entry.nonce;
+        let refusal = if entry.sync {
+            Refusal::NonceGap {
+                expected: next,
+                nonce,
+            }
+        } else {
+            Refusal::NonceTooHigh {
+                next,
+                nonce,
+                refused,
+            }
+        };
+        self.counters.gap_refused += 1;
+        self.refuse(id, refusal);
     }
 
     /// The holder's transaction goes: stored first (unless it came from storage, where it is

@@ -248,4 +248,9 @@ fn a_send_and_wait_call_over_a_nonce_gap_gets_code_6_and_the_expected_nonce_unse
     assert_eq!(error["code"], 6);
     assert_eq!(error["data"], "0x1");
     assert!(r.sends.is_empty());
+    // Refused, not sent over the gap: counted as such.
+    assert_eq!(
+        (r.s.counters.gap_refused, r.s.counters.gap_waits_expired),
+        (1, 0)
+    );
 }
