@@ -126,9 +126,7 @@ async fn ensure_chains(config: &Config, env: &Env) {
     loop {
         let (usable_now, running) = with(config, |s| {
             let pool = s.pool.as_ref().expect("made by with");
-            let usable_now = (0..pool.len())
-                .any(|i| !pool.unchecked().contains(&i) && pool.excluded(i).is_none());
-            (usable_now, s.checking.iter().any(|&t| t != 0))
+            (pool.any_checked(), s.checking.iter().any(|&t| t != 0))
         });
         if usable_now || !running || now_ms() >= until {
             return;

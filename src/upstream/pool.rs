@@ -116,6 +116,11 @@ impl Pool {
         }
     }
 
+    /// Whether any upstream was found on the relay's chain.
+    pub fn any_checked(&self) -> bool {
+        self.health.iter().any(|h| h.checked)
+    }
+
     /// The upstreams whose chain is not known yet (neither checked nor excluded).
     pub fn unchecked(&self) -> Vec<usize> {
         (0..self.health.len())
@@ -259,6 +264,7 @@ mod tests {
             "none checked: none used"
         );
         assert_eq!(pool.unchecked(), vec![0, 1, 2]);
+        assert!(!pool.any_checked());
         (0..3).for_each(|i| pool.checked(i));
         assert_eq!(pool.order(0), vec![0, 1, 2]);
         for i in 0..3 {
