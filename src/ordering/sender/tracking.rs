@@ -115,17 +115,13 @@ impl Sender {
                 Seen::Missing => resend.push((tx.nonce, *hash)),
             }
         }
-        let mut taken = Vec::new();
-        for (hash, tx) in replaced {
-            self.accepted
-                .finish(&hash, Status::Replaced { by: None }, now_ms);
-            taken.push((tx.nonce, hash));
-            self.counters.replaced += 1;
-            self.forget_rows(vec![hash]);
-        }
-        if !taken.is_empty() {
-            // Which transactions took them: for the status and the event (best effort).
-            self.ask_replaced_by(taken, now_ms);
+        if !replaced.is_empty() {
+            self.forget_rows(replaced.iter().map(|(hash, _)| *hash).collect());
+            let taken = replaced
+                .into_iter()
+                .map(|(hash, tx)| (tx.nonce, hash))
+                .collect();
+            self.nonces_taken(taken, now_ms);
         }
         if !resend.is_empty() {
             resend.sort_unstable();
@@ -155,13 +151,21 @@ impl Sender {
             class,
             AnswerClass::NonceTooLow | AnswerClass::ReplacementUnderpriced
         ) {
-            self.accepted
-                .finish(hash, Status::Replaced { by: None }, now_ms);
-            self.counters.replaced += 1;
-            self.ask_replaced_by(vec![(tx.nonce, *hash)], now_ms);
+            self.nonces_taken(vec![(tx.nonce, *hash)], now_ms);
         } else {
             self.accepted.forget(hash);
         }
+    }
+
+    /// `taken` (nonce, hash) lost their nonces to other transactions: replaced, and which
+    /// transactions took them is asked (for the status and the event; best effort).
+    fn nonces_taken(&mut self, taken: Vec<(u64, TxHash)>, now_ms: u64) {
+        for (_, hash) in &taken {
+            self.accepted
+                .finish(hash, Status::Replaced { by: None }, now_ms);
+            self.counters.replaced += 1;
+        }
+        self.ask_replaced_by(taken, now_ms);
     }
 
     /// Asks which transactions took the nonces of `replaced` (nonce, hash); their `tx_replaced`
