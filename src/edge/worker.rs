@@ -39,6 +39,11 @@ fn json_response(status: u16, body: String) -> worker::Result<Response> {
         .with_headers(headers))
 }
 
+/// HTTP 400 with `{"error": why}`: a malformed path or query.
+fn bad_request(why: &str) -> worker::Result<Response> {
+    json_response(400, serde_json::json!({ "error": why }).to_string())
+}
+
 /// The client's IP as Cloudflare's edge gives it (`CF-Connecting-IP`); locally, where no edge
 /// sets it, every client shares one key.
 fn client_ip(req: &Request) -> String {
@@ -67,9 +72,7 @@ async fn sender_view(req: &Request, env: &Env, config: &Config) -> worker::Resul
     }
     let sender = match admin::sender_of_path(&req.path()) {
         Some(Ok(sender)) => sender,
-        Some(Err(why)) => {
-            return json_response(400, serde_json::json!({ "error": why }).to_string())
-        }
+        Some(Err(why)) => return bad_request(&why),
         None => return Response::error("not found", 404),
     };
     let state = call_object(
@@ -104,17 +107,13 @@ async fn tx_status(
     let path = req.path();
     let hash = match status::hash_of_path(&path) {
         Some(Ok(hash)) => hash,
-        Some(Err(why)) => {
-            return json_response(400, serde_json::json!({ "error": why }).to_string())
-        }
+        Some(Err(why)) => return bad_request(&why),
         None => return Response::error("not found", 404),
     };
     let url = req.url()?;
     let sender = match status::sender_of_query(url.query()) {
         Some(Ok(sender)) => Some(sender),
-        Some(Err(why)) => {
-            return json_response(400, serde_json::json!({ "error": why }).to_string())
-        }
+        Some(Err(why)) => return bad_request(&why),
         None => None,
     };
     let backend = WorkerBackend::new(config, env, id, client_ip(req));
