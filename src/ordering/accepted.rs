@@ -213,22 +213,18 @@ impl Accepted {
                 }
             }
         }
-        let resent = self.by_hash.get(&hash).map_or(0, |tx| tx.resent);
-        let bytes = self.by_hash.get(&hash).map_or(0, |tx| tx.bytes);
-        let at = self
-            .by_hash
-            .get(&hash)
-            .map_or(at_ms, |tx| tx.at_ms.min(at_ms));
+        // Recorded again (a resend went in): it keeps its first time, resends and size.
+        let before = self.by_hash.get(&hash).copied();
         self.by_hash.insert(
             hash,
             AcceptedTx {
                 nonce,
-                at_ms: at,
+                at_ms: before.map_or(at_ms, |tx| tx.at_ms.min(at_ms)),
                 vouched,
                 status: Status::Pending,
                 final_ms: None,
-                resent,
-                bytes,
+                resent: before.map_or(0, |tx| tx.resent),
+                bytes: before.map_or(0, |tx| tx.bytes),
             },
         );
         let more = self.prune(at_ms);
