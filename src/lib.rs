@@ -5,7 +5,7 @@
 //! [`signature`] recovery over [`canonical_rlp`], each fork's stateless rules in [`hardfork`], the per-sender [`ordering`] state machine, the
 //! [`upstream`] node (answers, [`upstream::submit`] with retries),
 //! the request semantics in [`relay`] with the [`chain_id`] learned once, [`jsonrpc`] types and errors, [`config`] parsing,
-//! structured [`log`] lines and operator [`metrics`]. The wasm32-only adapters, in `edge/`:
+//! structured [`log`] lines and operator [`metrics`], JSON-RPC over [`websocket`] (limits, subscriptions). The wasm32-only adapters, in `edge/`:
 //! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to
 //! the node).
 
@@ -25,6 +25,7 @@ pub mod relay;
 pub mod signature;
 pub mod transaction;
 pub mod upstream;
+pub mod websocket;
 
 #[cfg(target_arch = "wasm32")]
 mod edge;

@@ -16,7 +16,7 @@ const env = (relay) => ({ ...process.env, RELAY_URL: relay, PATH: `${path.join(R
 
 test("every example file is in the README as it is", async () => {
   const readme = await readFile(path.join(ROOT, "README.md"), "utf8");
-  for (const file of ["examples/cast.sh", "examples/viem.mjs", "examples/ethers.mjs", "examples/browser/app.mjs", "examples/browser/index.html"]) {
+  for (const file of ["examples/cast.sh", "examples/viem.mjs", "examples/ethers.mjs", "examples/viem-websocket.mjs", "examples/ethers-websocket.mjs", "examples/browser/app.mjs", "examples/browser/index.html"]) {
     const text = (await readFile(path.join(ROOT, file), "utf8")).trim();
     assert.ok(readme.includes(text), `${file} is in the README verbatim`);
   }
@@ -58,6 +58,31 @@ test("ethers v6: network, block, balance, a transaction mined", async () => {
     assert.match(stdout, /^chain 31337 block \d+$/m);
     assert.match(stdout, /^balance \d+$/m);
     assert.match(stdout, /^sent 0x[0-9a-f]{64} 1$/m);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("viem over the WebSocket: watchBlocks, and a burst of three on the same socket, mined in order", async () => {
+  const s = await stack({ anvil: { extraArgs: ["--block-time", "1"] } });
+  try {
+    const { stdout } = await run("node", [path.join(ROOT, "examples/viem-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 });
+    assert.match(stdout, /^burst 3 mined$/m);
+    assert.match(stdout, /^watched \d+ blocks$/m);
+    assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0, "the strict upstream refused none");
+    assert.deepEqual(s.proxy.seen.map((r) => r.nonce), [0, 1, 2]);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("ethers v6 over the WebSocket: on('block'), and a transaction mined", async () => {
+  const s = await stack({ anvil: { extraArgs: ["--block-time", "1"] } });
+  try {
+    const { stdout } = await run("node", [path.join(ROOT, "examples/ethers-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 });
+    assert.match(stdout, /^block \d+$/m);
+    assert.match(stdout, /^sent 0x[0-9a-f]{64} 1$/m);
+    assert.equal(s.proxy.seen.filter((r) => r.accepted).length, 1);
   } finally {
     await s.stop();
   }

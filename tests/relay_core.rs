@@ -795,3 +795,105 @@ mod any_body {
         }
     }
 }
+
+/// The connection's side of subscriptions in a WebSocket message: records what it was asked.
+#[derive(Default)]
+struct Subscriber {
+    calls: RefCell<Vec<String>>,
+}
+
+impl nonce_relay::relay::socket::SubscriptionCalls for Subscriber {
+    async fn call(&self, req: &nonce_relay::jsonrpc::Request) -> String {
+        self.calls.borrow_mut().push(req.method.clone());
+        json!({"jsonrpc": "2.0", "id": req.response_id(), "result": "0xsub"}).to_string()
+    }
+}
+
+#[test]
+fn a_websocket_message_answers_subscriptions_on_the_connection_and_the_rest_as_over_http() {
+    let (config, cache) = (
+        config(&[
+            ("CHAIN_ID", "31337"),
+            ("METHOD_DENYLIST", "eth_unsubscribe"),
+        ]),
+        Rc::new(ChainIdCache::new()),
+    );
+    let backend = Recorder {
+        limits: Some((10, 5)),
+        ..Recorder::default()
+    };
+    let subscriber = Subscriber::default();
+    let message = |body: &Value| {
+        block_on(
+            Relay::new(&config, &backend, &cache)
+                .handle_message(body.to_string().as_bytes(), &subscriber),
+        )
+        .map(|text| serde_json::from_str::<Value>(&text).unwrap())
+    };
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": "s", "method": "eth_subscribe", "params": ["newHeads"]},
+        send(json!("t"), &legacy(7, 0, Some(31337))),
+        {"jsonrpc": "2.0", "method": "eth_blockNumber"},
+        {"jsonrpc": "2.0", "id": "u", "method": "eth_unsubscribe", "params": ["0xsub"]},
+        7,
+    ]);
+    let answers = message(&batch).unwrap();
+    let ids: Vec<&Value> = answers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["id"])
+        .collect();
+    assert_eq!(ids, [&json!("s"), &json!("t"), &json!("u"), &Value::Null]);
+    assert_eq!(answers[0]["result"], "0xsub");
+    assert_eq!(answers[1]["result"], "0xhash");
+    assert_eq!(
+        answers[2]["error"]["code"], -32601,
+        "the method policy applies"
+    );
+    assert_eq!(answers[3]["error"]["code"], -32600);
+    assert_eq!(*subscriber.calls.borrow(), ["eth_subscribe"]);
+    // The transaction went through its sender's object; the subscription went nowhere upstream.
+    assert_eq!(backend.locked.borrow().len(), 1);
+    let upstream: Vec<String> = backend
+        .upstream
+        .borrow()
+        .iter()
+        .map(|r| r["method"].to_string())
+        .collect();
+    assert!(
+        !upstream.iter().any(|m| m.contains("subscribe")),
+        "{upstream:?}"
+    );
+    assert_eq!(
+        *backend.counted.borrow(),
+        (1, 4),
+        "every member counted, subscriptions as reads"
+    );
+    // A single subscription, and a message without one: exactly what HTTP gives.
+    let single = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["logs"]});
+    assert_eq!(message(&single).unwrap()["result"], "0xsub");
+    let notification = json!({"jsonrpc": "2.0", "method": "eth_subscribe", "params": ["logs"]});
+    // Over the read limit now (5): the whole message is refused, nothing called.
+    let refused = message(&json!([single, notification])).unwrap();
+    assert_eq!(refused[0]["error"]["code"], -32005);
+    assert_eq!(subscriber.calls.borrow().len(), 2);
+    let fresh = Recorder::default();
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "eth_chainId"});
+    let text = block_on(
+        Relay::new(&config, &fresh, &cache)
+            .handle_message(read.to_string().as_bytes(), &subscriber),
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&text.unwrap()).unwrap()["result"],
+        "0x7a69"
+    );
+    let quiet = json!({"jsonrpc": "2.0", "method": "eth_chainId"});
+    assert_eq!(
+        block_on(
+            Relay::new(&config, &fresh, &cache)
+                .handle_message(quiet.to_string().as_bytes(), &subscriber)
+        ),
+        None
+    );
+}

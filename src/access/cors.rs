@@ -39,16 +39,25 @@ impl CorsOrigins {
         }
     }
 
+    /// Whether a page of `origin` may use the relay: any origin under `*`, a listed one
+    /// otherwise. WebSocket upgrades, which CORS does not cover, from an origin not allowed get
+    /// HTTP 403 (a request without `Origin` is not a browser page's and is allowed).
+    pub fn allows(&self, origin: &str) -> bool {
+        match self {
+            CorsOrigins::Any => true,
+            CorsOrigins::List(allowed) => {
+                allowed.contains(&origin.trim_end_matches('/').to_ascii_lowercase())
+            }
+        }
+    }
+
     /// The CORS headers of every answer to a request from `origin` (its `Origin` header).
     pub fn headers(&self, origin: Option<&str>) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         match self {
             CorsOrigins::Any => out.push(("access-control-allow-origin", "*".to_string())),
-            CorsOrigins::List(allowed) => {
-                if let Some(origin) = origin.filter(|o| {
-                    let o = o.trim_end_matches('/').to_ascii_lowercase();
-                    allowed.contains(&o)
-                }) {
+            CorsOrigins::List(_) => {
+                if let Some(origin) = origin.filter(|o| self.allows(o)) {
                     out.push(("access-control-allow-origin", origin.to_string()));
                 }
                 out.push(("vary", "Origin".to_string()));
@@ -106,6 +115,8 @@ mod tests {
             Some("https://b.example")
         );
         assert_eq!(get(&h, "vary"), Some("Origin"));
+        assert!(cors.allows("https://B.example") && cors.allows("https://a.example/"));
+        assert!(!cors.allows("https://evil.example") && CorsOrigins::Any.allows("https://x"));
         let other = cors.headers(Some("https://evil.example"));
         assert_eq!(get(&other, "access-control-allow-origin"), None);
         assert_eq!(get(&other, "vary"), Some("Origin"));

@@ -6,6 +6,7 @@ use crate::access::methods::{MethodPolicy, Patterns};
 use crate::hardfork::Hardfork;
 use crate::ordering::sender::{ReplacementPolicy, Settings, UpstreamPool, DEFAULT_GAP_WAIT_MS};
 use crate::upstream::retry::RetryPolicy;
+use crate::websocket::SocketLimits;
 use std::fmt;
 
 /// Parsed settings.
@@ -88,7 +89,15 @@ pub struct Config {
     /// `RATE_LIMIT_PERIOD_S` (default 60): the period of the rate limit bindings, s, sent as
     /// `Retry-After` with a refusal; keep it equal to their `simple.period`.
     pub rate_limit_period_s: u64,
-    /// The parts of `UPSTREAM_RPC_URL` never to show (see [`Config::redact`]), longest first.
+    /// `UPSTREAM_WS_URL` (secret, optional): the upstream WebSocket(s) that serve `eth_subscribe`
+    /// to WebSocket clients, a comma-separated list tried in order; default: each of
+    /// `UPSTREAM_RPC_URL` with its scheme changed to ws/wss ([`crate::websocket::ws_url_of`]).
+    /// Never shown, as `UPSTREAM_RPC_URL`.
+    pub upstream_ws_urls: Vec<String>,
+    /// `WS_MAX_SUBSCRIPTIONS`, `WS_MAX_MESSAGE_BYTES`, `WS_IDLE_TIMEOUT_S`,
+    /// `WS_UPSTREAM_RECONNECT_MS`: each WebSocket connection's limits.
+    pub socket: SocketLimits,
+    /// The parts of `UPSTREAM_RPC_URL` and `UPSTREAM_WS_URL` never to show (see [`Config::redact`]), longest first.
     secrets: Vec<String>,
 }
 
@@ -192,6 +201,51 @@ impl Config {
             });
         }
         let upstream_url = upstream_urls[0].clone();
+        let upstream_ws_urls: Vec<String> = match get("UPSTREAM_WS_URL") {
+            None => upstream_urls
+                .iter()
+                .map(|u| crate::websocket::ws_url_of(u))
+                .collect(),
+            Some(listed) => listed
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_string)
+                .collect(),
+        };
+        if upstream_ws_urls
+            .iter()
+            .any(|u| !(u.starts_with("ws://") || u.starts_with("wss://")))
+        {
+            return Err(ConfigError {
+                name: "UPSTREAM_WS_URL",
+                problem: "must be a ws:// or wss:// URL, or a comma-separated list of them".into(),
+            });
+        }
+        let socket_defaults = SocketLimits::default();
+        let socket = SocketLimits {
+            max_subscriptions: number(
+                &get,
+                "WS_MAX_SUBSCRIPTIONS",
+                socket_defaults.max_subscriptions,
+            )?,
+            max_message_bytes: number(
+                &get,
+                "WS_MAX_MESSAGE_BYTES",
+                socket_defaults.max_message_bytes,
+            )?,
+            idle_timeout_ms: number::<u64>(
+                &get,
+                "WS_IDLE_TIMEOUT_S",
+                socket_defaults.idle_timeout_ms / 1_000,
+            )?
+            .saturating_mul(1_000),
+            upstream_reconnect_ms: number(
+                &get,
+                "WS_UPSTREAM_RECONNECT_MS",
+                socket_defaults.upstream_reconnect_ms,
+            )?,
+        };
         let chain_id = match get("CHAIN_ID") {
             None => None,
             Some(v) => Some(parse_chain_id(&v).ok_or(ConfigError {
@@ -272,8 +326,12 @@ impl Config {
                 false,
                 &[("none", false), ("all", true)],
             )?,
-            secrets: redact::secrets_of_all(&upstream_urls),
+            secrets: redact::secrets_of_all(
+                &[upstream_urls.as_slice(), upstream_ws_urls.as_slice()].concat(),
+            ),
             upstream_urls,
+            upstream_ws_urls,
+            socket,
             upstream_url,
         })
     }
@@ -308,6 +366,13 @@ impl Config {
     pub fn upstream_name(&self, index: usize) -> String {
         let url = self.upstream_urls.get(index).map_or("", String::as_str);
         format!("#{} {}", index + 1, redact::host_of(url))
+    }
+
+    /// How logs name WebSocket upstream `index` (of `UPSTREAM_WS_URL`): `ws#2 node.example:8546`,
+    /// as [`Config::upstream_name`].
+    pub fn upstream_ws_name(&self, index: usize) -> String {
+        let url = self.upstream_ws_urls.get(index).map_or("", String::as_str);
+        format!("ws#{} {}", index + 1, redact::host_of(url))
     }
 
     /// The retry budget of a transaction's sends and of lookups.

@@ -256,3 +256,51 @@ fn redacts_the_upstream() {
         "{red}"
     );
 }
+
+#[test]
+fn websocket_settings_default_to_the_http_upstreams_and_are_redacted() {
+    let c = config(&[(
+        "UPSTREAM_RPC_URL",
+        "https://a.example/v3/KEYKEYKEY1,http://10.0.0.2:8545",
+    )])
+    .unwrap();
+    assert_eq!(
+        c.upstream_ws_urls,
+        ["wss://a.example/v3/KEYKEYKEY1", "ws://10.0.0.2:8545"]
+    );
+    assert_eq!(c.socket, SocketLimits::default());
+    assert_eq!(c.socket.idle_timeout_ms, 600_000);
+    let c = config(&[
+        ("UPSTREAM_RPC_URL", "http://127.0.0.1:8545"),
+        ("UPSTREAM_WS_URL", "wss://ws.example/ws/SECRETSECRET"),
+        ("WS_MAX_SUBSCRIPTIONS", "2"),
+        ("WS_MAX_MESSAGE_BYTES", "1000"),
+        ("WS_IDLE_TIMEOUT_S", "90"),
+        ("WS_UPSTREAM_RECONNECT_MS", "5000"),
+    ])
+    .unwrap();
+    assert_eq!(c.upstream_ws_urls, ["wss://ws.example/ws/SECRETSECRET"]);
+    assert_eq!(
+        c.socket,
+        SocketLimits {
+            max_subscriptions: 2,
+            max_message_bytes: 1000,
+            idle_timeout_ms: 90_000,
+            upstream_reconnect_ms: 5000,
+        }
+    );
+    let red = c.redact("connect to wss://ws.example/ws/SECRETSECRET failed");
+    assert!(
+        !red.contains("SECRETSECRET") && !red.contains("ws.example"),
+        "{red}"
+    );
+    assert_eq!(
+        config(&[
+            ("UPSTREAM_RPC_URL", "http://a"),
+            ("UPSTREAM_WS_URL", "http://a")
+        ])
+        .unwrap_err()
+        .name,
+        "UPSTREAM_WS_URL"
+    );
+}

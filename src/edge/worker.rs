@@ -1,7 +1,8 @@
 //! The Worker's fetch handler (wasm32 only): HTTP routing, limits, CORS and request ids around the
 //! relay core, which runs on [`WorkerBackend`].
 //!
-//! Routes: `POST /` (JSON-RPC), `GET /health`, `GET /tx/{hash}` (what became of a transaction),
+//! Routes: `POST /` (JSON-RPC), `GET /` with `Upgrade: websocket` (JSON-RPC over a WebSocket,
+//! [`websocket`]), `GET /health`, `GET /tx/{hash}` (what became of a transaction),
 //! `GET /senders/{address}` (with `ADMIN_TOKEN`), `OPTIONS` (CORS preflight) on any of them. Every answer, errors included, carries the CORS
 //! headers and the request's `X-Request-Id`.
 
@@ -11,6 +12,7 @@ use crate::chain_id::ChainIdCache;
 use crate::config::{Config, ConfigError};
 use crate::edge::backend::{call_object, WorkerBackend};
 use crate::edge::platform::config_from_env;
+use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
 use crate::relay::{status, wire, Backend, Relay};
 use serde_json::Value;
@@ -42,6 +44,15 @@ fn json_response(status: u16, body: String) -> worker::Result<Response> {
 /// HTTP 400 with `{"error": why}`: a malformed path or query.
 fn bad_request(why: &str) -> worker::Result<Response> {
     json_response(400, serde_json::json!({ "error": why }).to_string())
+}
+
+/// HTTP 429 with `Retry-After`: a client over its read rate limit.
+fn rate_limited(config: &Config) -> worker::Result<Response> {
+    let response = json_response(429, r#"{"error":"rate limit exceeded"}"#.into())?;
+    response
+        .headers()
+        .set("retry-after", &config.rate_limit_period_s.to_string())?;
+    Ok(response)
 }
 
 /// The client's IP as Cloudflare's edge gives it (`CF-Connecting-IP`); locally, where no edge
@@ -118,11 +129,7 @@ async fn tx_status(
     };
     let backend = WorkerBackend::new(config, env, id, client_ip(req));
     if backend.over_rate_limit(0, 1).await {
-        let response = json_response(429, r#"{"error":"rate limit exceeded"}"#.into())?;
-        response
-            .headers()
-            .set("retry-after", &config.rate_limit_period_s.to_string())?;
-        return Ok(response);
+        return rate_limited(config);
     }
     let chain_ids = CHAIN_IDS.with(Rc::clone);
     let (code, body) = Relay::new(config, &backend, &chain_ids)
@@ -175,6 +182,37 @@ async fn handle_rpc(
     Ok(response)
 }
 
+/// `GET /` with `Upgrade: websocket`: JSON-RPC over a WebSocket ([`websocket`]). The upgrade
+/// counts as one read against the client's rate limit (HTTP 429 over it); a page whose `Origin`
+/// `CORS_ORIGINS` does not allow gets HTTP 403.
+async fn websocket_upgrade(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    id: &str,
+) -> worker::Result<Response> {
+    if let Some(origin) = req.headers().get("origin")? {
+        if !config.cors_origins.allows(&origin) {
+            return json_response(
+                403,
+                serde_json::json!({ "error": format!("origin {origin} is not allowed") })
+                    .to_string(),
+            );
+        }
+    }
+    let backend = WorkerBackend::new(config, env, id, client_ip(req));
+    if backend.over_rate_limit(0, 1).await {
+        return rate_limited(config);
+    }
+    websocket::upgrade(
+        env.clone(),
+        Rc::new(config.clone()),
+        CHAIN_IDS.with(Rc::clone),
+        id.to_string(),
+        client_ip(req),
+    )
+}
+
 /// Bench-only route: decodes `raw` `iterations` times. Timed from outside against
 /// `iterations: 0` (a Worker's clocks do not advance while it computes).
 #[cfg(feature = "bench")]
@@ -217,8 +255,12 @@ async fn route(
             return json_response(500, error.response(&Value::Null));
         }
     };
+    let upgrade = req.headers().get("upgrade")?;
     match (req.method(), req.path().as_str()) {
         (Method::Post, "/") => handle_rpc(req, env, config, id).await,
+        (Method::Get, "/") if upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) => {
+            websocket_upgrade(&req, env, config, id).await
+        }
         (Method::Get, "/health") => json_response(200, r#"{"status":"ok"}"#.into()),
         (Method::Get, path) if path.starts_with(admin::SENDERS_PREFIX) => {
             sender_view(&req, env, config).await
@@ -252,6 +294,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         Err(_) => crate::access::cors::CorsOrigins::Any,
     };
     let response = route(req, &env, &settings, &id).await?;
+    if response.status_code() == 101 {
+        return Ok(response); // a WebSocket: CORS does not apply, its headers are the runtime's
+    }
     let headers = response.headers();
     let cors_headers = if preflight {
         cors.preflight(origin.as_deref())

@@ -22,6 +22,7 @@
 //! [`Backend`] trait, implemented by the Worker adapter.
 
 pub mod send;
+pub mod socket;
 pub mod status;
 pub mod sync;
 pub mod wire;
@@ -118,6 +119,15 @@ pub struct Reply {
     /// The `Retry-After` header, s: over a rate limit (HTTP 429), or when a transaction was
     /// refused for a full queue or an overloaded object (the longest of them).
     pub retry_after_s: Option<u64>,
+}
+
+/// The answer to a request whose method the method policy refuses: -32601, with the method named.
+fn method_not_allowed(req: &Request) -> String {
+    RpcError::new(
+        jsonrpc::METHOD_NOT_FOUND,
+        format!("method not allowed: {}", req.method),
+    )
+    .response(&req.response_id())
 }
 
 /// The relay for one Worker invocation.
@@ -223,13 +233,9 @@ impl<'a, B: Backend> Relay<'a, B> {
             .into_iter()
             .map(|entry| match entry {
                 Err(error) => Plan::Done(error),
-                Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(
-                    RpcError::new(
-                        jsonrpc::METHOD_NOT_FOUND,
-                        format!("method not allowed: {}", req.method),
-                    )
-                    .response(&req.response_id()),
-                ),
+                Ok(req) if !self.config.methods.allows(&req.method) => {
+                    Plan::Done(method_not_allowed(&req))
+                }
                 Ok(req) if !sync::is_send(&req.method) => {
                     match send::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
                     {

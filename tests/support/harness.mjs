@@ -265,6 +265,33 @@ export async function startProxy({
       response.end(out.body);
     });
   }
+  // WebSocket upgrades pass through to the upstream byte for byte (anvil serves ws on its HTTP
+  // port); `dropWebSockets()` cuts every one, `refuseWebSockets(ms)` refuses new ones meanwhile.
+  const webSockets = new Set();
+  let refuseWsUntil = 0;
+  server.on?.("upgrade", (request, socket, head) => {
+    socket.on("error", () => {});
+    if (performance.now() < refuseWsUntil) return socket.destroy();
+    const target = new URL(upstream);
+    const up = net.connect(Number(target.port), target.hostname, () => {
+      const lines = [`${request.method} ${request.url} HTTP/1.1`];
+      for (let i = 0; i < request.rawHeaders.length; i += 2) lines.push(`${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}`);
+      up.write(lines.join("\r\n") + "\r\n\r\n");
+      if (head.length) up.write(head);
+      socket.pipe(up);
+      up.pipe(socket);
+    });
+    up.on("error", () => socket.destroy());
+    const pair = { socket, up };
+    webSockets.add(pair);
+    const forget = () => {
+      webSockets.delete(pair);
+      socket.destroy();
+      up.destroy();
+    };
+    socket.on("close", forget);
+    up.on("close", forget);
+  });
   const port = await freePort();
   await new Promise((r) => server.listen(port, "127.0.0.1", r));
   const outages = [];
@@ -290,6 +317,15 @@ export async function startProxy({
     requests,
     outage,
     outages,
+    /** How many WebSocket connections pass through now. */
+    webSocketCount: () => webSockets.size,
+    /** Cuts every WebSocket passing through (the upstream's socket drops). */
+    dropWebSockets: () => webSockets.forEach(({ socket, up }) => (socket.destroy(), up.destroy())),
+    /** Cuts every WebSocket and refuses new ones for `ms`. */
+    refuseWebSockets: (ms) => {
+      refuseWsUntil = performance.now() + ms;
+      webSockets.forEach(({ socket, up }) => (socket.destroy(), up.destroy()));
+    },
     /** The eth_sendRawTransaction requests that reached the proxy, per transaction hash. */
     sendsOf: (hash) => seen.filter((r) => r.hash === hash).length,
     stop: async () => {

@@ -1,0 +1,128 @@
+//! The upstream's WebSocket for one client connection (wasm32 only): connecting to
+//! `UPSTREAM_WS_URL` (each URL in turn), requests matched to their answers by id. The client
+//! connection ([`super::websocket`]) reads its events and decides what a lost socket means.
+
+use crate::config::Config;
+use crate::jsonrpc::RpcError;
+use crate::websocket::subscriptions::Kind;
+use futures_channel::oneshot;
+use futures_util::future::{select, Either};
+use serde_json::Value;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::pin::pin;
+use std::time::Duration;
+use worker::{Delay, Url, WebSocket};
+
+/// What an answer from the upstream socket is for.
+pub enum Pending {
+    /// A client's `eth_subscribe` of `kind` with `params` (JSON text): the answer's result is
+    /// the upstream's id; `reply` gets the result or the upstream's error.
+    Subscribe {
+        kind: Kind,
+        params: String,
+        reply: oneshot::Sender<Result<String, RpcError>>,
+    },
+    /// The client's subscription `id` made again after a reconnect.
+    Resubscribe { id: String },
+    /// An `eth_unsubscribe`: nothing waits for it.
+    Unsubscribe,
+}
+
+/// An open upstream WebSocket.
+pub struct UpstreamSocket {
+    /// The socket (accepted).
+    pub ws: WebSocket,
+    /// Which of `UPSTREAM_WS_URL` it is, for logs ([`Config::upstream_ws_name`]).
+    pub index: usize,
+    next_id: Cell<u64>,
+    pending: RefCell<HashMap<u64, Pending>>,
+}
+
+impl UpstreamSocket {
+    /// Connects to the first of `UPSTREAM_WS_URL` that accepts within `UPSTREAM_TIMEOUT_MS`
+    /// (at most 10 s each).
+    ///
+    /// # Errors
+    /// Why the last URL failed (redacted).
+    pub async fn connect(config: &Config) -> Result<UpstreamSocket, String> {
+        let timeout_ms = config.upstream_timeout_ms.min(10_000);
+        let mut last = String::from("no UPSTREAM_WS_URL");
+        for (index, url) in config.upstream_ws_urls.iter().enumerate() {
+            let Ok(parsed) = Url::parse(url) else {
+                last = format!("{} is not a URL", config.upstream_ws_name(index));
+                continue;
+            };
+            let connect = pin!(WebSocket::connect(parsed));
+            let timer = pin!(Delay::from(Duration::from_millis(timeout_ms)));
+            let outcome = match select(connect, timer).await {
+                Either::Left((Ok(ws), _)) => ws.accept().map(|_| ws).map_err(|e| e.to_string()),
+                Either::Left((Err(e), _)) => Err(e.to_string()),
+                Either::Right(_) => Err(format!("no answer within {timeout_ms} ms")),
+            };
+            match outcome {
+                Ok(ws) => {
+                    return Ok(UpstreamSocket {
+                        ws,
+                        index,
+                        next_id: Cell::new(1),
+                        pending: RefCell::new(HashMap::new()),
+                    })
+                }
+                Err(why) => {
+                    last = format!(
+                        "{}: {}",
+                        config.upstream_ws_name(index),
+                        config.redact(&why)
+                    )
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Sends a request for `method` with `params` (JSON text) and records what its answer is
+    /// for.
+    ///
+    /// # Errors
+    /// The runtime's, when the socket no longer takes messages.
+    pub fn request(&self, method: &str, params: &str, pending: Pending) -> Result<(), String> {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let text =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#);
+        self.pending.borrow_mut().insert(id, pending);
+        self.ws.send_with_str(text).map_err(|e| {
+            self.pending.borrow_mut().remove(&id);
+            e.to_string()
+        })
+    }
+
+    /// What the answer `message` (a JSON-RPC response with a numeric id) was for, and the answer;
+    /// `None` for anything else.
+    pub fn answered(&self, message: &Value) -> Option<(Pending, Result<Value, RpcError>)> {
+        let id = message.get("id")?.as_u64()?;
+        let pending = self.pending.borrow_mut().remove(&id)?;
+        let answer = match message.get("error") {
+            Some(error) => Err(RpcError {
+                code: error
+                    .get("code")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(crate::jsonrpc::INTERNAL_ERROR),
+                message: error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("upstream error")
+                    .to_string(),
+                data: error.get("data").cloned(),
+            }),
+            None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+        };
+        Some((pending, answer))
+    }
+
+    /// Every request still waiting: the socket is gone, so none will be answered.
+    pub fn abandon(&self) -> Vec<Pending> {
+        self.pending.borrow_mut().drain().map(|(_, p)| p).collect()
+    }
+}

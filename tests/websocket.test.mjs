@@ -1,0 +1,260 @@
+// JSON-RPC over a WebSocket (issue 18): the compiled relay on workerd, anvil mining a block every
+// second behind the strict-nonce test proxy (which passes WebSocket upgrades through to anvil and
+// can cut them), and real clients: viem's webSocket transport, ethers' WebSocketProvider, and raw
+// sockets (the `ws` package) where a test needs to see frames and close codes.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import WebSocket from "ws";
+import { createPublicClient, webSocket, keccak256 } from "viem";
+import { foundry } from "viem/chains";
+import { WebSocketProvider } from "ethers";
+import { stack, devAccount, signTransfer, minedCounts, sleep } from "./support/harness.mjs";
+
+const SENDERS = 10;
+const PER_SENDER = 10;
+
+const wsUrl = (relay) => relay.url.replace(/^http/, "ws");
+
+function shuffle(list) {
+  const out = [...list];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+/** A raw socket to the relay: send(obj), next(pred, ms) for the next message matching pred, closed. */
+async function openSocket(url) {
+  const ws = new WebSocket(url);
+  const inbox = [];
+  const waiters = [];
+  ws.on("message", (data) => {
+    const message = JSON.parse(String(data));
+    inbox.push(message);
+    for (const w of [...waiters]) if (w.pred(message)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(message));
+  });
+  const closed = new Promise((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: String(reason), at: performance.now() })));
+  await new Promise((resolve, reject) => (ws.on("open", resolve), ws.on("error", reject)));
+  let id = 0;
+  return {
+    ws,
+    inbox,
+    closed,
+    send: (obj) => ws.send(typeof obj === "string" ? obj : JSON.stringify(obj)),
+    call: (method, params = []) => {
+      const want = ++id;
+      ws.send(JSON.stringify({ jsonrpc: "2.0", id: want, method, params }));
+      return next((m) => m.id === want, 10_000);
+    },
+    next,
+  };
+  function next(pred, ms = 10_000) {
+    const found = inbox.find(pred);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve };
+      waiters.push(w);
+      setTimeout(() => reject(new Error(`no matching message in ${ms} ms`)), ms);
+    });
+  }
+}
+
+/** Upstream refusals of transactions the relay sent (the strict proxy's "Nonce too low/high"). */
+const rejections = (proxy) => proxy.seen.filter((r) => r.answeredAt && !r.accepted);
+
+const blockStack = (vars = {}) => {
+  const senderOfRaw = new Map();
+  return stack({
+    anvil: { accounts: SENDERS + 2, extraArgs: ["--block-time", "1"] },
+    proxy: { senderOf: (raw) => senderOfRaw.get(raw) },
+    vars,
+  }).then((s) => Object.assign(s, { senderOfRaw }));
+};
+
+test("viem webSocket transport: watchBlocks sees at least 9 of 10 blocks in 11 s, and 10 shuffled sends on the one socket are all mined, 0 upstream rejections", async () => {
+  const s = await blockStack();
+  const client = createPublicClient({ chain: foundry, transport: webSocket(wsUrl(s.relay)) });
+  try {
+    const blocks = new Set();
+    const unwatch = client.watchBlocks({ onBlock: (b) => blocks.add(Number(b.number)), onError: () => {} });
+    const account = devAccount(1);
+    const raws = await Promise.all(Array.from({ length: PER_SENDER }, (_, n) => signTransfer(account, n)));
+    raws.forEach((raw) => s.senderOfRaw.set(raw, account.address.toLowerCase()));
+    const hashes = await Promise.all(shuffle(raws).map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
+    assert.equal(hashes.length, PER_SENDER);
+    assert.ok(hashes.every((h) => /^0x[0-9a-f]{64}$/.test(h)), JSON.stringify(hashes));
+    await sleep(11_000);
+    assert.ok(s.proxy.webSocketCount() >= 1, "newHeads came over the upstream's WebSocket");
+    unwatch();
+    console.log(`viem watchBlocks: ${blocks.size} blocks in 11 s`);
+    const start = Math.min(...blocks);
+    const inWindow = [...blocks].filter((n) => n < start + 10).length;
+    assert.ok(inWindow >= 9, `blocks seen: ${[...blocks].join(",")}`);
+    assert.deepEqual(await minedCounts(s.anvil.url, [account], PER_SENDER), [PER_SENDER]);
+    assert.deepEqual(rejections(s.proxy), []);
+    // Mined in nonce order: each one in a later block than the one before it, or later in the same block.
+    const receipts = await Promise.all(raws.map((raw) => client.getTransactionReceipt({ hash: keccak256(raw) })));
+    for (let n = 1; n < PER_SENDER; n++) {
+      const [a, b] = [receipts[n - 1], receipts[n]];
+      assert.ok(b.blockNumber > a.blockNumber || (b.blockNumber === a.blockNumber && b.transactionIndex > a.transactionIndex));
+    }
+  } finally {
+    await client.transport.getRpcClient().then((c) => c.close()).catch(() => {});
+    await s.stop();
+  }
+});
+
+test("ethers WebSocketProvider: on('block') sees at least 9 of 10 blocks in 11 s", async () => {
+  const s = await blockStack();
+  const provider = new WebSocketProvider(wsUrl(s.relay));
+  try {
+    const blocks = new Set();
+    await provider.on("block", (n) => blocks.add(n));
+    await sleep(11_000);
+    assert.ok(s.proxy.webSocketCount() >= 1, "newHeads came over the upstream's WebSocket");
+    console.log(`ethers on('block'): ${blocks.size} blocks in 11 s`);
+    const start = Math.min(...blocks);
+    const inWindow = [...blocks].filter((n) => n < start + 10).length;
+    assert.ok(inWindow >= 9, `blocks seen: ${[...blocks].join(",")}`);
+    assert.equal(Number(await provider.send("eth_chainId", [])), 31337);
+  } finally {
+    await provider.destroy();
+    await s.stop();
+  }
+});
+
+test("10 sockets, one per sender, 10 shuffled sends each through the strict-nonce upstream: 100/100 hashes, all mined, 0 upstream nonce rejections", async () => {
+  const s = await blockStack();
+  try {
+    const accounts = Array.from({ length: SENDERS }, (_, i) => devAccount(i + 1));
+    const sockets = await Promise.all(accounts.map(() => openSocket(wsUrl(s.relay))));
+    const bursts = await Promise.all(
+      accounts.map(async (a) => {
+        const raws = await Promise.all(Array.from({ length: PER_SENDER }, (_, n) => signTransfer(a, n)));
+        raws.forEach((raw) => s.senderOfRaw.set(raw, a.address.toLowerCase()));
+        return raws;
+      }),
+    );
+    const started = performance.now();
+    const answers = await Promise.all(
+      sockets.flatMap((socket, i) => shuffle(bursts[i]).map((raw) => socket.call("eth_sendRawTransaction", [raw]))),
+    );
+    const wall = performance.now() - started;
+    const hashes = answers.filter((a) => /^0x[0-9a-f]{64}$/.test(a.result ?? ""));
+    assert.equal(hashes.length, SENDERS * PER_SENDER, JSON.stringify(answers.filter((a) => !a.result).slice(0, 3)));
+    assert.deepEqual(await minedCounts(s.anvil.url, accounts, PER_SENDER, 15_000), accounts.map(() => PER_SENDER));
+    assert.deepEqual(rejections(s.proxy), []);
+    console.log(`10 sockets x 10 sends: wall ${wall.toFixed(0)} ms, ${s.proxy.seen.length} sends upstream`);
+    sockets.forEach((socket) => socket.ws.close());
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a newHeads subscription survives its upstream socket dropping: same id, no block missed; an upstream gone for longer than WS_UPSTREAM_RECONNECT_MS closes the client's socket with 1013", async () => {
+  const s = await blockStack({ WS_UPSTREAM_RECONNECT_MS: "3000" });
+  try {
+    const socket = await openSocket(wsUrl(s.relay));
+    const { result: id } = await socket.call("eth_subscribe", ["newHeads"]);
+    assert.match(id, /^0x[0-9a-f]{32}$/);
+    const heads = () => socket.inbox.filter((m) => m.method === "eth_subscription").map((m) => m.params);
+    await socket.next((m) => m.method === "eth_subscription", 5_000);
+    // Dropped for 2.5 s (new upstream sockets refused meanwhile): two or three blocks mined.
+    s.proxy.refuseWebSockets(2_500);
+    await sleep(6_000);
+    const seen = heads();
+    assert.ok(seen.every((p) => p.subscription === id), "every notification under the client's id");
+    const numbers = seen.map((p) => Number(p.result.number));
+    for (let i = 1; i < numbers.length; i++) assert.equal(numbers[i], numbers[i - 1] + 1, `heads ${numbers.join(",")}`);
+    assert.ok(numbers.length >= 6, `heads ${numbers.join(",")}`);
+    assert.ok(s.relay.events("ws_upstream_resumed").length >= 1);
+    // Gone for good (longer than the 3 s budget): an error, then a close with 1013.
+    s.proxy.refuseWebSockets(60_000);
+    const closed = await Promise.race([socket.closed, sleep(10_000).then(() => null)]);
+    assert.ok(closed, "the client's socket was closed");
+    assert.equal(closed.code, 1013);
+    assert.match(closed.reason, /upstream WebSocket lost/);
+    const error = socket.inbox.find((m) => m.id === null && m.error);
+    assert.equal(error.error.code, -32002);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("limits: a message over WS_MAX_MESSAGE_BYTES gets an error then close 1009; one subscription over WS_MAX_SUBSCRIPTIONS gets an error then close 1008; an idle socket is closed after WS_IDLE_TIMEOUT_S", async () => {
+  const s = await blockStack({ WS_MAX_MESSAGE_BYTES: "2000", WS_MAX_SUBSCRIPTIONS: "2", WS_IDLE_TIMEOUT_S: "3" });
+  try {
+    const big = await openSocket(wsUrl(s.relay));
+    big.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_call", params: [{ data: `0x${"00".repeat(1_100)}` }, "latest"] }));
+    const tooBig = await big.closed;
+    assert.equal(tooBig.code, 1009);
+    assert.equal(big.inbox[0].error.code, -32005);
+    assert.match(big.inbox[0].error.message, /message exceeds 2000 bytes/);
+
+    const subs = await openSocket(wsUrl(s.relay));
+    assert.ok((await subs.call("eth_subscribe", ["newHeads"])).result);
+    assert.ok((await subs.call("eth_subscribe", ["logs", {}])).result);
+    const third = await subs.call("eth_subscribe", ["newPendingTransactions"]);
+    assert.equal(third.error.code, -32005);
+    const tooMany = await subs.closed;
+    assert.equal(tooMany.code, 1008);
+    assert.match(tooMany.reason, /more than 2 subscriptions/);
+
+    const idle = await openSocket(wsUrl(s.relay));
+    const opened = performance.now();
+    const idleClose = await idle.closed;
+    const after = idleClose.at - opened;
+    assert.equal(idleClose.code, 1000);
+    assert.match(idleClose.reason, /idle for 3 s/);
+    assert.ok(after >= 2_900 && after < 6_000, `closed after ${after.toFixed(0)} ms`);
+    assert.equal(idle.inbox[0].error.code, -32005);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("one socket: answers by id out of request order, batches mixing subscriptions and reads, bad subscriptions refused, the method policy applies, protocol pings are answered", async () => {
+  const s = await blockStack({ METHOD_DENYLIST: "eth_getLogs" });
+  try {
+    const socket = await openSocket(wsUrl(s.relay));
+    const pong = new Promise((resolve) => socket.ws.once("pong", resolve));
+    socket.ws.ping();
+    await pong;
+    socket.send([
+      { jsonrpc: "2.0", id: "a", method: "eth_subscribe", params: ["newHeads"] },
+      { jsonrpc: "2.0", id: "b", method: "eth_chainId", params: [] },
+      { jsonrpc: "2.0", method: "eth_blockNumber", params: [] },
+      { jsonrpc: "2.0", id: "c", method: "eth_subscribe", params: ["syncing"] },
+      { jsonrpc: "2.0", id: "d", method: "eth_getLogs", params: [{}] },
+    ]);
+    const batch = await socket.next(Array.isArray);
+    assert.deepEqual(batch.map((m) => m.id), ["a", "b", "c", "d"]);
+    assert.match(batch[0].result, /^0x[0-9a-f]{32}$/);
+    assert.equal(batch[1].result, "0x7a69");
+    assert.equal(batch[2].error.code, -32602);
+    assert.equal(batch[3].error.code, -32601);
+    const unsub = await socket.call("eth_unsubscribe", [batch[0].result]);
+    assert.equal(unsub.result, true);
+    assert.equal((await socket.call("eth_unsubscribe", [batch[0].result])).result, false);
+    socket.send("{not json");
+    const parseError = await socket.next((m) => m.error?.code === -32700);
+    assert.equal(parseError.id, null);
+    socket.ws.close();
+  } finally {
+    await s.stop();
+  }
+});
+
+test("an idle socket still answers after 60 s (the default idle timeout is 600 s)", async () => {
+  const s = await blockStack();
+  try {
+    const socket = await openSocket(wsUrl(s.relay));
+    await sleep(61_000);
+    const answer = await socket.call("eth_chainId");
+    assert.equal(answer.result, "0x7a69");
+    socket.ws.close();
+  } finally {
+    await s.stop();
+  }
+});
