@@ -14,7 +14,7 @@ help:
 	@echo "make lint   - cargo fmt --check and clippy (native, and the wasm32 adapters)"
 	@echo "make fuzz   - fuzz the decoder for FUZZ_SECONDS (default 1800)"
 	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
-	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS)"
+	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS); idle WebSockets (SOCKETS, IDLE_S)"
 
 setup:
 	@bash scripts/setup.sh
@@ -48,6 +48,7 @@ bench: setup
 bench-e2e: build
 	@bash scripts/bench-setup.sh
 	@. scripts/env.sh && node tests/bench/e2e.mjs
+	@. scripts/env.sh && node tests/bench/ws-idle.mjs
 
 # libFuzzer on the decoder (fuzz/), with rustup's stable toolchain in nightly mode. New inputs go to
 # fuzz/corpus-work; the committed seeds in fuzz/corpus/decode are only read.

@@ -236,7 +236,9 @@ impl Connection {
         }
         self.upstream.replace(UpstreamState::Connecting);
         match UpstreamSocket::connect(&self.config).await {
-            Ok(socket) => Ok(self.opened(socket)),
+            Ok(socket) => self
+                .opened(socket)
+                .ok_or_else(|| "the connection closed".to_string()),
             Err(why) => {
                 self.upstream.replace(UpstreamState::Down);
                 Err(why)
@@ -244,12 +246,20 @@ impl Connection {
         }
     }
 
-    /// A new upstream socket is open: keep it and read it.
-    fn opened(self: &Rc<Self>, socket: UpstreamSocket) -> Rc<UpstreamSocket> {
+    /// A new upstream socket is open: keep it and read it. `None` (the socket closed at once)
+    /// when the client's connection closed while it was being opened.
+    fn opened(self: &Rc<Self>, socket: UpstreamSocket) -> Option<Rc<UpstreamSocket>> {
+        if self.closed.get() {
+            let _ = socket
+                .ws
+                .close(Some(1000), Some("client connection closed"));
+            self.upstream.replace(UpstreamState::Down);
+            return None;
+        }
         let socket = Rc::new(socket);
         self.upstream.replace(UpstreamState::Up(socket.clone()));
         spawn_local(self.clone().read_upstream(socket.clone()));
-        socket
+        Some(socket)
     }
 
     /// Reads the upstream socket: answers to its requests, notifications to the client. When it
@@ -319,7 +329,9 @@ impl Connection {
             attempts += 1;
             match UpstreamSocket::connect(&self.config).await {
                 Ok(socket) => {
-                    let socket = self.opened(socket);
+                    let Some(socket) = self.opened(socket) else {
+                        return;
+                    };
                     for (id, params) in &lost {
                         let _ = socket.request(
                             SUBSCRIBE,
