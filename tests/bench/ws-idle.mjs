@@ -37,6 +37,8 @@ async function open(url, first) {
 }
 
 async function measure(name, url, pids, first) {
+  // Warm: the isolate (and the wasm instance) made by a first connection, not counted per socket.
+  (await open(url(SOCKETS), first)).close();
   await sleep(2_000);
   const rss0 = rssKb(pids);
   const sockets = [];
