@@ -153,7 +153,7 @@ test("10 sockets, one per sender, 10 shuffled sends each through the strict-nonc
 });
 
 test("a newHeads subscription survives its upstream socket dropping: same id, no block missed; an upstream gone for longer than WS_UPSTREAM_RECONNECT_MS closes the client's socket with 1013", async () => {
-  const s = await blockStack({ WS_UPSTREAM_RECONNECT_MS: "3000" });
+  const s = await blockStack({ WS_UPSTREAM_RECONNECT_MS: "4000" });
   try {
     const socket = await openSocket(wsUrl(s.relay));
     const { result: id } = await socket.call("eth_subscribe", ["newHeads"]);
@@ -168,7 +168,9 @@ test("a newHeads subscription survives its upstream socket dropping: same id, no
     const numbers = seen.map((p) => Number(p.result.number));
     for (let i = 1; i < numbers.length; i++) assert.equal(numbers[i], numbers[i - 1] + 1, `heads ${numbers.join(",")}`);
     assert.ok(numbers.length >= 6, `heads ${numbers.join(",")}`);
-    assert.ok(s.relay.events("ws_upstream_resumed").length >= 1);
+    const resumed = s.relay.events("ws_upstream_resumed");
+    assert.ok(resumed.length >= 1);
+    console.log(`heads ${numbers.join(",")}; upstream socket back after ${resumed[0].after_ms} ms, ${resumed[0].attempts} attempts`);
     // Gone for good (longer than the 3 s budget): an error, then a close with 1013.
     s.proxy.refuseWebSockets(60_000);
     const closed = await Promise.race([socket.closed, sleep(10_000).then(() => null)]);
@@ -237,9 +239,55 @@ test("one socket: answers by id out of request order, batches mixing subscriptio
     const unsub = await socket.call("eth_unsubscribe", [batch[0].result]);
     assert.equal(unsub.result, true);
     assert.equal((await socket.call("eth_unsubscribe", [batch[0].result])).result, false);
+    // A send waiting for its sender's missing nonce does not hold up a read sent after it.
+    const account = devAccount(4);
+    const [raw0, raw1] = await Promise.all([signTransfer(account, 0), signTransfer(account, 1)]);
+    socket.send({ jsonrpc: "2.0", id: "n1", method: "eth_sendRawTransaction", params: [raw1] });
+    socket.send({ jsonrpc: "2.0", id: "read", method: "eth_chainId", params: [] });
+    await socket.next((m) => m.id === "read");
+    assert.ok(!socket.inbox.some((m) => m.id === "n1"), "the read was answered first");
+    socket.send({ jsonrpc: "2.0", id: "n0", method: "eth_sendRawTransaction", params: [raw0] });
+    const [n0, n1] = await Promise.all([socket.next((m) => m.id === "n0"), socket.next((m) => m.id === "n1")]);
+    assert.match(n0.result, /^0x[0-9a-f]{64}$/);
+    assert.match(n1.result, /^0x[0-9a-f]{64}$/);
+    assert.deepEqual(rejections(s.proxy), []);
     socket.send("{not json");
     const parseError = await socket.next((m) => m.error?.code === -32700);
     assert.equal(parseError.id, null);
+    socket.ws.close();
+  } finally {
+    await s.stop();
+  }
+});
+
+test("rate limits and origins: the upgrade counts as a read; over the limit a message gets -32005 and the socket stays open; a page from an origin CORS_ORIGINS does not list gets 403", async () => {
+  const senderOfRaw = new Map();
+  const s = await stack({
+    anvil: { extraArgs: ["--block-time", "1"] },
+    proxy: { senderOf: (raw) => senderOfRaw.get(raw) },
+    vars: { CORS_ORIGINS: "https://dapp.example" },
+    ratelimits: { RATE_LIMIT_SEND: { simple: { limit: 2, period: 60 } }, RATE_LIMIT_READ: { simple: { limit: 4, period: 60 } } },
+  });
+  try {
+    const refused = await new Promise((resolve) => {
+      const ws = new WebSocket(wsUrl(s.relay), { origin: "https://evil.example" });
+      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode));
+      ws.on("open", () => resolve("open"));
+      ws.on("error", () => {});
+    });
+    assert.equal(refused, 403);
+    const socket = await openSocket(wsUrl(s.relay)); // read 1 (no Origin: not a page)
+    const account = devAccount(5);
+    const raws = await Promise.all([0, 1, 2].map((n) => signTransfer(account, n)));
+    raws.forEach((raw) => senderOfRaw.set(raw, account.address.toLowerCase()));
+    const sends = await Promise.all(raws.slice(0, 2).map((raw) => socket.call("eth_sendRawTransaction", [raw])));
+    assert.ok(sends.every((a) => a.result), JSON.stringify(sends));
+    const third = await socket.call("eth_sendRawTransaction", [raws[2]]);
+    assert.deepEqual(third.error, { code: -32005, message: "rate limit exceeded" });
+    assert.equal(s.proxy.seen.length, 2, "the refused send reached nothing");
+    for (let i = 0; i < 3; i++) assert.equal((await socket.call("eth_chainId")).result, "0x7a69"); // reads 2-4
+    assert.equal((await socket.call("eth_subscribe", ["newHeads"])).error.code, -32005, "a subscription is a read");
+    assert.equal(socket.ws.readyState, WebSocket.OPEN, "the socket stays open");
     socket.ws.close();
   } finally {
     await s.stop();
