@@ -1,6 +1,6 @@
-//! The upstream's WebSocket for one client connection (wasm32 only): connecting to
+//! The upstream's WebSocket for one client connection: connecting to
 //! `UPSTREAM_WS_URL` (each URL in turn), requests matched to their answers by id. The client
-//! connection ([`super::websocket`]) reads its events and decides what a lost socket means.
+//! connection ([`super`]) reads its events and decides what a lost socket means.
 
 use crate::config::Config;
 use crate::jsonrpc::RpcError;
@@ -11,6 +11,7 @@ use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::pin::pin;
+use std::rc::Rc;
 use std::time::Duration;
 use worker::{Delay, Url, WebSocket};
 
@@ -125,4 +126,22 @@ impl UpstreamSocket {
     pub fn abandon(&self) -> Vec<Pending> {
         self.pending.borrow_mut().drain().map(|(_, p)| p).collect()
     }
+}
+
+/// The upstream socket of a connection.
+pub enum UpstreamState {
+    /// None open: the next `eth_subscribe` connects.
+    Down,
+    /// Being connected (or reconnected): callers wait.
+    Connecting,
+    /// Open.
+    Up(Rc<UpstreamSocket>),
+}
+
+/// -32002: no upstream WebSocket to serve a subscription, and why.
+pub fn upstream_unavailable(why: &str) -> RpcError {
+    RpcError::new(
+        crate::jsonrpc::RESOURCE_UNAVAILABLE,
+        format!("the upstream WebSocket is unavailable: {why}"),
+    )
 }

@@ -1,0 +1,207 @@
+//! A client's WebSocket (wasm32 only), held by the Worker (not a Durable Object: see the README's
+//! "WebSocket" section and BENCHMARKS.md for why and what it costs while idle).
+//!
+//! Each message is answered in a task of its own ([`Relay::handle_message`]), so a send waiting
+//! for its sender's turn does not hold up a read behind it. Subscriptions go over one upstream
+//! WebSocket per connection, opened at the first `eth_subscribe`. When that socket drops while
+//! subscriptions are held, the relay connects again (250 ms, doubling to 2 s, for
+//! `WS_UPSTREAM_RECONNECT_MS`), makes every subscription again under the client's ids and sends
+//! the `newHeads` missed meanwhile, fetched by number over HTTP; if the upstream does not come
+//! back in time, the client's socket is closed with 1013 ([`Close::UpstreamLost`]).
+
+mod socket;
+mod subscribe;
+mod upstream;
+
+use super::backend::WorkerBackend;
+use super::platform::now_ms;
+use crate::chain_id::ChainIdCache;
+use crate::config::Config;
+use crate::relay::Relay;
+use crate::websocket::subscriptions::Subscriptions;
+use crate::websocket::Close;
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use serde_json::Value;
+use socket::UpstreamState;
+use std::cell::{Cell, RefCell};
+use std::pin::pin;
+use std::rc::Rc;
+use std::time::Duration;
+use worker::wasm_bindgen_futures::spawn_local;
+use worker::{console_log, Delay, Env, Response, WebSocket, WebSocketPair, WebsocketEvent};
+
+/// One client connection.
+struct Connection {
+    client: WebSocket,
+    env: Env,
+    config: Rc<Config>,
+    chain_ids: Rc<ChainIdCache>,
+    /// The upgrade request's `X-Request-Id`; each message's work is logged as `{id}.{n}`.
+    request_id: String,
+    client_ip: String,
+    subscriptions: RefCell<Subscriptions>,
+    upstream: RefCell<UpstreamState>,
+    /// When the client last sent a message or was sent a notification, Unix ms.
+    last_activity: Cell<u64>,
+    messages: Cell<u64>,
+    /// A limit broken while answering, to close with once the answer is out.
+    close_after: RefCell<Option<Close>>,
+    closed: Cell<bool>,
+    opened_at: u64,
+}
+
+fn log(event: &str, request_id: &str, fields: &[(&str, Value)]) {
+    let mut all = vec![("request_id", Value::from(request_id))];
+    all.extend(fields.iter().cloned());
+    console_log!("{}", crate::log::line(event, &all));
+}
+
+/// Accepts a WebSocket upgrade (`GET /` with `Upgrade: websocket`): returns the 101 answer and
+/// serves the connection in the background until either side closes it.
+///
+/// # Errors
+/// The runtime's, when the socket pair can't be made.
+pub fn upgrade(
+    env: Env,
+    config: Rc<Config>,
+    chain_ids: Rc<ChainIdCache>,
+    request_id: String,
+    client_ip: String,
+) -> worker::Result<Response> {
+    let pair = WebSocketPair::new()?;
+    pair.server.accept()?;
+    let now = now_ms();
+    let connection = Rc::new(Connection {
+        client: pair.server,
+        env,
+        config,
+        chain_ids,
+        request_id,
+        client_ip,
+        subscriptions: RefCell::new(Subscriptions::default()),
+        upstream: RefCell::new(UpstreamState::Down),
+        last_activity: Cell::new(now),
+        messages: Cell::new(0),
+        close_after: RefCell::new(None),
+        closed: Cell::new(false),
+        opened_at: now,
+    });
+    spawn_local(connection.serve());
+    Response::from_websocket(pair.client)
+}
+
+impl Connection {
+    async fn serve(self: Rc<Self>) {
+        let Ok(mut events) = self.client.events() else {
+            return;
+        };
+        let limits = self.config.socket;
+        let mut why = String::from("client closed");
+        loop {
+            if self.closed.get() {
+                why = "closed by the relay".into();
+                break;
+            }
+            let idle_ms = now_ms().saturating_sub(self.last_activity.get());
+            if idle_ms >= limits.idle_timeout_ms {
+                self.close(Close::Idle(limits.idle_timeout_ms / 1_000));
+                why = "idle".into();
+                break;
+            }
+            let wait = limits.idle_timeout_ms - idle_ms;
+            let next = pin!(events.next());
+            let timer = pin!(Delay::from(Duration::from_millis(wait)));
+            let event = match select(next, timer).await {
+                Either::Left((event, _)) => event,
+                Either::Right(_) => continue,
+            };
+            let message = match event {
+                Some(Ok(WebsocketEvent::Message(message))) => message,
+                Some(Ok(WebsocketEvent::Close(close))) => {
+                    why = format!("client closed: {} {}", close.code(), close.reason());
+                    // Completes the closing handshake (RFC 6455 section 5.5.1).
+                    let _ = self.client.close(Some(1000), Some("closed by the client"));
+                    break;
+                }
+                Some(Err(e)) => {
+                    why = format!("client socket error: {e}");
+                    break;
+                }
+                None => break,
+            };
+            self.last_activity.set(now_ms());
+            let body = message
+                .text()
+                .map(String::into_bytes)
+                .or_else(|| message.bytes())
+                .unwrap_or_default();
+            if body.len() > limits.max_message_bytes {
+                self.close(Close::TooBig(limits.max_message_bytes));
+                why = "message too big".into();
+                break;
+            }
+            let n = self.messages.get() + 1;
+            self.messages.set(n);
+            spawn_local(self.clone().answer(body, n));
+        }
+        self.closed.set(true);
+        if let UpstreamState::Up(socket) = self.upstream.replace(UpstreamState::Down) {
+            let _ = socket
+                .ws
+                .close(Some(1000), Some("client connection closed"));
+        }
+        log(
+            "ws_closed",
+            &self.request_id,
+            &[
+                ("why", why.into()),
+                ("messages", self.messages.get().into()),
+                (
+                    "duration_ms",
+                    now_ms().saturating_sub(self.opened_at).into(),
+                ),
+            ],
+        );
+    }
+
+    /// Answers one message and sends the answer; closes the socket after it when the message
+    /// broke a limit.
+    async fn answer(self: Rc<Self>, body: Vec<u8>, n: u64) {
+        let request_id = format!("{}.{n}", self.request_id);
+        let backend =
+            WorkerBackend::new(&self.config, &self.env, &request_id, self.client_ip.clone());
+        let relay = Relay::new(&self.config, &backend, &self.chain_ids);
+        let answer = relay.handle_message(&body, &self).await;
+        if let Some(text) = answer {
+            self.send(&text);
+        }
+        let close = self.close_after.borrow_mut().take();
+        if let Some(close) = close {
+            self.close(close);
+        }
+    }
+
+    fn send(&self, text: &str) {
+        if !self.closed.get() {
+            let _ = self.client.send_with_str(text);
+        }
+    }
+
+    /// Sends `close`'s error, then closes the client's socket with its code and reason.
+    fn close(&self, close: Close) {
+        if self.closed.replace(true) {
+            return;
+        }
+        let _ = self.client.send_with_str(close.message());
+        let _ = self.client.close(Some(close.code()), Some(close.reason()));
+        log(
+            "ws_close",
+            &self.request_id,
+            &[
+                ("code", close.code().into()),
+                ("reason", close.reason().into()),
+            ],
+        );
+    }
+}
