@@ -119,9 +119,13 @@ impl Connection {
             let message = match event {
                 Some(Ok(WebsocketEvent::Message(message))) => message,
                 Some(Ok(WebsocketEvent::Close(close))) => {
-                    why = format!("client closed: {} {}", close.code(), close.reason());
-                    // Completes the closing handshake (RFC 6455 section 5.5.1).
-                    let _ = self.client.close(Some(1000), Some("closed by the client"));
+                    if self.closed.get() {
+                        why = "closed by the relay".into(); // the client's answer to our close
+                    } else {
+                        why = format!("client closed: {} {}", close.code(), close.reason());
+                        // Completes the closing handshake (RFC 6455 section 5.5.1).
+                        let _ = self.client.close(Some(1000), Some("closed by the client"));
+                    }
                     break;
                 }
                 Some(Err(e)) => {
