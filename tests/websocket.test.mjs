@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket from "ws";
-import { createPublicClient, webSocket, keccak256 } from "viem";
+import { createPublicClient, webSocket, keccak256, getContractAddress } from "viem";
 import { foundry } from "viem/chains";
 import { WebSocketProvider } from "ethers";
 import { stack, devAccount, signTransfer, minedCounts, sleep } from "./support/harness.mjs";
@@ -179,6 +179,56 @@ test("a newHeads subscription survives its upstream socket dropping: same id, no
     assert.match(closed.reason, /upstream WebSocket lost/);
     const error = socket.inbox.find((m) => m.id === null && m.error);
     assert.equal(error.error.code, -32002);
+  } finally {
+    await s.stop();
+  }
+});
+
+// Init code of a contract whose every call emits one log (LOG0 of no data): runtime 0x60006000a000.
+const LOGGER_INIT = "0x6560006000a0006000526006601af3";
+
+test("a logs subscription across a dropped upstream socket: every call's log delivered exactly once, the gap's fetched with eth_getLogs", async () => {
+  const s = await blockStack();
+  try {
+    const account = devAccount(6);
+    const socket = await openSocket(wsUrl(s.relay));
+    const deploy = await signTransfer(account, 0, { to: null, value: 0n, data: LOGGER_INIT, gas: 100_000n });
+    s.senderOfRaw.set(deploy, account.address.toLowerCase());
+    assert.match((await socket.call("eth_sendRawTransaction", [deploy])).result, /^0x/);
+    const address = getContractAddress({ from: account.address, nonce: 0n });
+    for (let i = 0; i < 50 && (await socket.call("eth_getCode", [address, "latest"])).result === "0x"; i++) await sleep(200);
+    const { result: id } = await socket.call("eth_subscribe", ["logs", { address }]);
+    const calls = [];
+    const call = async (nonce) => {
+      const raw = await signTransfer(account, nonce, { to: address, value: 0n, gas: 30_000n });
+      s.senderOfRaw.set(raw, account.address.toLowerCase());
+      calls.push((await socket.call("eth_sendRawTransaction", [raw])).result);
+    };
+    // A call every 300 ms for 7.5 s; the upstream socket cut and refused for 2.5 s in the middle.
+    let nonce = 1;
+    const sending = (async () => {
+      for (; nonce <= 25; nonce++) {
+        await call(nonce);
+        await sleep(300);
+      }
+    })();
+    await sleep(2_500);
+    s.proxy.refuseWebSockets(2_500);
+    await sending;
+    assert.deepEqual(await minedCounts(s.anvil.url, [account], 26, 10_000), [26]);
+    await sleep(2_500); // the last block's logs on their way
+    const logs = socket.inbox.filter((m) => m.method === "eth_subscription").map((m) => m.params);
+    assert.ok(logs.every((p) => p.subscription === id));
+    const keys = logs.map((p) => `${p.result.blockHash}:${p.result.logIndex}`);
+    assert.equal(new Set(keys).size, keys.length, "no log twice");
+    const txs = new Set(logs.map((p) => p.result.transactionHash));
+    const missing = calls.filter((h) => !txs.has(h));
+    const gap = s.relay.events("ws_logs_gap");
+    console.log(`logs: ${logs.length} delivered for ${calls.length} calls, missing ${missing.length}; gap fetch: ${JSON.stringify(gap[0])}`);
+    assert.deepEqual(missing, []);
+    assert.equal(logs.length, calls.length);
+    assert.ok(gap.length >= 1 && gap[0].sent >= 1, "the gap's logs came from the fetch");
+    socket.ws.close();
   } finally {
     await s.stop();
   }

@@ -8,8 +8,10 @@
 //! transactions through its Durable Object. Subscriptions are served from the upstream's
 //! WebSocket (`UPSTREAM_WS_URL`), with ids of the relay's own, so that they outlive the upstream
 //! socket: when it drops, the relay reconnects and subscribes again under the same ids, and
-//! fills in the `newHeads` the client missed meanwhile ([`subscriptions::Subscriptions::lost`]).
+//! fills in the `newHeads` and the [`logs`] the client missed meanwhile
+//! ([`subscriptions::Subscriptions::lost`]).
 
+pub mod logs;
 pub mod subscriptions;
 
 use crate::jsonrpc::{RpcError, LIMIT_EXCEEDED};

@@ -3,6 +3,7 @@
 //! mapped to the upstream socket's id for it, so that it survives the upstream socket: after a
 //! reconnect each is made again upstream and keeps its id towards the client.
 
+use super::logs::{self, DeliveredLogs};
 use crate::jsonrpc::{RpcError, INVALID_PARAMS};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -65,6 +66,11 @@ struct Subscription {
     /// Made again on a new upstream socket and no header delivered since: the next header may
     /// come after a gap.
     resumed: bool,
+    /// `logs`: the logs delivered lately.
+    logs: DeliveredLogs,
+    /// `logs`: the block the upstream had reached when its socket dropped, while the logs of the
+    /// gap are still to be fetched.
+    gap_from: Option<u64>,
 }
 
 /// A notification from the upstream, as the client gets it.
@@ -141,6 +147,8 @@ impl Subscriptions {
                 upstream_id: Some(upstream_id),
                 last_head: None,
                 resumed: false,
+                logs: DeliveredLogs::default(),
+                gap_from: None,
             },
         );
         id
@@ -167,6 +175,9 @@ impl Subscriptions {
             .iter_mut()
             .find(|(_, s)| s.upstream_id.as_deref() == Some(params.subscription.as_str()))?;
         let mut missed = None;
+        if entry.kind == Kind::Logs && !entry.logs.first_time(params.result.get()) {
+            return None; // already delivered from the fetch of a gap
+        }
         if entry.kind == Kind::NewHeads {
             let number = serde_json::from_str::<Header>(params.result.get())
                 .ok()
@@ -188,16 +199,57 @@ impl Subscriptions {
         })
     }
 
-    /// The upstream socket is gone: every subscription loses its upstream id. Returns each
-    /// one's client id and `eth_subscribe` params, to make again on a new socket
-    /// ([`Subscriptions::resumed`]).
-    pub fn lost(&mut self) -> Vec<(String, String)> {
+    /// Whether any subscription is for logs (whose gap the caller fetches again: it asks the
+    /// upstream's head for [`Subscriptions::lost`]).
+    pub fn has_logs(&self) -> bool {
+        self.entries.values().any(|s| s.kind == Kind::Logs)
+    }
+
+    /// The upstream socket is gone, with the upstream at block `head` (`None`: unknown, no logs
+    /// are fetched again): every subscription loses its upstream id. Returns each one's client
+    /// id and `eth_subscribe` params, to make again on a new socket ([`Subscriptions::resumed`]).
+    pub fn lost(&mut self, head: Option<u64>) -> Vec<(String, String)> {
         self.entries
             .iter_mut()
             .map(|(id, s)| {
                 s.upstream_id = None;
+                if s.kind == Kind::Logs && s.gap_from.is_none() {
+                    s.gap_from = head;
+                }
                 (id.clone(), s.params.clone())
             })
+            .collect()
+    }
+
+    /// Whether subscription `id` has logs of a gap to fetch ([`Subscriptions::gap_query`]).
+    pub fn has_gap(&self, id: &str) -> bool {
+        self.entries.get(id).is_some_and(|s| s.gap_from.is_some())
+    }
+
+    /// The `eth_getLogs` params for the logs subscription `id` missed, up to block `to` (the
+    /// upstream's head once it was made again): from [`logs::GAP_MARGIN_BLOCKS`] before the
+    /// head at the drop. `None` when there is no gap to fetch; asked once.
+    pub fn gap_query(&mut self, id: &str, to: u64) -> Option<String> {
+        let s = self.entries.get_mut(id)?;
+        let from = s.gap_from.take()?;
+        Some(logs::gap_query(
+            &s.params,
+            from.saturating_sub(logs::GAP_MARGIN_BLOCKS),
+            to,
+        ))
+    }
+
+    /// The notifications of the fetched logs `found` (an `eth_getLogs` result, a JSON array)
+    /// that subscription `id` has not delivered yet, in their order.
+    pub fn gap_logs(&mut self, id: &str, found: &Value) -> Vec<String> {
+        let (Some(s), Some(found)) = (self.entries.get_mut(id), found.as_array()) else {
+            return Vec::new();
+        };
+        found
+            .iter()
+            .map(Value::to_string)
+            .filter(|log| s.logs.first_time(log))
+            .map(|log| notification(id, &log))
             .collect()
     }
 
@@ -219,6 +271,44 @@ impl Subscriptions {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_resumed_logs_subscription_fetches_its_gap_once_and_delivers_each_log_once() {
+        let mut subs = Subscriptions::default();
+        let id = subs.add(
+            Kind::Logs,
+            r#"["logs",{"address":"0x01"}]"#.into(),
+            "0xa".into(),
+        );
+        let log = |up: &str, hash: &str| {
+            json!({"jsonrpc":"2.0","method":"eth_subscription",
+                   "params":{"subscription":up,"result":{"blockHash":hash,"logIndex":"0x0"}}})
+            .to_string()
+        };
+        assert!(subs.deliver(&log("0xa", "0x01")).is_some());
+        assert!(subs.has_logs() && !subs.has_gap(&id));
+        subs.lost(Some(10));
+        assert!(subs.resumed(&id, "0xb".into()) && subs.has_gap(&id));
+        let query: Value = serde_json::from_str(&subs.gap_query(&id, 15).unwrap()).unwrap();
+        assert_eq!(
+            query,
+            json!([{"address":"0x01","fromBlock":"0x8","toBlock":"0xf"}])
+        );
+        assert_eq!(subs.gap_query(&id, 16), None, "asked once");
+        // The fetch finds a log delivered before the drop and one of the gap; the new
+        // subscription then delivers the gap's log again and a new one.
+        let found =
+            json!([{"blockHash":"0x01","logIndex":"0x0"},{"blockHash":"0x02","logIndex":"0x0"}]);
+        let sent = subs.gap_logs(&id, &found);
+        assert_eq!(sent.len(), 1);
+        assert!(sent[0].contains("0x02") && sent[0].contains(&id));
+        assert!(subs.deliver(&log("0xb", "0x02")).is_none());
+        assert!(subs.deliver(&log("0xb", "0x03")).is_some());
+        // Without the head at the drop, nothing is fetched.
+        subs.lost(None);
+        subs.resumed(&id, "0xc".into());
+        assert!(!subs.has_gap(&id));
+    }
 
     fn head(upstream_id: &str, number: u64) -> String {
         json!({"jsonrpc":"2.0","method":"eth_subscription",
@@ -277,7 +367,7 @@ mod tests {
         let id = subs.add(Kind::NewHeads, r#"["newHeads"]"#.into(), "0xa".into());
         assert_eq!(subs.deliver(&head("0xa", 10)).unwrap().missed, None);
         assert_eq!(
-            subs.lost(),
+            subs.lost(None),
             vec![(id.clone(), r#"["newHeads"]"#.to_string())]
         );
         // Nothing arrives under the old upstream id once it is lost.
@@ -289,19 +379,19 @@ mod tests {
         // Only the first header after the resume can follow a gap.
         assert_eq!(subs.deliver(&head("0xb", 16)).unwrap().missed, None);
         // No gap, or a header at or below the last one (a reorg): nothing missed.
-        subs.lost();
+        subs.lost(None);
         subs.resumed(&id, "0xc".into());
         assert_eq!(subs.deliver(&head("0xc", 17)).unwrap().missed, None);
-        subs.lost();
+        subs.lost(None);
         subs.resumed(&id, "0xd".into());
         assert_eq!(subs.deliver(&head("0xd", 15)).unwrap().missed, None);
         // A long outage fills in at most MAX_MISSED_HEADS.
-        subs.lost();
+        subs.lost(None);
         subs.resumed(&id, "0xe".into());
         let long = subs.deliver(&head("0xe", 1_000)).unwrap().missed.unwrap();
         assert_eq!(long, 1_000 - MAX_MISSED_HEADS..=999);
         // An unsubscribe while the upstream socket was away: not resumed.
-        subs.lost();
+        subs.lost(None);
         subs.remove(&id);
         assert!(!subs.resumed(&id, "0xf".into()));
         assert!(subs.is_empty());

@@ -6,7 +6,7 @@
 //! WebSocket per connection, opened at the first `eth_subscribe`. When that socket drops while
 //! subscriptions are held, the relay connects again (250 ms, doubling to 2 s, for
 //! `WS_UPSTREAM_RECONNECT_MS`), makes every subscription again under the client's ids and sends
-//! the `newHeads` missed meanwhile, fetched by number over HTTP; if the upstream does not come
+//! the `newHeads` and the logs missed meanwhile, fetched over HTTP; if the upstream does not come
 //! back in time, the client's socket is closed with 1013 ([`Close::UpstreamLost`]).
 
 mod socket;

@@ -110,13 +110,16 @@ impl Connection {
                 ("subscriptions", self.subscriptions.borrow().len().into()),
             ],
         );
-        self.resume().await;
+        // The block the upstream had reached, for the logs of the gap (one read over HTTP).
+        let has_logs = self.subscriptions.borrow().has_logs();
+        let head = if has_logs { self.head().await } else { None };
+        self.resume(head).await;
     }
 
     /// Connects again and makes every subscription again under the client's ids; closes the
     /// client's socket when the upstream is not back within `WS_UPSTREAM_RECONNECT_MS`.
-    async fn resume(self: &Rc<Self>) {
-        let lost = self.subscriptions.borrow_mut().lost();
+    async fn resume(self: &Rc<Self>, head: Option<u64>) {
+        let lost = self.subscriptions.borrow_mut().lost(head);
         self.upstream.replace(UpstreamState::Connecting);
         let started = now_ms();
         let budget_ms = self.config.socket.upstream_reconnect_ms;
@@ -230,6 +233,9 @@ impl Connection {
                 if !kept {
                     let params = json!([upstream_id]).to_string();
                     let _ = socket.request(UNSUBSCRIBE, &params, Pending::Unsubscribe);
+                } else if self.subscriptions.borrow().has_gap(&id) {
+                    // Made again upstream: what it missed is now all in blocks up to the head.
+                    self.fill_logs_gap(&id).await;
                 }
             }
             (Pending::Resubscribe { id }, answer) => {
@@ -249,23 +255,60 @@ impl Connection {
         }
     }
 
-    /// Block `number`'s header fields (`eth_getBlockByNumber(number, false)`'s result as JSON
-    /// text) over HTTP, for a `newHeads` the client missed.
-    async fn block(&self, number: u64) -> Option<String> {
-        let request_id = format!("{}.heads", self.request_id);
+    /// The `result` of `method` with `params` (JSON text) over HTTP (`UPSTREAM_RPC_URL`), for
+    /// what a subscription missed; `None` when there is no usable answer.
+    async fn ask(&self, method: &str, params: &str) -> Option<Value> {
+        let request_id = format!("{}.gap", self.request_id);
         let backend =
             WorkerBackend::new(&self.config, &self.env, &request_id, self.client_ip.clone());
-        let body = json!({"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber",
-                          "params":[crate::hex::encode_quantity(number), false]})
-        .to_string();
+        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#);
         let reply = backend
             .post(&body, self.config.upstream_timeout_ms)
             .await
             .ok()?;
-        let answer: Value = serde_json::from_str(&reply.body).ok()?;
-        answer
-            .get("result")
-            .filter(|r| r.is_object())
-            .map(Value::to_string)
+        let mut answer: Value = serde_json::from_str(&reply.body).ok()?;
+        Some(answer.get_mut("result")?.take()).filter(|r| !r.is_null())
+    }
+
+    /// The upstream's head block number over HTTP.
+    pub(super) async fn head(&self) -> Option<u64> {
+        let result = self.ask("eth_blockNumber", "[]").await?;
+        crate::hex::decode_quantity(result.as_str()?).ok()
+    }
+
+    /// Block `number`'s header fields (`eth_getBlockByNumber(number, false)`'s result as JSON
+    /// text), for a `newHeads` the client missed.
+    async fn block(&self, number: u64) -> Option<String> {
+        let params = json!([crate::hex::encode_quantity(number), false]).to_string();
+        let block = self.ask("eth_getBlockByNumber", &params).await?;
+        block.is_object().then(|| block.to_string())
+    }
+
+    /// Sends the logs subscription `id` missed while the upstream socket was away, fetched with
+    /// `eth_getLogs` up to the upstream's head now (logged as `ws_logs_gap`).
+    async fn fill_logs_gap(&self, id: &str) {
+        let Some(to) = self.head().await else {
+            return;
+        };
+        let Some(query) = self.subscriptions.borrow_mut().gap_query(id, to) else {
+            return;
+        };
+        let found = self.ask("eth_getLogs", &query).await;
+        let sent = match &found {
+            Some(logs) => self.subscriptions.borrow_mut().gap_logs(id, logs),
+            None => Vec::new(),
+        };
+        for text in &sent {
+            self.send(text);
+        }
+        log(
+            "ws_logs_gap",
+            &self.request_id,
+            &[
+                ("to_block", to.into()),
+                ("fetched", found.is_some().into()),
+                ("sent", sent.len().into()),
+            ],
+        );
     }
 }
