@@ -212,8 +212,14 @@ impl Connection {
                 let id = self
                     .subscriptions
                     .borrow_mut()
-                    .add(kind, params, upstream_id);
-                let _ = reply.send(Ok(id));
+                    .add(kind, params, upstream_id.clone());
+                if reply.send(Ok(id.clone())).is_err() {
+                    // The client's call gave up waiting (UPSTREAM_TIMEOUT_MS): it never got the
+                    // id, so the subscription goes.
+                    self.subscriptions.borrow_mut().remove(&id);
+                    let params = json!([upstream_id]).to_string();
+                    let _ = socket.request(UNSUBSCRIBE, &params, Pending::Unsubscribe);
+                }
             }
             (Pending::Subscribe { reply, .. }, Ok(other)) => {
                 let _ = reply.send(Err(RpcError::new(
