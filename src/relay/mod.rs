@@ -35,8 +35,11 @@ use crate::jsonrpc::{self, Incoming, Request, RpcError};
 use crate::metrics::Metric;
 use crate::transaction::{self, Transaction};
 use crate::upstream::{error_metric, Upstream};
+use crate::websocket::is_subscription;
 use futures_util::future::join_all;
+use socket::SubscriptionCalls;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::rc::Rc;
 
 /// Why a sender's Durable Object gave no answer (Cloudflare's Durable Objects error handling:
@@ -121,15 +124,6 @@ pub struct Reply {
     pub retry_after_s: Option<u64>,
 }
 
-/// The answer to a request whose method the method policy refuses: -32601, with the method named.
-fn method_not_allowed(req: &Request) -> String {
-    RpcError::new(
-        jsonrpc::METHOD_NOT_FOUND,
-        format!("method not allowed: {}", req.method),
-    )
-    .response(&req.response_id())
-}
-
 /// The relay for one Worker invocation.
 pub struct Relay<'a, B: Backend> {
     config: &'a Config,
@@ -141,6 +135,8 @@ pub struct Relay<'a, B: Backend> {
 enum Plan {
     Done(String),
     Proxy(Request),
+    /// `eth_subscribe` / `eth_unsubscribe` on a WebSocket: the connection's own.
+    Subscription(Request),
     Send(Request, Transaction, sync::SendKind),
     PendingCount(Request, Address),
 }
@@ -164,6 +160,16 @@ impl<'a, B: Backend> Relay<'a, B> {
     /// counts against the client's rate limits first; over a limit, the whole body is refused
     /// with HTTP 429 and -32005 for each request, and nothing reaches the upstream.
     pub async fn handle(&self, body: &[u8]) -> Reply {
+        self.answer_body(body, None::<&Infallible>).await
+    }
+
+    /// [`Relay::handle`], with the subscription methods answered by `subscriptions` when given
+    /// (a WebSocket, [`socket`]), proxied otherwise.
+    async fn answer_body<S: SubscriptionCalls>(
+        &self,
+        body: &[u8],
+        subscriptions: Option<&S>,
+    ) -> Reply {
         let reply = |(body, retry_after_s): (Option<String>, Option<u64>)| Reply {
             status: if body.is_some() { 200 } else { 204 },
             body,
@@ -193,7 +199,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             Err(error) => reply((Some(error), None)),
             Ok(Incoming::Single(entry)) => {
                 let notification = entry.as_ref().is_ok_and(|r| r.id.is_none());
-                let (answers, retry_after_s) = self.answer_all(vec![entry]).await;
+                let (answers, retry_after_s) = self.answer_all(vec![entry], subscriptions).await;
                 let body = (!notification).then(|| answers.into_iter().next().unwrap_or_default());
                 reply((body, retry_after_s))
             }
@@ -202,7 +208,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                     .iter()
                     .map(|e| e.as_ref().map_or(true, |r| r.id.is_some()))
                     .collect();
-                let (answers, retry_after_s) = self.answer_all(entries).await;
+                let (answers, retry_after_s) = self.answer_all(entries, subscriptions).await;
                 let kept: Vec<String> = answers
                     .into_iter()
                     .zip(wanted)
@@ -217,7 +223,11 @@ impl<'a, B: Backend> Relay<'a, B> {
     }
 
     /// Each entry's response text in order, and the longest `Retry-After` among them, s.
-    async fn answer_all(&self, entries: Vec<jsonrpc::Entry>) -> (Vec<String>, Option<u64>) {
+    async fn answer_all<S: SubscriptionCalls>(
+        &self,
+        entries: Vec<jsonrpc::Entry>,
+        subscriptions: Option<&S>,
+    ) -> (Vec<String>, Option<u64>) {
         let needs_chain_id = entries
             .iter()
             .any(|e| e.as_ref().is_ok_and(|r| sync::is_send(&r.method)));
@@ -233,8 +243,15 @@ impl<'a, B: Backend> Relay<'a, B> {
             .into_iter()
             .map(|entry| match entry {
                 Err(error) => Plan::Done(error),
-                Ok(req) if !self.config.methods.allows(&req.method) => {
-                    Plan::Done(method_not_allowed(&req))
+                Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(
+                    RpcError::new(
+                        jsonrpc::METHOD_NOT_FOUND,
+                        format!("method not allowed: {}", req.method),
+                    )
+                    .response(&req.response_id()),
+                ),
+                Ok(req) if subscriptions.is_some() && is_subscription(&req.method) => {
+                    Plan::Subscription(req)
                 }
                 Ok(req) if !sync::is_send(&req.method) => {
                     match send::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
@@ -256,6 +273,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         // One task per proxied request and per sender (its transactions in one call).
         let mut answers: Vec<Option<String>> = vec![None; plans.len()];
         let mut proxied = Vec::new();
+        let mut subscribed = Vec::new();
         let mut counts = Vec::new();
         let mut by_sender: HashMap<Address, Vec<Member>> = HashMap::new();
         let mut sender_order = Vec::new();
@@ -263,6 +281,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             match plan {
                 Plan::Done(text) => answers[i] = Some(text),
                 Plan::Proxy(req) => proxied.push((i, req)),
+                Plan::Subscription(req) => subscribed.push((i, req)),
                 Plan::PendingCount(req, address) => counts.push((i, req, address)),
                 Plan::Send(req, tx, kind) => {
                     let list = by_sender.entry(tx.sender).or_default();
@@ -283,9 +302,13 @@ impl<'a, B: Backend> Relay<'a, B> {
             let txs = by_sender.remove(&sender).unwrap_or_default();
             async move { self.send_group(&sender, txs).await }
         });
-        let (sent, (proxied, counted)) = futures_util::future::join(
+        let subscription_tasks = subscribed
+            .into_iter()
+            .filter_map(|(i, req)| subscriptions.map(|s| async move { (i, s.call(&req).await) }));
+        let (sent, proxied, (counted, subscribed)) = futures_util::future::join3(
             join_all(send_tasks),
-            futures_util::future::join(join_all(proxy_tasks), join_all(count_tasks)),
+            join_all(proxy_tasks),
+            futures_util::future::join(join_all(count_tasks), join_all(subscription_tasks)),
         )
         .await;
         let mut retry_after_s: Option<u64> = None;
@@ -293,7 +316,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             answers[i] = Some(text);
             retry_after_s = retry_after_s.max(retry_after);
         }
-        for (i, text) in proxied.into_iter().chain(counted) {
+        for (i, text) in proxied.into_iter().chain(counted).chain(subscribed) {
             answers[i] = Some(text);
         }
         let texts = answers.into_iter().map(Option::unwrap_or_default).collect();
