@@ -151,9 +151,7 @@ impl Connection {
         }
         self.closed.set(true);
         if let UpstreamState::Up(socket) = self.upstream.replace(UpstreamState::Down) {
-            let _ = socket
-                .ws
-                .close(Some(1000), Some("client connection closed"));
+            socket.close();
         }
         log(
             "ws_closed",

@@ -3,11 +3,12 @@
 //! connection ([`super`]) reads its events and decides what a lost socket means.
 
 use crate::config::Config;
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{Answer, RpcError};
 use crate::websocket::subscriptions::Kind;
+use crate::websocket::UNSUBSCRIBE;
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
-use serde_json::Value;
+use serde::Deserialize;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::pin::pin;
@@ -18,11 +19,11 @@ use worker::{Delay, Url, WebSocket};
 /// What an answer from the upstream socket is for.
 pub enum Pending {
     /// A client's `eth_subscribe` of `kind` with `params` (JSON text): the answer's result is
-    /// the upstream's id; `reply` gets the result or the upstream's error.
+    /// the upstream's id; `reply` gets the client's answer (its id, or the upstream's error).
     Subscribe {
         kind: Kind,
         params: String,
-        reply: oneshot::Sender<Result<String, RpcError>>,
+        reply: oneshot::Sender<Answer>,
     },
     /// The client's subscription `id` made again after a reconnect.
     Resubscribe { id: String },
@@ -99,27 +100,29 @@ impl UpstreamSocket {
         })
     }
 
-    /// What the answer `message` (a JSON-RPC response with a numeric id) was for, and the answer;
-    /// `None` for anything else.
-    pub fn answered(&self, message: &Value) -> Option<(Pending, Result<Value, RpcError>)> {
-        let id = message.get("id")?.as_u64()?;
+    /// What the answer `text` (a JSON-RPC response with a numeric id) was for, and the answer
+    /// (a response with neither result nor error counts as a null result); `None` for anything
+    /// else.
+    pub fn answered(&self, text: &str) -> Option<(Pending, Answer)> {
+        #[derive(Deserialize)]
+        struct Id {
+            id: Option<u64>,
+        }
+        let id = serde_json::from_str::<Id>(text).ok()?.id?;
         let pending = self.pending.borrow_mut().remove(&id)?;
-        let answer = match message.get("error") {
-            Some(error) => Err(RpcError {
-                code: error
-                    .get("code")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(crate::jsonrpc::INTERNAL_ERROR),
-                message: error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("upstream error")
-                    .to_string(),
-                data: error.get("data").cloned(),
-            }),
-            None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
-        };
+        let answer = Answer::parse(text).unwrap_or_else(|| Answer::Result("null".into()));
         Some((pending, answer))
+    }
+
+    /// Ends upstream subscription `upstream_id`; nothing waits for the answer.
+    pub fn unsubscribe(&self, upstream_id: &str) {
+        let params = serde_json::json!([upstream_id]).to_string();
+        let _ = self.request(UNSUBSCRIBE, &params, Pending::Unsubscribe);
+    }
+
+    /// Closes the socket: its client connection closed.
+    pub fn close(&self) {
+        let _ = self.ws.close(Some(1000), Some("client connection closed"));
     }
 
     /// Every request still waiting: the socket is gone, so none will be answered.
@@ -139,9 +142,9 @@ pub enum UpstreamState {
 }
 
 /// -32002: no upstream WebSocket to serve a subscription, and why.
-pub fn upstream_unavailable(why: &str) -> RpcError {
-    RpcError::new(
+pub fn upstream_unavailable(why: &str) -> Answer {
+    Answer::error(&RpcError::new(
         crate::jsonrpc::RESOURCE_UNAVAILABLE,
         format!("the upstream WebSocket is unavailable: {why}"),
-    )
+    ))
 }

@@ -2,61 +2,61 @@
 
 use super::socket::{upstream_unavailable, Pending, UpstreamState};
 use super::Connection;
-use crate::jsonrpc::{self, Request, RpcError};
+use crate::jsonrpc::{self, Answer, Request, RpcError};
 use crate::relay::socket::SubscriptionCalls;
 use crate::websocket::subscriptions::Kind;
 use crate::websocket::{Close, SUBSCRIBE, UNSUBSCRIBE};
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 use worker::Delay;
 
 impl Connection {
-    async fn subscribe(self: &Rc<Self>, req: &Request) -> Result<Value, RpcError> {
-        let kind = Kind::of_params(&req.params)?;
+    async fn subscribe(self: &Rc<Self>, req: &Request) -> Answer {
+        let kind = match Kind::of_params(&req.params) {
+            Ok(kind) => kind,
+            Err(error) => return Answer::error(&error),
+        };
         let limit = self.config.socket.max_subscriptions;
         if self.subscriptions.borrow().len() >= limit {
             let close = Close::TooManySubscriptions(limit);
             let error = close.error();
             self.close_after.replace(Some(close));
-            return Err(error);
+            return Answer::error(&error);
         }
-        let socket = self
-            .upstream()
-            .await
-            .map_err(|why| upstream_unavailable(&why))?;
+        let socket = match self.upstream().await {
+            Ok(socket) => socket,
+            Err(why) => return upstream_unavailable(&why),
+        };
         let (reply, answer) = oneshot::channel();
         let params = req.params.to_string();
-        socket
-            .request(
-                SUBSCRIBE,
-                &params,
-                Pending::Subscribe {
-                    kind,
-                    params: params.clone(),
-                    reply,
-                },
-            )
-            .map_err(|why| upstream_unavailable(&self.config.redact(&why)))?;
+        let pending = Pending::Subscribe {
+            kind,
+            params: params.clone(),
+            reply,
+        };
+        if let Err(why) = socket.request(SUBSCRIBE, &params, pending) {
+            return upstream_unavailable(&self.config.redact(&why));
+        }
         let timer = pin!(Delay::from(Duration::from_millis(
             self.config.upstream_timeout_ms
         )));
         match select(answer, timer).await {
-            Either::Left((Ok(result), _)) => result.map(Value::String),
-            Either::Left((Err(_), _)) => Err(upstream_unavailable("the upstream WebSocket closed")),
-            Either::Right(_) => Err(upstream_unavailable(&format!(
+            Either::Left((Ok(answer), _)) => answer,
+            Either::Left((Err(_), _)) => upstream_unavailable("the upstream WebSocket closed"),
+            Either::Right(_) => upstream_unavailable(&format!(
                 "no answer to eth_subscribe within {} ms",
                 self.config.upstream_timeout_ms
-            ))),
+            )),
         }
     }
 
-    fn unsubscribe(&self, req: &Request) -> Result<Value, RpcError> {
+    fn unsubscribe(&self, req: &Request) -> Answer {
         let Some(id) = req.params.get(0).and_then(Value::as_str) else {
-            return Err(RpcError::new(
+            return Answer::error(&RpcError::new(
                 jsonrpc::INVALID_PARAMS,
                 "invalid params: eth_unsubscribe takes [subscription id]",
             ));
@@ -64,29 +64,24 @@ impl Connection {
         let removed = self.subscriptions.borrow_mut().remove(id);
         if let Some(Some(upstream_id)) = &removed {
             if let UpstreamState::Up(socket) = &*self.upstream.borrow() {
-                let params = json!([upstream_id]).to_string();
-                let _ = socket.request(UNSUBSCRIBE, &params, Pending::Unsubscribe);
+                socket.unsubscribe(upstream_id);
             }
         }
-        Ok(Value::Bool(removed.is_some()))
+        Answer::Result(removed.is_some().to_string())
     }
 }
 
 /// The connection answers `eth_subscribe` and `eth_unsubscribe` itself.
 impl SubscriptionCalls for Rc<Connection> {
     async fn call(&self, req: &Request) -> String {
-        let id = req.response_id();
         let answer = match req.method.as_str() {
             SUBSCRIBE => self.subscribe(req).await,
             UNSUBSCRIBE => self.unsubscribe(req),
-            other => Err(RpcError::new(
+            other => Answer::error(&RpcError::new(
                 jsonrpc::METHOD_NOT_FOUND,
                 format!("method not allowed: {other}"),
             )),
         };
-        match answer {
-            Ok(result) => json!({"jsonrpc":"2.0","id":id,"result":result}).to_string(),
-            Err(error) => error.response(&id),
-        }
+        answer.render(&req.response_id())
     }
 }

@@ -5,10 +5,10 @@ use super::socket::{upstream_unavailable, Pending, UpstreamSocket, UpstreamState
 use super::{log, Connection};
 use crate::edge::backend::WorkerBackend;
 use crate::edge::platform::now_ms;
-use crate::jsonrpc::{self, RpcError};
+use crate::jsonrpc::{self, Answer, RpcError};
 use crate::upstream::Upstream;
 use crate::websocket::subscriptions::notification;
-use crate::websocket::{Close, SUBSCRIBE, UNSUBSCRIBE};
+use crate::websocket::{Close, SUBSCRIBE};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::rc::Rc;
@@ -51,9 +51,7 @@ impl Connection {
     /// when the client's connection closed while it was being opened.
     fn opened(self: &Rc<Self>, socket: UpstreamSocket) -> Option<Rc<UpstreamSocket>> {
         if self.closed.get() {
-            let _ = socket
-                .ws
-                .close(Some(1000), Some("client connection closed"));
+            socket.close();
             self.upstream.replace(UpstreamState::Down);
             return None;
         }
@@ -86,7 +84,7 @@ impl Connection {
         };
         for pending in socket.abandon() {
             if let Pending::Subscribe { reply, .. } = pending {
-                let _ = reply.send(Err(upstream_unavailable("the upstream WebSocket closed")));
+                let _ = reply.send(upstream_unavailable("the upstream WebSocket closed"));
             }
         }
         let current =
@@ -192,20 +190,21 @@ impl Connection {
             self.send(&delivery.text);
             return;
         }
-        let Ok(message) = serde_json::from_str::<Value>(text) else {
+        let Some((pending, answer)) = socket.answered(text) else {
             return;
         };
-        let Some((pending, answer)) = socket.answered(&message) else {
-            return;
+        let upstream_id = match &answer {
+            Answer::Result(raw) => serde_json::from_str::<String>(raw).ok(),
+            Answer::Error(_) => None,
         };
-        match (pending, answer) {
+        match (pending, upstream_id) {
             (
                 Pending::Subscribe {
                     kind,
                     params,
                     reply,
                 },
-                Ok(Value::String(upstream_id)),
+                Some(upstream_id),
             ) => {
                 // Recorded here, before the next message is read, so that no notification of it
                 // arrives unknown.
@@ -213,38 +212,35 @@ impl Connection {
                     .subscriptions
                     .borrow_mut()
                     .add(kind, params, upstream_id.clone());
-                if reply.send(Ok(id.clone())).is_err() {
+                if reply.send(Answer::Result(json!(id).to_string())).is_err() {
                     // The client's call gave up waiting (UPSTREAM_TIMEOUT_MS): it never got the
                     // id, so the subscription goes.
                     self.subscriptions.borrow_mut().remove(&id);
-                    let params = json!([upstream_id]).to_string();
-                    let _ = socket.request(UNSUBSCRIBE, &params, Pending::Unsubscribe);
+                    socket.unsubscribe(&upstream_id);
                 }
             }
-            (Pending::Subscribe { reply, .. }, Ok(other)) => {
-                let _ = reply.send(Err(RpcError::new(
-                    jsonrpc::INTERNAL_ERROR,
-                    format!("the upstream answered eth_subscribe with {other}"),
-                )));
+            (Pending::Subscribe { reply, .. }, None) => {
+                let _ = reply.send(match answer {
+                    Answer::Error(raw) => Answer::Error(self.config.redact(&raw)),
+                    Answer::Result(raw) => Answer::error(&RpcError::new(
+                        jsonrpc::INTERNAL_ERROR,
+                        format!("the upstream answered eth_subscribe with {raw}"),
+                    )),
+                });
             }
-            (Pending::Subscribe { reply, .. }, Err(mut error)) => {
-                error.message = self.config.redact(&error.message);
-                let _ = reply.send(Err(error));
-            }
-            (Pending::Resubscribe { id }, Ok(Value::String(upstream_id))) => {
+            (Pending::Resubscribe { id }, Some(upstream_id)) => {
                 let kept = self
                     .subscriptions
                     .borrow_mut()
                     .resumed(&id, upstream_id.clone());
                 if !kept {
-                    let params = json!([upstream_id]).to_string();
-                    let _ = socket.request(UNSUBSCRIBE, &params, Pending::Unsubscribe);
+                    socket.unsubscribe(&upstream_id);
                 } else if self.subscriptions.borrow().has_gap(&id) {
                     // Made again upstream: what it missed is now all in blocks up to the head.
                     self.fill_logs_gap(&id).await;
                 }
             }
-            (Pending::Resubscribe { id }, answer) => {
+            (Pending::Resubscribe { id }, None) => {
                 log(
                     "ws_resubscribe_failed",
                     &self.request_id,
