@@ -183,12 +183,7 @@ impl Config {
             name: "UPSTREAM_RPC_URL",
             problem: "is not set (wrangler secret put UPSTREAM_RPC_URL)".into(),
         })?;
-        let upstream_urls: Vec<String> = listed
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(str::to_string)
-            .collect();
+        let upstream_urls = url_list(&listed);
         if upstream_urls.is_empty()
             || upstream_urls
                 .iter()
@@ -206,12 +201,7 @@ impl Config {
                 .iter()
                 .map(|u| crate::websocket::ws_url_of(u))
                 .collect(),
-            Some(listed) => listed
-                .split(',')
-                .map(str::trim)
-                .filter(|u| !u.is_empty())
-                .map(str::to_string)
-                .collect(),
+            Some(listed) => url_list(&listed),
         };
         if upstream_ws_urls
             .iter()
@@ -382,6 +372,16 @@ impl Config {
             ..RetryPolicy::until_deadline(self.upstream_timeout_ms)
         }
     }
+}
+
+/// The URLs of a comma-separated list, trimmed, empty ones left out.
+fn url_list(listed: &str) -> Vec<String> {
+    listed
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 fn parse_chain_id(v: &str) -> Option<u64> {
