@@ -171,7 +171,8 @@ impl Answer {
     }
 }
 
-/// A valid JSON-RPC 2.0 request object.
+/// A valid JSON-RPC 2.0 request object: the four members the relay read, and nothing else of
+/// what the client sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     /// The id: a string, a number or null. `None` for a notification (no `id` member), which gets
@@ -181,8 +182,6 @@ pub struct Request {
     pub method: String,
     /// The params (array or object), `Value::Null` when absent.
     pub params: Value,
-    /// The request as it came, as JSON text, to forward unchanged.
-    pub text: String,
 }
 
 impl Request {
@@ -190,6 +189,50 @@ impl Request {
     pub fn response_id(&self) -> Value {
         self.id.clone().unwrap_or(Value::Null)
     }
+
+    /// The request as it goes to the upstream, made anew from the parsed members:
+    /// `{"jsonrpc":"2.0","id":...,"method":...,"params":...}` (no `id` for a notification, no
+    /// `params` when absent). Never the client's text: a node that reads JSON as Go's
+    /// `encoding/json` does (geth, Erigon, op-geth, Nitro: keys matched case-insensitively, a
+    /// later key winning) would otherwise run what the relay did not check (`"Method"`,
+    /// `"Params"` beside the checked ones, escapes in the method name).
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(64 + self.method.len());
+        out.push_str(r#"{"jsonrpc":"2.0","#);
+        if let Some(id) = &self.id {
+            out.push_str(r#""id":"#);
+            out.push_str(&id.to_string());
+            out.push(',');
+        }
+        out.push_str(r#""method":"#);
+        out.push_str(&Value::String(self.method.clone()).to_string());
+        if !self.params.is_null() {
+            out.push_str(r#","params":"#);
+            out.push_str(&self.params.to_string());
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// The members of a request object, as the relay reads them (JSON-RPC 2.0 section 4).
+const MEMBERS: [&str; 4] = ["jsonrpc", "id", "method", "params"];
+
+/// Whether `key` names `member` for a Go node but is not `member` itself: Go's `encoding/json`
+/// matches keys with `bytes.EqualFold`, Unicode simple case folding, under which ASCII letters
+/// differ in case only and `ſ` (U+017F) is `s`, `K` (U+212A, Kelvin) is `k`.
+fn go_alias(key: &str, member: &str) -> bool {
+    if key == member || key.chars().count() != member.len() {
+        return false;
+    }
+    key.chars().zip(member.chars()).all(|(k, m)| {
+        let k = match k {
+            '\u{17f}' => 's',
+            '\u{212a}' => 'k',
+            k => k.to_ascii_lowercase(),
+        };
+        k == m
+    })
 }
 
 /// One member of the incoming body: a valid request, or the error response it already earned.
@@ -218,6 +261,15 @@ fn entry(raw: &RawValue) -> Entry {
         }
         Some(_) => return Err(invalid(&Value::Null, "id must be a string, number or null")),
     };
+    if let Some((key, member)) = obj
+        .keys()
+        .find_map(|key| MEMBERS.iter().find(|m| go_alias(key, m)).map(|m| (key, m)))
+    {
+        return Err(invalid(
+            &response_id,
+            &format!("member {key:?} is {member:?} in another case; members are lowercase"),
+        ));
+    }
     if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
         return Err(invalid(&response_id, "jsonrpc must be \"2.0\""));
     }
@@ -238,7 +290,6 @@ fn entry(raw: &RawValue) -> Entry {
         id: id.cloned(),
         method: method.clone(),
         params,
-        text: raw.get().to_string(),
     })
 }
 
@@ -360,6 +411,61 @@ mod tests {
             error_of(entries[2].as_ref().unwrap_err()),
             (json!(2), INVALID_REQUEST)
         );
+    }
+
+    #[test]
+    fn what_goes_upstream_is_made_from_the_parsed_members_only() {
+        let parse_one = |body: &str| match parse(body.as_bytes(), 10).unwrap() {
+            Incoming::Single(entry) => entry,
+            Incoming::Batch(_) => panic!(),
+        };
+        // Unknown members and escapes go; the method is the one the policy read.
+        let req = parse_one(
+            r#"{"params":[1],"method":"eth_sendRawTransactio\u006e","id":"a","jsonrpc":"2.0","x":{"y":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(req.method, "eth_sendRawTransaction");
+        assert_eq!(
+            req.to_json(),
+            r#"{"jsonrpc":"2.0","id":"a","method":"eth_sendRawTransaction","params":[1]}"#
+        );
+        // A later duplicate wins, as in Go; what goes upstream has one of each.
+        let req =
+            parse_one(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":"eth_call"}"#)
+                .unwrap();
+        assert_eq!(
+            req.to_json(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_call"}"#
+        );
+        // A notification has no id; no params when there were none.
+        let req = parse_one(r#"{"jsonrpc":"2.0","method":"eth_chainId"}"#).unwrap();
+        assert_eq!(req.to_json(), r#"{"jsonrpc":"2.0","method":"eth_chainId"}"#);
+        // A member a Go node reads as one of the four, in another case: refused.
+        for (body, key) in [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId","Method":"debug_setHead","params":["0x0"]}"#,
+                "Method",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"eth_sendRawTransaction","params":["0x01"],"PARAMS":["0x02"]}"#,
+                "PARAMS",
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"eth_chainId\",\"param\u{17f}\":[]}",
+                "param\u{17f}",
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"eth_chainId\",\"Jsonrpc\":\"1.0\"}",
+                "Jsonrpc",
+            ),
+        ] {
+            let error = parse_one(body).unwrap_err();
+            assert_eq!(error_of(&error), (json!(7), INVALID_REQUEST), "{body}");
+            let message: Value = serde_json::from_str(&error).unwrap();
+            let message = message["error"]["message"].as_str().unwrap();
+            assert!(message.contains(&format!("{key:?}")), "{message}");
+        }
+        assert!(!go_alias("methods", "method") && !go_alias("method", "method"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use nonce_relay::jsonrpc::Answer;
 use nonce_relay::metrics::Metric;
 use nonce_relay::relay::wire::{SendMember, WireAnswer};
 use nonce_relay::relay::{Backend, ObjectError, Relay};
-use nonce_relay::upstream::{Upstream, UpstreamError, UpstreamReply};
+use nonce_relay::upstream::{Route, Upstream, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -55,7 +55,12 @@ struct Recorder {
 }
 
 impl Upstream for Recorder {
-    async fn post(&self, body: &str, _timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+    async fn post(
+        &self,
+        body: &str,
+        _route: Route,
+        _timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
         let req: Value = serde_json::from_str(body).unwrap();
         self.upstream.borrow_mut().push(req.clone());
         let answer = match req["method"].as_str().unwrap() {
@@ -115,7 +120,7 @@ impl Backend for Recorder {
                 .borrow_mut()
                 .push((sender.to_string(), tx.nonce));
             let reply = self
-                .post(tx.request, 1_000)
+                .post(tx.request, Route::Send, 1_000)
                 .await
                 .map_err(|e| ObjectError::Failed(e.to_string()))?;
             answers.push(WireAnswer::plain(Answer::parse(&reply.body).unwrap()));
@@ -896,4 +901,34 @@ fn a_websocket_message_answers_subscriptions_on_the_connection_and_the_rest_as_o
         ),
         None
     );
+}
+
+#[test]
+fn a_stored_request_is_sent_again_as_the_relay_reads_it_never_as_stored() {
+    use nonce_relay::relay::sync::stored_request;
+    let raw = legacy(1, 0, Some(31337));
+    let other = legacy(2, 0, Some(31337));
+    let hash = nonce_relay::transaction::decode(&nonce_relay::hex::decode(&raw).unwrap())
+        .unwrap()
+        .hash;
+    let stored = format!(
+        r#"{{"id":1,"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["{raw}"],"x":1}}"#
+    );
+    assert_eq!(
+        stored_request(&stored, &hash).unwrap(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{raw}"]}}"#
+        )
+    );
+    // A row an older release stored with the client's text: a Go node would read "Params".
+    let ambiguous = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{raw}"],"Params":["{other}"]}}"#
+    );
+    assert!(stored_request(&ambiguous, &hash).is_err());
+    let wrong = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{other}"]}}"#
+    );
+    assert!(stored_request(&wrong, &hash).is_err());
+    let read = r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}"#;
+    assert!(stored_request(read, &hash).is_err());
 }

@@ -8,7 +8,7 @@ use crate::edge::upstreams::HttpUpstream;
 use crate::metrics::Metric;
 use crate::relay::wire::WireAnswer;
 use crate::relay::{wire, Backend, ObjectError};
-use crate::upstream::{Upstream, UpstreamError, UpstreamReply};
+use crate::upstream::{Route, Upstream, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
 use worker::js_sys::{Function, Object, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -221,8 +221,13 @@ pub async fn call_object(
 }
 
 impl Upstream for WorkerBackend<'_> {
-    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
-        self.upstream.post(body, timeout_ms).await
+    async fn post(
+        &self,
+        body: &str,
+        route: Route,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        self.upstream.post(body, route, timeout_ms).await
     }
 
     async fn sleep(&self, ms: u64) {

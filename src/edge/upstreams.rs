@@ -7,16 +7,26 @@
 //!   cool-down when it could not answer): on another chain than `CHAIN_ID` (or, unset, than the
 //!   most preferred upstream that answered) it is never used, and an `upstream_excluded` line
 //!   says why.
-//! - A transaction count, a transaction or a receipt by hash ([`merge::fans_out`]) is asked of
-//!   every healthy upstream at once; the first usable answer waits at most its hedge delay for the
-//!   others, and the answers are merged (the highest count; any that found the transaction).
-//! - Any other request goes to the best upstream; if it has not answered within the hedge delay
-//!   it also goes to the next (at most two more), and a failure (connection, timeout, HTTP
-//!   5xx/429, a busy node) moves it to the next at once. The first usable answer wins; for
-//!   `eth_sendRawTransaction` the first acceptance (a result, "already known"), a refusal only
-//!   when nobody accepted. `SEND_BROADCAST=all` sends a transaction to every healthy upstream at
-//!   once. Under a strict upstream pool (`UPSTREAM_POOL`, Hedera) a send is not hedged: it moves
-//!   to the next upstream only when one fails (a second copy would be a charged refusal).
+//! - Where a request goes is its [`Route`], decided from what the relay parsed (never from the
+//!   text that goes out):
+//!   - a transaction count, a transaction or a receipt by hash is asked of every healthy upstream
+//!     at once; the first usable answer waits at most its hedge delay for the others, and the
+//!     answers are merged (the highest count; any that found the transaction);
+//!   - a filter method goes to the preferred upstream (the first of `UPSTREAM_RPC_URL` in the
+//!     rotation), and a method that is not a known read goes to the best one: once, never hedged,
+//!     never moved after it was sent;
+//!   - a known read, a question of the relay's own, or a transaction goes to the best upstream;
+//!     if it has not answered within the hedge delay it also goes to the next (at most two more),
+//!     and a failure (connection, timeout, HTTP 5xx/429) moves it to the next at once. The first
+//!     usable answer wins. For a transaction the first acceptance (a result, "already known");
+//!     a refusal only once every upstream sent the bytes has answered, and when one of them
+//!     failed in a way that may have let the bytes in (a lost connection, a timeout) the outcome
+//!     is that failure (unknown: the sender's holder retries and checks by hash).
+//!     `SEND_BROADCAST=all` sends a transaction to every healthy upstream at once. Under a strict
+//!     upstream pool (`UPSTREAM_POOL`, Hedera) a send is not hedged: it moves to the next upstream
+//!     only when one fails (a second copy would be a charged refusal).
+//! - Health ([`judge`]): transport failures and HTTP 5xx/429 count against an upstream, and a
+//!   busy answer to the relay's own question; never a JSON-RPC error to a client's request.
 
 use crate::config::Config;
 use crate::edge::platform::{emit, now_ms};
@@ -24,8 +34,9 @@ use crate::edge::upstream::post_url;
 use crate::metrics::Metric;
 use crate::ordering::sender::UpstreamPool;
 use crate::upstream::merge;
-use crate::upstream::pool::{Attempt, Pool, HEDGE_MAX_MS};
-use crate::upstream::{classify, retry, Upstream, UpstreamError, UpstreamReply};
+use crate::upstream::pool::{judge, Attempt, AttemptKind, Pool, HEDGE_MAX_MS};
+use crate::upstream::route::Read;
+use crate::upstream::{classify, may_have_arrived, Route, Upstream, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -70,23 +81,14 @@ fn pool<R>(config: &Config, f: impl FnOnce(&mut Pool) -> R) -> R {
     with(config, |s| f(s.pool.as_mut().expect("made by with")))
 }
 
-/// Whether an answer is usable (an answer of the node, not of its overload or absence).
-fn usable(reply: &Result<UpstreamReply, UpstreamError>) -> bool {
-    match reply {
-        Ok(r) => !retry::RETRYABLE_STATUSES.contains(&r.status) && !classify(reply).0.retryable(),
-        Err(_) => false,
-    }
-}
-
 /// Records an attempt at `index` that began at `started_ms`; logs a cool-down it begins.
-fn record(config: &Config, env: &Env, index: usize, ok: bool, started_ms: u64) {
+fn record(config: &Config, env: &Env, index: usize, kind: AttemptKind, started_ms: u64) {
     let now = now_ms();
-    let attempt = if ok {
-        Attempt::Answered {
+    let attempt = match kind {
+        AttemptKind::Answered => Attempt::Answered {
             latency_ms: now.saturating_sub(started_ms),
-        }
-    } else {
-        Attempt::Failed
+        },
+        AttemptKind::Failed => Attempt::Failed,
     };
     if pool(config, |p| p.record(index, attempt, now)) {
         emit(
@@ -150,7 +152,12 @@ async fn check_chain(config: &Config, env: &Env, index: usize) {
         .as_ref()
         .ok()
         .and_then(|r| crate::jsonrpc::result_quantity(&r.body));
-    record(config, env, index, id.is_some(), started);
+    let kind = if id.is_some() {
+        AttemptKind::Answered
+    } else {
+        AttemptKind::Failed
+    };
+    record(config, env, index, kind, started);
     if id.is_some() && config.chain_id.is_none() {
         // CHAIN_ID unset: the most preferred upstream that answers names the chain, so a
         // more preferred one still being asked is waited for.
@@ -201,54 +208,77 @@ fn attempt<'a>(config: &'a Config, index: usize, body: &'a str, timeout_ms: u64)
     .boxed_local()
 }
 
-/// POSTs `body` to the upstreams of `config` (two or more). See the module documentation.
+/// POSTs `body` (a request on `route`) to the upstreams of `config` (two or more). See the module
+/// documentation.
 pub async fn post_pooled(
     config: &Config,
     env: &Env,
     body: &str,
+    route: Route,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
     ensure_chains(config, env).await;
-    let order = pool(config, |p| p.order(now_ms()));
+    let now = now_ms();
+    let order = pool(config, |p| p.order(now));
     if order.is_empty() {
         return Err(UpstreamError::Unreachable(
             "no upstream on the relay's chain could be reached".into(),
         ));
     }
-    if merge::fans_out(body) {
-        return fan_out(config, env, &order, body, timeout_ms).await;
+    let once = |index| async move {
+        let (index, started, reply) = attempt(config, index, body, timeout_ms).await;
+        record(config, env, index, judge(route, &reply).attempt, started);
+        reply
+    };
+    match route {
+        Route::Read(Read::Merged) => fan_out(config, env, &order, body, route, timeout_ms).await,
+        Route::Own if merge::fans_out(body) => {
+            fan_out(config, env, &order, body, route, timeout_ms).await
+        }
+        Route::Read(Read::Filter) => {
+            let preferred = pool(config, |p| p.preferred(now)).unwrap_or(order[0]);
+            once(preferred).await
+        }
+        Route::Read(Read::Once) => once(order[0]).await,
+        Route::Send => {
+            let chain_id = with(config, |s| s.chain_id);
+            let hedge_ms = match config.upstream_pool_for(chain_id) {
+                // A strict upstream charges for a copy it already has: a send moves on only on
+                // failure.
+                UpstreamPool::Strict => None,
+                UpstreamPool::Mempool => Some(pool(config, |p| p.hedge_delay_ms(order[0]))),
+            };
+            let at_once = if config.send_broadcast {
+                order.len()
+            } else {
+                1
+            };
+            race(
+                config, env, &order, body, route, timeout_ms, at_once, hedge_ms,
+            )
+            .await
+        }
+        Route::Read(Read::Idempotent) | Route::Own => {
+            let hedge_ms = Some(pool(config, |p| p.hedge_delay_ms(order[0])));
+            race(config, env, &order, body, route, timeout_ms, 1, hedge_ms).await
+        }
     }
-    let send = body.contains("\"eth_sendRawTransaction\"");
-    let chain_id = with(config, |s| s.chain_id);
-    let hedge_ms = if send && config.upstream_pool_for(chain_id) == UpstreamPool::Strict {
-        // A strict upstream charges for a copy it already has: a send moves on only on failure.
-        None
-    } else {
-        Some(pool(config, |p| p.hedge_delay_ms(order[0])))
-    };
-    let at_once = if send && config.send_broadcast {
-        order.len()
-    } else {
-        1
-    };
-    race(
-        config, env, &order, body, timeout_ms, send, at_once, hedge_ms,
-    )
-    .await
 }
 
-/// The hedged race of one request over `order`.
+/// The hedged race of one request on `route` over `order`: `at_once` upstreams at first, one
+/// more after each failure and each hedge delay (`hedge_ms`, none: only on failure).
 #[allow(clippy::too_many_arguments)]
 async fn race(
     config: &Config,
     env: &Env,
     order: &[usize],
     body: &str,
+    route: Route,
     timeout_ms: u64,
-    send: bool,
     at_once: usize,
     hedge_ms: Option<u64>,
 ) -> Result<UpstreamReply, UpstreamError> {
+    let send = route == Route::Send;
     let limit = if at_once > 1 {
         order.len()
     } else {
@@ -260,27 +290,17 @@ async fn race(
         running.push(attempt(config, order[next], body, timeout_ms));
         next += 1;
     }
-    // A usable answer that is not an acceptance (a send's refusal), and the last failure.
+    // A send's first refusal; the last failure; a send's failure that may have let the bytes in.
     let mut refused: Option<(usize, UpstreamReply)> = None;
     let mut failure: Option<Result<UpstreamReply, UpstreamError>> = None;
-    let mut refused_at: Option<u64> = None;
+    let mut unknown: Option<(usize, Result<UpstreamReply, UpstreamError>)> = None;
     loop {
-        let wait_ms = match (refused_at, hedge_ms) {
-            (Some(at), _) => Some(
-                at.saturating_add(hedge_ms.unwrap_or(HEDGE_MAX_MS))
-                    .saturating_sub(now_ms()),
-            ),
-            (None, Some(ms)) if next < limit => Some(ms),
-            _ => None,
-        };
-        let outcome = match wait_ms {
+        let hedge = hedge_ms.filter(|_| refused.is_none() && next < limit);
+        let outcome = match hedge {
             Some(ms) => {
                 match select(running.next(), Delay::from(Duration::from_millis(ms))).await {
                     Either::Left((done, _)) => done,
                     Either::Right(_) => {
-                        if refused_at.is_some() {
-                            break;
-                        }
                         running.push(attempt(config, order[next], body, timeout_ms));
                         next += 1;
                         continue;
@@ -292,11 +312,14 @@ async fn race(
         let Some((index, started, reply)) = outcome else {
             break; // nothing left in flight
         };
-        let ok = usable(&reply);
-        record(config, env, index, ok, started);
-        if !ok {
+        let judged = judge(route, &reply);
+        record(config, env, index, judged.attempt, started);
+        if !judged.usable {
+            if send && may_have_arrived(&reply) {
+                unknown = Some((index, reply.clone()));
+            }
             failure = Some(reply);
-            if next < limit && refused_at.is_none() {
+            if refused.is_none() && next < limit && route.moved_on_failure() {
                 running.push(attempt(config, order[next], body, timeout_ms));
                 next += 1;
             }
@@ -304,31 +327,42 @@ async fn race(
         }
         if !send || classify(&reply).0.went_in() {
             if let (true, Some((other, _))) = (send, &refused) {
-                emit(
-                    env,
-                    &Metric::new("upstream_disagreement", "", "accepted_after_refusal")
-                        .value("count", 1.0)
-                        .field("accepted_by", config.upstream_name(index))
-                        .field("refused_by", config.upstream_name(*other)),
-                    None,
-                );
+                disagreement(config, env, "accepted_after_refusal", index, *other);
             }
             return reply;
         }
-        // A refusal: the answer unless one still in flight accepts within the hedge delay.
+        // A refusal: the answer only once every upstream sent the bytes has answered.
         if refused.is_none() {
             refused = reply.ok().map(|r| (index, r));
-            refused_at = Some(now_ms());
-        }
-        if running.is_empty() {
-            break;
         }
     }
-    match (refused, failure) {
-        (Some((_, reply)), _) => Ok(reply),
-        (None, Some(failure)) => failure,
-        (None, None) => Err(UpstreamError::Timeout(timeout_ms)),
+    match (refused, unknown, failure) {
+        (Some((refused_by, _)), Some((unknown_at, outcome)), _) => {
+            disagreement(config, env, "refused_while_unknown", unknown_at, refused_by);
+            outcome
+        }
+        (Some((_, reply)), None, _) => Ok(reply),
+        (None, _, Some(failure)) => failure,
+        (None, _, None) => Err(UpstreamError::Timeout(timeout_ms)),
     }
+}
+
+/// Logs that upstreams disagreed on a transaction: `label` `accepted_after_refusal` (`first`
+/// accepted what `second` refused) or `refused_while_unknown` (`second` refused, and the send to
+/// `first` may have gone in: the outcome is unknown).
+fn disagreement(config: &Config, env: &Env, label: &str, first: usize, second: usize) {
+    let (first_field, second_field) = match label {
+        "accepted_after_refusal" => ("accepted_by", "refused_by"),
+        _ => ("unknown_at", "refused_by"),
+    };
+    emit(
+        env,
+        &Metric::new("upstream_disagreement", "", label)
+            .value("count", 1.0)
+            .field(first_field, config.upstream_name(first))
+            .field(second_field, config.upstream_name(second)),
+        None,
+    );
 }
 
 /// Asks every healthy upstream of `order` at once and merges the usable answers that came by the
@@ -338,6 +372,7 @@ async fn fan_out(
     env: &Env,
     order: &[usize],
     body: &str,
+    route: Route,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
     let now = now_ms();
@@ -375,10 +410,10 @@ async fn fan_out(
         let Some((index, started, reply)) = outcome else {
             break;
         };
-        let ok = usable(&reply);
-        record(config, env, index, ok, started);
+        let judged = judge(route, &reply);
+        record(config, env, index, judged.attempt, started);
         match reply {
-            Ok(r) if ok => {
+            Ok(r) if judged.usable => {
                 answers.push((index, r));
                 first_at.get_or_insert(now_ms());
             }
@@ -409,12 +444,17 @@ pub struct HttpUpstream<'a> {
 }
 
 impl Upstream for HttpUpstream<'_> {
-    /// One upstream: straight to it. Several: through the isolate's pool (see the module
-    /// documentation).
-    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+    /// One upstream: straight to it. Several: through the isolate's pool, by `route` (see the
+    /// module documentation).
+    async fn post(
+        &self,
+        body: &str,
+        route: Route,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
         match self.config.upstream_urls.as_slice() {
             [one] => post_url(self.config, one, body, timeout_ms).await,
-            _ => post_pooled(self.config, self.env, body, timeout_ms).await,
+            _ => post_pooled(self.config, self.env, body, route, timeout_ms).await,
         }
     }
 

@@ -34,7 +34,7 @@ use crate::config::Config;
 use crate::jsonrpc::{self, Incoming, Request, RpcError};
 use crate::metrics::Metric;
 use crate::transaction::{self, Transaction};
-use crate::upstream::{error_metric, Upstream};
+use crate::upstream::{error_metric, Route, Upstream};
 use crate::websocket::is_subscription;
 use futures_util::future::join_all;
 use socket::SubscriptionCalls;
@@ -351,13 +351,17 @@ impl<'a, B: Backend> Relay<'a, B> {
     async fn ask_chain_id(&self) -> Result<u64, RpcError> {
         let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
         let timeout_ms = self.config.upstream_timeout_ms;
-        let answer = self.backend.post(request, timeout_ms).await.map_err(|e| {
-            self.backend.emit(&error_metric("eth_chainId", &e));
-            RpcError::new(
-                e.code(),
-                format!("cannot learn the chain id: {}", e.reason()),
-            )
-        })?;
+        let answer = self
+            .backend
+            .post(request, Route::Own, timeout_ms)
+            .await
+            .map_err(|e| {
+                self.backend.emit(&error_metric("eth_chainId", &e));
+                RpcError::new(
+                    e.code(),
+                    format!("cannot learn the chain id: {}", e.reason()),
+                )
+            })?;
         jsonrpc::result_quantity(&answer.body).ok_or_else(|| {
             RpcError::new(
                 jsonrpc::INTERNAL_ERROR,
@@ -401,12 +405,14 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
     }
 
-    /// Sends a request to the upstream and returns its answer unchanged, or the JSON-RPC error
-    /// when there was no usable one.
+    /// Sends a request to the upstream, made anew from what was parsed ([`Request::to_json`]) and
+    /// routed by its method ([`Route::of_method`]), and returns its answer unchanged, or the
+    /// JSON-RPC error when there was no usable one.
     async fn proxy(&self, req: &Request) -> String {
+        let route = Route::of_method(&req.method);
         match self
             .backend
-            .post(&req.text, self.config.upstream_timeout_ms)
+            .post(&req.to_json(), route, self.config.upstream_timeout_ms)
             .await
         {
             Ok(reply) => reply.body,

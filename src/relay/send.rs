@@ -174,6 +174,7 @@ impl<B: Backend> Relay<'_, B> {
             hash: &tx.hash,
             nonce: tx.nonce,
             sender: &sender,
+            pool: self.config.upstream_pool_for(tx.chain_id),
         };
         let deadline_ms = self
             .backend
@@ -210,7 +211,6 @@ mod tests {
             id: Some(json!(1)),
             method: method.into(),
             params,
-            text: String::new(),
         }
     }
 

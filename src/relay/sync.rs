@@ -16,6 +16,7 @@ use super::{Backend, Relay};
 use crate::config::Config;
 use crate::hex;
 use crate::jsonrpc::{self, Answer, Request, RpcError, INVALID_PARAMS};
+use crate::upstream::Route;
 use serde_json::{json, Value};
 
 pub use crate::jsonrpc::{is_send, SEND_RAW_TRANSACTION_CONDITIONAL, SEND_RAW_TRANSACTION_SYNC};
@@ -88,9 +89,10 @@ fn sync_timeout(param: Option<&Value>, config: &Config) -> u64 {
     }
 }
 
-/// The request sent upstream for a transaction: the client's own, except a send-and-wait call,
-/// which goes as the plain `eth_sendRawTransaction` of the same bytes (its first parameter, and
-/// the same id).
+/// The request sent upstream for a transaction, made from the parsed request
+/// ([`Request::to_json`]), never the client's text: the client's method and params, except a
+/// send-and-wait call, which goes as the plain `eth_sendRawTransaction` of the same bytes (its
+/// first parameter, and the same id).
 pub fn upstream_request(req: &Request, kind: SendKind) -> String {
     match kind {
         SendKind::Sync { .. } => json!({
@@ -100,8 +102,36 @@ pub fn upstream_request(req: &Request, kind: SendKind) -> String {
             "params": [req.params.get(0).cloned().unwrap_or(Value::Null)],
         })
         .to_string(),
-        SendKind::Plain | SendKind::Conditional => req.text.clone(),
+        SendKind::Plain | SendKind::Conditional => req.to_json(),
     }
+}
+
+/// A request stored by a sender's object, as it may be sent again: parsed as any client's request
+/// and made anew ([`Request::to_json`]), a send whose raw transaction decodes to `hash`. Rows
+/// stored by an older release hold the client's own text; what is resent from them is what the
+/// relay reads in them, never that text.
+///
+/// # Errors
+/// Why the stored text is not a send of that transaction.
+pub fn stored_request(text: &str, hash: &[u8; 32]) -> Result<String, String> {
+    let req = match jsonrpc::parse(text.as_bytes(), 1) {
+        Ok(jsonrpc::Incoming::Single(Ok(req))) => req,
+        _ => return Err("not one JSON-RPC request".into()),
+    };
+    if !jsonrpc::is_send(&req.method) {
+        return Err(format!("not a send: {}", req.method));
+    }
+    let raw = req
+        .params
+        .get(0)
+        .map(|raw| jsonrpc::raw_transaction_param(&Value::Array(vec![raw.clone()])))
+        .ok_or("no raw transaction")?
+        .map_err(|e| e.message)?;
+    let tx = crate::transaction::decode(&raw).map_err(|e| e.to_string())?;
+    if &tx.hash != hash {
+        return Err("its raw transaction has another hash".into());
+    }
+    Ok(req.to_json())
 }
 
 /// The first wait between two receipt polls, ms; it doubles up to [`RECEIPT_POLL_MAX_MS`].
@@ -130,7 +160,7 @@ impl<B: Backend> Relay<'_, B> {
         loop {
             let left = deadline.saturating_sub(self.backend.now_ms());
             let attempt = self.config.upstream_timeout_ms.min(left).max(1);
-            if let Ok(reply) = self.backend.post(&request, attempt).await {
+            if let Ok(reply) = self.backend.post(&request, Route::Own, attempt).await {
                 if let Some(Answer::Result(receipt)) = Answer::parse(&reply.body) {
                     if receipt != "null" {
                         return Answer::Result(receipt);

@@ -8,12 +8,14 @@ pub mod lookup;
 pub mod merge;
 pub mod pool;
 pub mod retry;
+pub mod route;
 pub mod submit;
 
 use crate::jsonrpc::{self, Answer, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::answer::{classify_message, AnswerClass};
 use retry::RetryPolicy;
+pub use route::Route;
 use std::fmt;
 
 /// A usable HTTP answer from the upstream: its status and a body that is JSON (checked by
@@ -144,6 +146,38 @@ impl UpstreamError {
             _ => None,
         }
     }
+
+    /// Whether the request may have reached the node although no answer came: a lost
+    /// connection, a timeout, an answer that was cut or unusable, a gateway's 5xx. Not when the
+    /// connection was refused (nothing was sent), nor for HTTP 429 or 503 (the service turned the
+    /// request away) or another 4xx. A transaction whose send may have arrived has an unknown
+    /// outcome: it is looked up by hash before anything is concluded about it.
+    pub fn may_have_arrived(&self) -> bool {
+        match self {
+            UpstreamError::Unreachable(why) => !refused(why),
+            UpstreamError::Status(status, _) => !matches!(status, 400..=499 | 503),
+            UpstreamError::Invalid | UpstreamError::TooLarge(_) | UpstreamError::Timeout(_) => true,
+        }
+    }
+}
+
+/// Whether a reply that said nothing about a request may still have let it reach the node: a
+/// transport failure that may have arrived ([`UpstreamError::may_have_arrived`]), or a gateway's
+/// HTTP 502/504; not a node's JSON-RPC answer (a busy node did not take it), nor HTTP 429/503.
+pub fn may_have_arrived(reply: &Result<UpstreamReply, UpstreamError>) -> bool {
+    match reply {
+        Err(e) => e.may_have_arrived(),
+        Ok(r) => matches!(r.status, 502 | 504),
+    }
+}
+
+/// Whether a platform error message says the connection was refused or never opened (nothing was
+/// sent): `ECONNREFUSED`, "connection refused", a DNS failure.
+fn refused(why: &str) -> bool {
+    let why = why.to_ascii_lowercase();
+    ["econnrefused", "connection refused", "enotfound", "dns"]
+        .iter()
+        .any(|p| why.contains(p))
 }
 
 /// The upstream node and the clock, as the platform provides them: what sending a transaction
@@ -151,8 +185,15 @@ impl UpstreamError {
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
 pub trait Upstream {
     /// POSTs one JSON-RPC request (or batch) text to the upstream, waiting at most `timeout_ms`
-    /// for the whole answer, and returns it checked with [`check_upstream_body`].
-    async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError>;
+    /// for the whole answer, and returns it checked with [`check_upstream_body`]. `route` says
+    /// what the request is, for the upstreams it may go to ([`Route`]); `body` is always text the
+    /// relay made, never a client's.
+    async fn post(
+        &self,
+        body: &str,
+        route: Route,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError>;
 
     /// Waits `ms` milliseconds on a timer of this request's own.
     async fn sleep(&self, ms: u64);
@@ -167,10 +208,11 @@ pub trait Upstream {
     fn emit(&self, metric: &Metric);
 }
 
-/// POSTs `body` until the upstream gives an answer worth keeping, by `deadline_ms` (Unix ms): a
-/// lost connection, a timeout, a non-JSON body or HTTP 429/502/503/504 is tried again after the
-/// [`RetryPolicy`]'s backoff (or the upstream's `Retry-After`). For reads whose repetition is
-/// harmless (lookups); a transaction goes through [`submit::submit`].
+/// POSTs `body`, a question of the relay's own ([`Route::Own`]), until the upstream gives an
+/// answer worth keeping, by `deadline_ms` (Unix ms): a lost connection, a timeout, a non-JSON body
+/// or HTTP 429/502/503/504 is tried again after the [`RetryPolicy`]'s backoff (or the upstream's
+/// `Retry-After`). For reads whose repetition is harmless (lookups); a transaction goes through
+/// [`submit::submit`].
 ///
 /// # Errors
 /// The last [`UpstreamError`] when no usable answer came by the deadline.
@@ -184,7 +226,7 @@ pub async fn post_retried<U: Upstream + ?Sized>(
     loop {
         attempts += 1;
         let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(body, timeout_ms).await;
+        let reply = upstream.post(body, Route::Own, timeout_ms).await;
         let retry_after_ms = match &reply {
             Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
             Ok(_) => return reply,

@@ -4,8 +4,11 @@
 //! [`Pool::order`] before each request.
 //!
 //! - Health counts what says the upstream itself is unwell: connection errors, timeouts, HTTP
-//!   5xx and 429, a busy node ([`Attempt::Failed`]). A JSON-RPC error (a revert, invalid params, a
-//!   refused transaction) is an answer, and counts as a success.
+//!   5xx and 429 ([`Attempt::Failed`]), and a node's own overload answer (busy, rate limited,
+//!   syncing) to a question of the relay's own ([`Route::Own`]). A JSON-RPC error to a client's
+//!   request (a revert, invalid params, a refused transaction, whatever its text) is the node
+//!   working, and counts as an answer: a client can never take an upstream out of the rotation
+//!   ([`judge`]).
 //! - [`FAILURES_TO_COOL`] failures in a row take an upstream out of the rotation for a cool-down
 //!   ([`COOL_DOWN_MS`], doubling to [`COOL_DOWN_MAX_MS`] while it keeps failing); after it, one
 //!   request tries it again. With every upstream cooling, they are still tried, in order: a pool
@@ -18,6 +21,9 @@
 //! - Hedge delay (eRPC's recipe for `eth_sendRawTransaction`): the 95th percentile of the best
 //!   upstream's recent latencies, at least [`HEDGE_MIN_MS`], at most [`HEDGE_MAX_MS`].
 
+use crate::ordering::answer::AnswerClass;
+use crate::upstream::route::Route;
+use crate::upstream::{classify, retry, UpstreamError, UpstreamReply};
 use std::collections::VecDeque;
 
 /// Failures in a row that take an upstream out of the rotation.
@@ -47,6 +53,58 @@ pub enum Attempt {
     },
     /// No usable answer: a connection error, a timeout, HTTP 5xx or 429, a busy node.
     Failed,
+}
+
+/// What one attempt's reply means for the request and for the upstream that gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judged {
+    /// What the upstream's health records.
+    pub attempt: AttemptKind,
+    /// Whether the reply ends the request: an answer to it, not the node's absence or overload
+    /// (then the next upstream is tried, where the route allows).
+    pub usable: bool,
+}
+
+/// [`Attempt`] without its latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptKind {
+    /// The node answered.
+    Answered,
+    /// The node is away or overloaded.
+    Failed,
+}
+
+/// Judges `reply` to a request on `route` (see the module documentation): no reply, or HTTP
+/// 429/502/503/504 whatever the body, is a failure; a send's answer that says the node is busy
+/// moves the send on but is the node answering; a busy answer to the relay's own question is the
+/// node's overload.
+pub fn judge(route: Route, reply: &Result<UpstreamReply, UpstreamError>) -> Judged {
+    let failed = Judged {
+        attempt: AttemptKind::Failed,
+        usable: false,
+    };
+    match reply {
+        Err(_) => failed,
+        Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => failed,
+        Ok(_) => {
+            let busy = || classify(reply).0 == AnswerClass::Busy;
+            match route {
+                Route::Read(_) => Judged {
+                    attempt: AttemptKind::Answered,
+                    usable: true,
+                },
+                Route::Send => Judged {
+                    attempt: AttemptKind::Answered,
+                    usable: !busy(),
+                },
+                Route::Own if busy() => failed,
+                Route::Own => Judged {
+                    attempt: AttemptKind::Answered,
+                    usable: true,
+                },
+            }
+        }
+    }
 }
 
 /// One upstream's health.
@@ -180,6 +238,13 @@ impl Pool {
         self.health
             .get(index)
             .is_some_and(|h| h.checked && h.excluded.is_none() && now_ms >= h.cooling_until_ms)
+    }
+
+    /// The preferred upstream in the rotation at `now_ms`: the first of `UPSTREAM_RPC_URL` that
+    /// is healthy, whatever the latencies; `None` when none is. Filters go there: a filter lives
+    /// on the node that made it.
+    pub fn preferred(&self, now_ms: u64) -> Option<usize> {
+        (0..self.health.len()).find(|&i| self.healthy(i, now_ms))
     }
 
     /// Whether upstream `index` is out of the rotation for a cool-down at `now_ms`.
@@ -318,6 +383,11 @@ mod tests {
             pool.record(1, answered(10), 0);
         }
         assert_eq!(pool.order(0), vec![1, 0]);
+        assert_eq!(pool.preferred(0), Some(0), "filters stay with the first");
+        for _ in 0..FAILURES_TO_COOL {
+            pool.record(0, Attempt::Failed, 0);
+        }
+        assert_eq!(pool.preferred(0), Some(1), "unless it is down");
         // Somewhat slower (within twice and the slack) keeps the preference.
         let mut pool = checked(2);
         for _ in 0..10 {
@@ -343,6 +413,61 @@ mod tests {
             "cooling ones, never the excluded"
         );
         assert_eq!(pool.excluded(1), Some("eth_chainId 0x1, want 0x7a69"));
+    }
+
+    #[test]
+    fn only_the_relays_own_questions_judge_a_node_by_its_error_text() {
+        use crate::upstream::route::Read;
+        let reply = |status: u16, message: &str| {
+            Ok(UpstreamReply {
+                status,
+                body: format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":-32000,"message":"{message}"}}}}"#
+                ),
+                retry_after_ms: None,
+            })
+        };
+        let answered = |usable| Judged {
+            attempt: AttemptKind::Answered,
+            usable,
+        };
+        let failed = Judged {
+            attempt: AttemptKind::Failed,
+            usable: false,
+        };
+        // A client's eth_call reverting "busy", geth's "the method busy does not exist": answers.
+        for message in [
+            "execution reverted: busy",
+            "the method busy does not exist/is not available",
+            "try again later",
+            "rate limit",
+        ] {
+            for read in [Read::Idempotent, Read::Once, Read::Filter, Read::Merged] {
+                assert_eq!(
+                    judge(Route::Read(read), &reply(200, message)),
+                    answered(true)
+                );
+            }
+            assert_eq!(judge(Route::Own, &reply(200, message)), failed, "{message}");
+        }
+        // A send refused as busy goes on to the next upstream, and the node was still answering.
+        assert_eq!(
+            judge(Route::Send, &reply(200, "txpool is full")),
+            answered(false)
+        );
+        assert_eq!(
+            judge(Route::Send, &reply(200, "insufficient funds")),
+            answered(true)
+        );
+        // Transport and overload statuses are failures on every route.
+        for route in [Route::Send, Route::Own, Route::Read(Read::Idempotent)] {
+            assert_eq!(judge(route, &reply(429, "x")), failed);
+            assert_eq!(judge(route, &Err(UpstreamError::Timeout(5))), failed);
+        }
+        assert_eq!(
+            judge(Route::Own, &reply(200, "execution reverted")),
+            answered(true)
+        );
     }
 
     #[test]
