@@ -48,7 +48,9 @@ enum Op {
     Count,
     /// The oldest send in flight gets its answer: 0 the truth; 1 lost after it went in
     /// (Unavailable); 2 lost before (Unavailable); 3 refused for itself (Rejected); 4 its task is
-    /// lost (never reports).
+    /// lost (never reports); 5 lost after it went in, and the pool drops it before anything
+    /// checked it (the holder's resend met a node that still counted it, "nonce too low", and its
+    /// lookup by hash found nothing: the outcome is unknown, Unavailable).
     Deliver(u8),
     /// The oldest lookup in flight is answered truthfully (true) or fails (false).
     Lookup(bool),
@@ -69,7 +71,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0u8..6, prop::bool::weighted(0.15)).prop_map(|(n, r)| Op::Arrive(n, u8::from(r))),
         1 => prop::collection::vec((0u8..6, 0u8..2), 1..5).prop_map(Op::Batch),
         1 => Just(Op::Count),
-        6 => (0u8..5).prop_map(Op::Deliver),
+        6 => (0u8..6).prop_map(Op::Deliver),
         5 => any::<bool>().prop_map(Op::Lookup),
         4 => (1u16..600).prop_map(Op::Advance),
         1 => Just(Op::Alarm),
@@ -140,6 +142,13 @@ impl Chain {
         }
     }
 
+    /// The pool drops its transaction with `nonce` and every pending one above it.
+    fn drop_from(&mut self, nonce: u64) {
+        while self.next > self.mined.max(nonce) {
+            self.drop_highest();
+        }
+    }
+
     fn drop_highest(&mut self) {
         if self.next > self.mined {
             let nonce = self.next - 1;
@@ -179,6 +188,13 @@ struct Model {
     dropped: bool,
     /// The machine's settings (`UPSTREAM_POOL` mempool or strict).
     settings: Settings,
+    /// Transactions whose answer was lost after they went in and which the pool then dropped,
+    /// with their nonce: the relay must send each again, unless its nonce is taken or it is
+    /// given up.
+    lost: HashMap<TxHash, u64>,
+    /// Transactions the relay gave up (`tx_abandoned`, `tx_expired`), that a send refused, or
+    /// that a replacement sent after them superseded.
+    given_up: HashSet<TxHash>,
 }
 
 impl Model {
@@ -200,6 +216,8 @@ impl Model {
             gap_expired: HashSet::new(),
             dropped: false,
             settings,
+            lost: HashMap::new(),
+            given_up: HashSet::new(),
         }
     }
 
@@ -276,6 +294,12 @@ impl Model {
                         !self.sends.iter().any(|s| s.hash == hash),
                         "the same bytes in flight twice ({nonce})"
                     );
+                    // A replacement sent for a lost one: the relay follows the replacement.
+                    for (lost, n) in &self.lost {
+                        if *n == nonce && *lost != hash {
+                            self.given_up.insert(*lost);
+                        }
+                    }
                     self.sends.push(InFlight {
                         key: session_key,
                         hash,
@@ -286,6 +310,17 @@ impl Model {
                 Action::Lookup { id, query, .. } => self.lookups.push((id, query)),
                 Action::Alarm(_) => {}
                 Action::Emit(metric) => {
+                    if matches!(metric.event, "tx_abandoned" | "tx_expired") {
+                        let hash = metric.fields.iter().find(|(k, _)| *k == "tx_hash");
+                        if let Some((_, v)) = hash {
+                            let mut h = [0u8; 32];
+                            let bytes = v.as_str().unwrap_or_default().trim_start_matches("0x");
+                            for (i, b) in h.iter_mut().enumerate() {
+                                *b = u8::from_str_radix(&bytes[2 * i..2 * i + 2], 16).unwrap_or(0);
+                            }
+                            self.given_up.insert(h);
+                        }
+                    }
                     if metric.event == "gap_wait_expired" {
                         if let Some((_, v)) = metric.fields.iter().find(|(k, _)| *k == "nonce") {
                             self.gap_expired.insert(v.as_u64().unwrap_or(0));
@@ -338,6 +373,7 @@ impl Model {
                 let answer = if class.went_in() {
                     Answer::hash(&send.hash)
                 } else {
+                    self.given_up.insert(send.hash);
                     refused(class)
                 };
                 (class, answer)
@@ -347,7 +383,18 @@ impl Model {
                 (AnswerClass::Unavailable, refused(AnswerClass::Unavailable))
             }
             2 => (AnswerClass::Unavailable, refused(AnswerClass::Unavailable)),
-            3 => (AnswerClass::Rejected, refused(AnswerClass::Rejected)),
+            3 => {
+                self.given_up.insert(send.hash);
+                (AnswerClass::Rejected, refused(AnswerClass::Rejected))
+            }
+            5 => {
+                if self.chain.submit(send.hash, send.nonce).went_in() {
+                    self.chain.drop_from(send.nonce);
+                    self.dropped = true;
+                    self.lost.insert(send.hash, send.nonce);
+                }
+                (AnswerClass::Unavailable, refused(AnswerClass::Unavailable))
+            }
             _ => return Ok(()), // lost: never reports
         };
         self.s.sent(
@@ -508,7 +555,19 @@ fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
         m.drain()?;
         m.check_live()?;
     }
-    m.settle()
+    m.settle()?;
+    // A transaction lost and then dropped is followed until it is back in, its nonce is taken,
+    // or it is given up: never left because its answer was lost.
+    for (h, nonce) in &m.lost {
+        let kept = m.chain.holds.contains_key(h);
+        let taken = m.chain.by_nonce.get(nonce).is_some_and(|other| other != h);
+        prop_assert!(
+            kept || taken || m.given_up.contains(h),
+            "nonce {nonce}: lost, dropped, never sent again: {}",
+            m.s.view(m.now)
+        );
+    }
+    Ok(())
 }
 
 fn cases() -> u32 {

@@ -9,7 +9,12 @@
 //!
 //! An accepted transaction is *vouched* for while the relay has seen the upstream hold it: it was
 //! accepted in this object's life, or the upstream answered it by hash since. One read back from
-//! storage after a restart is not vouched for until the upstream confirms it.
+//! storage after a restart, or one whose answer was lost, is not vouched for until the upstream
+//! confirms it.
+//!
+//! One transaction holds each nonce. A transaction not vouched for (its outcome unknown) does not
+//! take the nonce from the one holding it: both are followed until the upstream vouches for one,
+//! which then takes the nonce, the other replaced by it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -152,25 +157,39 @@ impl Accepted {
         self.get(hash, now_ms).map(|_| *hash)
     }
 
-    /// The hashes holding a nonce at or above `from`, lowest nonce first.
+    /// The hashes with a nonce at or above `from` that hold it or may (pending, not vouched
+    /// for), lowest nonce first.
     pub fn from_nonce(&self, from: u64, now_ms: u64) -> Vec<(u64, TxHash)> {
-        self.by_nonce
-            .range(from..)
-            .filter(|(_, hash)| self.get(hash, now_ms).is_some())
-            .map(|(nonce, hash)| (*nonce, *hash))
+        let mut found: Vec<(u64, bool, TxHash)> = self
+            .by_hash
+            .iter()
+            .filter(|(_, tx)| tx.nonce >= from)
+            .filter(|(hash, _)| self.get(hash, now_ms).is_some())
+            .filter(|(hash, tx)| {
+                self.by_nonce.get(&tx.nonce) == Some(hash) || tx.status == Status::Pending
+            })
+            .map(|(hash, tx)| (tx.nonce, self.by_nonce.get(&tx.nonce) != Some(hash), *hash))
+            .collect();
+        found.sort_unstable();
+        found
+            .into_iter()
+            .map(|(nonce, _, hash)| (nonce, hash))
             .collect()
     }
 
-    /// The pending (tracked) ones, lowest nonce first.
+    /// The pending (tracked) ones, lowest nonce first (the one holding a nonce before one that
+    /// is not vouched for).
     pub fn pending(&self) -> Vec<(u64, TxHash)> {
-        self.by_nonce
+        let mut pending: Vec<(u64, bool, TxHash)> = self
+            .by_hash
             .iter()
-            .filter(|(_, hash)| {
-                self.by_hash
-                    .get(*hash)
-                    .is_some_and(|tx| tx.status == Status::Pending)
-            })
-            .map(|(nonce, hash)| (*nonce, *hash))
+            .filter(|(_, tx)| tx.status == Status::Pending)
+            .map(|(hash, tx)| (tx.nonce, self.by_nonce.get(&tx.nonce) != Some(hash), *hash))
+            .collect();
+        pending.sort_unstable();
+        pending
+            .into_iter()
+            .map(|(nonce, _, hash)| (nonce, hash))
             .collect()
     }
 
@@ -197,21 +216,19 @@ impl Accepted {
         self.by_hash.is_empty()
     }
 
-    /// Records that the upstream took `hash` with `nonce` at `at_ms` (pending): another hash
-    /// holding the same nonce is replaced by it. Returns the hashes whose stored bytes are no
-    /// longer needed (the replaced one), and prunes at `at_ms`.
+    /// Records that the upstream took `hash` with `nonce` at `at_ms` (pending), or may have
+    /// (`vouched` false: its outcome unknown). A vouched one takes the nonce: another hash
+    /// holding it is replaced. One not vouched for takes it only from nobody (or from one no
+    /// longer pending). Returns the hashes whose stored bytes are no longer needed (the replaced
+    /// one), and prunes at `at_ms`.
     pub fn record(&mut self, hash: TxHash, nonce: u64, at_ms: u64, vouched: bool) -> Pruned {
         let mut pruned = Pruned::default();
-        if let Some(previous) = self.by_nonce.insert(nonce, hash) {
-            if previous != hash {
-                if let Some(tx) = self.by_hash.get_mut(&previous) {
-                    if !tx.status.is_final() {
-                        pruned.gone.push(previous);
-                    }
-                    tx.status = Status::Replaced { by: Some(hash) };
-                    tx.final_ms.get_or_insert(at_ms);
-                }
-            }
+        let holder = self.by_nonce.get(&nonce).copied().filter(|h| *h != hash);
+        let holder_pending = holder
+            .and_then(|h| self.by_hash.get(&h))
+            .is_some_and(|tx| tx.status == Status::Pending);
+        if vouched || !holder_pending {
+            self.take_nonce(hash, nonce, at_ms, &mut pruned);
         }
         // Recorded again (a resend went in): it keeps its first time, resends and size.
         let before = self.by_hash.get(&hash).copied();
@@ -233,12 +250,34 @@ impl Accepted {
         pruned
     }
 
-    /// Marks `hash` as held by the upstream (it answered it by hash). False when it is not here.
-    pub fn vouch(&mut self, hash: &TxHash) -> bool {
-        self.by_hash
-            .get_mut(hash)
-            .map(|tx| tx.vouched = true)
-            .is_some()
+    /// `hash` takes `nonce`: the hash holding it before is replaced by it (its stored bytes
+    /// listed in `pruned` while it was pending).
+    fn take_nonce(&mut self, hash: TxHash, nonce: u64, at_ms: u64, pruned: &mut Pruned) {
+        if let Some(previous) = self.by_nonce.insert(nonce, hash) {
+            if previous != hash {
+                if let Some(tx) = self.by_hash.get_mut(&previous) {
+                    if !tx.status.is_final() {
+                        pruned.gone.push(previous);
+                    }
+                    tx.status = Status::Replaced { by: Some(hash) };
+                    tx.final_ms.get_or_insert(at_ms);
+                }
+            }
+        }
+    }
+
+    /// Marks `hash` as held by the upstream (it answered it by hash) at `now_ms`: it takes its
+    /// nonce, and another hash that held it is replaced (in `gone` when its stored bytes are no
+    /// longer needed). `None` when it is not here.
+    pub fn vouch(&mut self, hash: &TxHash, now_ms: u64) -> Option<Pruned> {
+        let tx = self.by_hash.get_mut(hash)?;
+        tx.vouched = true;
+        let nonce = tx.nonce;
+        let mut pruned = Pruned::default();
+        if tx.status == Status::Pending {
+            self.take_nonce(*hash, nonce, now_ms, &mut pruned);
+        }
+        Some(pruned)
     }
 
     /// Records `by` as the transaction that took the nonce of the replaced `hash`. False when
@@ -451,12 +490,34 @@ mod tests {
     }
 
     #[test]
+    fn one_with_an_unknown_outcome_takes_the_nonce_only_once_vouched_for() {
+        let mut a = Accepted::new(10_000, 60_000);
+        a.record(h(1), 5, 0, false);
+        // Another transaction with nonce 5 whose answer was lost: both are followed.
+        assert_eq!(a.record(h(2), 5, 1, false), Pruned::default());
+        assert_eq!(a.with_nonce(5, 2), Some(h(1)), "the first still holds it");
+        assert_eq!(a.pending(), vec![(5, h(1)), (5, h(2))]);
+        assert_eq!(a.from_nonce(0, 2), vec![(5, h(1)), (5, h(2))]);
+        assert_eq!(a.get(&h(1), 2).unwrap().status, Status::Pending);
+        // The upstream has the second: it takes the nonce, the first is replaced.
+        assert_eq!(a.vouch(&h(2), 3).unwrap().gone, vec![h(1)]);
+        assert_eq!(a.with_nonce(5, 3), Some(h(2)));
+        assert_eq!(
+            a.get(&h(1), 3).unwrap().status,
+            Status::Replaced { by: Some(h(2)) }
+        );
+        assert_eq!(a.pending(), vec![(5, h(2))]);
+        // A vouched one takes the nonce at once.
+        assert_eq!(a.record(h(3), 5, 4, true).gone, vec![h(2)]);
+    }
+
+    #[test]
     fn vouch_resend_forget_and_clear() {
         let mut a = Accepted::new(10_000, 60_000);
         a.record(h(1), 1, 0, false);
         a.record(h(2), 2, 0, false);
         assert!(!a.get(&h(1), 1).unwrap().vouched);
-        assert!(a.vouch(&h(1)));
+        assert!(a.vouch(&h(1), 1).is_some());
         assert!(a.get(&h(1), 1).unwrap().vouched);
         assert_eq!((a.resent(&h(1)), a.resent(&h(1))), (1, 2));
         a.record(h(1), 1, 5, true);

@@ -2,22 +2,32 @@
 //! this inside the lock, and the Worker's direct path (fail-open, `ENABLE_NONCE_ORDERING=false`)
 //! does it too.
 //!
-//! 1. The request text (the client's, with the original signed bytes) is POSTed; an answer that
-//!    says nothing about the transaction ([`AnswerClass::retryable`]) is retried with the same
-//!    text after a jittered backoff, within the [`RetryPolicy`] and never past the deadline.
+//! 1. The request text (made by the relay from the checked request, with the original signed
+//!    bytes) is POSTed; an answer that says nothing about the transaction
+//!    ([`AnswerClass::retryable`]) is retried with the same text after a jittered backoff, within
+//!    the [`RetryPolicy`] and never past the deadline. Under a strict upstream pool
+//!    (`UPSTREAM_POOL=strict`, Hedera, where a copy of a transaction the node took is a charged
+//!    refusal) a send whose answer was lost after it may have arrived is first looked up by hash;
+//!    on a mempool a resend is the cheap path (the node answers "already known").
 //! 2. A "nonce too low" (or Hedera's direction-less "wrong nonce") may be the transaction itself,
 //!    already in: a retry after a lost answer, or a client resending. The upstream is asked
 //!    `eth_getTransactionByHash`; if it has the transaction (pending or mined), it is
-//!    [`AnswerClass::AlreadyKnown`].
+//!    [`AnswerClass::AlreadyKnown`]. If it does not, but an earlier send may have arrived, the
+//!    outcome is unknown, not refused (the pool may have dropped it meanwhile): the answer is
+//!    [`AnswerClass::Unavailable`] with -32002 and the hash, so that the sender's object keeps it
+//!    and checks it by hash again (and sends it again from its bytes while its nonce is free).
 //! 3. "Already known" answers are the hash: the transaction went in.
 
 use crate::hex;
-use crate::jsonrpc::Answer;
+use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::accepted::TxHash;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::sender::UpstreamPool;
 use crate::upstream::retry::RetryPolicy;
-use crate::upstream::{classify, error_metric, post_retried, Upstream, UpstreamError};
+use crate::upstream::{
+    classify, error_metric, may_have_arrived, post_retried, Route, Upstream, UpstreamError,
+};
 use serde_json::Value;
 
 /// The method whose answers [`submit`] classifies.
@@ -32,6 +42,9 @@ pub struct Sending<'a> {
     pub nonce: u64,
     /// The sender, lowercase 0x hex (metrics only).
     pub sender: &'a str,
+    /// What the upstream does with a copy of a transaction it took (`UPSTREAM_POOL`): under
+    /// [`UpstreamPool::Strict`] a send that may have arrived is looked up before it is sent again.
+    pub pool: UpstreamPool,
 }
 
 /// The final answer to one transaction.
@@ -48,7 +61,9 @@ pub struct Submission {
 
 /// Sends `request` (one `eth_sendRawTransaction` request text) until it has a final answer, by
 /// `deadline_ms` (Unix ms). See the module documentation. Emits a `tx_retried` metric for each
-/// retry and an `upstream_error` one when the upstream could not be used at the end.
+/// retry, a `tx_outcome_unknown` one when a nonce refusal follows a send that may have arrived
+/// and the upstream does not have the transaction, and an `upstream_error` one when the upstream
+/// could not be used at the end.
 pub async fn submit<U: Upstream + ?Sized>(
     upstream: &U,
     request: &str,
@@ -57,12 +72,21 @@ pub async fn submit<U: Upstream + ?Sized>(
     deadline_ms: u64,
 ) -> Submission {
     let mut attempts = 0;
+    // Whether a send so far may have reached the node although its answer was lost.
+    let mut maybe_in = false;
     let (mut class, answer, failure) = loop {
+        if maybe_in
+            && tx.pool == UpstreamPool::Strict
+            && known_by_hash(upstream, tx.hash, policy, deadline_ms).await
+        {
+            break (AnswerClass::AlreadyKnown, None, None);
+        }
         attempts += 1;
         let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(request, timeout_ms).await;
+        let reply = upstream.post(request, Route::Send, timeout_ms).await;
         let (class, answer) = classify(&reply);
         if class.retryable() {
+            maybe_in |= may_have_arrived(&reply);
             let now = upstream.now_ms();
             let retry_after_ms = match &reply {
                 Ok(r) => r.retry_after_ms,
@@ -91,11 +115,24 @@ pub async fn submit<U: Upstream + ?Sized>(
         }
         break (class, answer, reply.err());
     };
-    if class.check_by_hash() && known_by_hash(upstream, tx.hash, policy, deadline_ms).await {
-        class = AnswerClass::AlreadyKnown;
+    let mut unknown = false;
+    if class.check_by_hash() {
+        if known_by_hash(upstream, tx.hash, policy, deadline_ms).await {
+            class = AnswerClass::AlreadyKnown;
+        } else if maybe_in {
+            upstream.emit(
+                &Metric::new("tx_outcome_unknown", tx.sender, class.label())
+                    .value("count", 1.0)
+                    .field("nonce", tx.nonce)
+                    .field("tx_hash", hex::encode(tx.hash)),
+            );
+            class = AnswerClass::Unavailable;
+            unknown = true;
+        }
     }
     let answer = match (class, answer, failure) {
         (AnswerClass::AlreadyKnown, _, _) => Answer::hash(tx.hash),
+        _ if unknown => outcome_unknown(tx.hash),
         (_, Some(answer), _) => answer,
         (_, None, Some(error)) => {
             upstream.emit(&error_metric(METHOD, &error).field("attempts", attempts));
@@ -108,6 +145,19 @@ pub async fn submit<U: Upstream + ?Sized>(
         answer,
         attempts,
     }
+}
+
+/// -32002 for a transaction whose send may have gone in, whose nonce the upstream now refuses,
+/// and which the upstream does not have: `data` is its hash.
+fn outcome_unknown(hash: &TxHash) -> Answer {
+    Answer::error(&RpcError {
+        code: RESOURCE_UNAVAILABLE,
+        message: "transaction outcome unknown: an earlier send may have gone in, and the upstream \
+                  now refuses its nonce without having it; the relay keeps it and checks it by \
+                  hash"
+            .into(),
+        data: Some(Value::String(hex::encode(hash))),
+    })
 }
 
 /// Whether the upstream has the transaction `hash` (pending or mined): `eth_getTransactionByHash`
@@ -153,7 +203,12 @@ mod tests {
     }
 
     impl Upstream for Scripted {
-        async fn post(&self, body: &str, timeout_ms: u64) -> Result<UpstreamReply, UpstreamError> {
+        async fn post(
+            &self,
+            body: &str,
+            _route: Route,
+            timeout_ms: u64,
+        ) -> Result<UpstreamReply, UpstreamError> {
             self.posts.borrow_mut().push((body.to_string(), timeout_ms));
             self.now.set(self.now.get() + 10);
             let script = if body.contains("eth_getTransactionByHash") {
@@ -198,6 +253,7 @@ mod tests {
         hash: &HASH,
         nonce: 4,
         sender: "0xsender",
+        pool: UpstreamPool::Mempool,
     };
     const REQUEST: &str =
         r#"{"jsonrpc":"2.0","id":9,"method":"eth_sendRawTransaction","params":["0x02"]}"#;
@@ -366,5 +422,104 @@ mod tests {
         let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
         assert_eq!((s.class, s.attempts), (AnswerClass::Rejected, 1));
         assert!(up.posts.borrow().len() == 1 && up.metrics.borrow().is_empty());
+    }
+
+    fn found() -> Result<UpstreamReply, UpstreamError> {
+        ok(r#"{"id":1,"result":{"hash":"0xabab","blockNumber":null}}"#)
+    }
+    fn missing() -> Result<UpstreamReply, UpstreamError> {
+        ok(r#"{"id":1,"result":null}"#)
+    }
+    fn methods(up: &Scripted) -> Vec<String> {
+        up.posts
+            .borrow()
+            .iter()
+            .map(|(body, _)| {
+                serde_json::from_str::<Value>(body).unwrap()["method"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_nonce_refusal_after_a_lost_send_of_a_transaction_the_upstream_lacks_is_unknown() {
+        // The first send went in and its answer was lost; the pool dropped it; the resend meets
+        // "nonce too low" (a node that counted it) and the lookup finds nothing.
+        let up = upstream(
+            vec![lost(), error("nonce too low: next nonce 22, tx nonce 21")],
+            vec![missing()],
+        );
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!(s.class, AnswerClass::Unavailable, "unknown, not refused");
+        let (code, message) = s.answer.error_parts().unwrap();
+        assert_eq!(code, RESOURCE_UNAVAILABLE);
+        assert!(message.contains("outcome unknown"), "{message}");
+        assert!(up
+            .metrics
+            .borrow()
+            .iter()
+            .any(|m| m.contains(r#""event":"tx_outcome_unknown""#)));
+        // Refused before anything may have arrived (a refused connection): the refusal stands.
+        let refused = || {
+            Err(UpstreamError::Unreachable(
+                "connect ECONNREFUSED 10.0.0.1:8545".into(),
+            ))
+        };
+        let up = upstream(vec![refused(), error("nonce too low")], vec![missing()]);
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!(s.class, AnswerClass::NonceTooLow);
+        assert_eq!(s.answer.error_parts().unwrap().1, "nonce too low");
+    }
+
+    #[test]
+    fn on_a_strict_upstream_a_send_that_may_have_arrived_is_looked_up_before_it_is_sent_again() {
+        let strict = Sending {
+            pool: UpstreamPool::Strict,
+            ..TX
+        };
+        // It went in: found by hash, never sent twice (a second copy is a charged refusal).
+        let up = upstream(vec![lost()], vec![found()]);
+        let s = run(submit(&up, REQUEST, strict, &POLICY, 30_000));
+        assert_eq!(
+            (s.class, s.answer),
+            (AnswerClass::AlreadyKnown, Answer::hash(&HASH))
+        );
+        assert_eq!(
+            methods(&up),
+            ["eth_sendRawTransaction", "eth_getTransactionByHash"]
+        );
+        // It did not: sent again after the lookup.
+        let up = upstream(
+            vec![lost(), ok(r#"{"id":9,"result":"0xabab"}"#)],
+            vec![missing()],
+        );
+        let s = run(submit(&up, REQUEST, strict, &POLICY, 30_000));
+        assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 2));
+        assert_eq!(
+            methods(&up),
+            [
+                "eth_sendRawTransaction",
+                "eth_getTransactionByHash",
+                "eth_sendRawTransaction"
+            ]
+        );
+        // A busy node (an answer: nothing went in) or a refused connection: no lookup.
+        let busy = error("txpool is full");
+        let up = upstream(vec![busy, ok(r#"{"id":9,"result":"0xabab"}"#)], vec![]);
+        run(submit(&up, REQUEST, strict, &POLICY, 30_000));
+        assert_eq!(
+            methods(&up),
+            ["eth_sendRawTransaction", "eth_sendRawTransaction"]
+        );
+        // On a mempool the resend is the lookup: no extra call.
+        let up = upstream(vec![lost(), error("already known")], vec![]);
+        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        assert_eq!(s.class, AnswerClass::AlreadyKnown);
+        assert_eq!(
+            methods(&up),
+            ["eth_sendRawTransaction", "eth_sendRawTransaction"]
+        );
     }
 }

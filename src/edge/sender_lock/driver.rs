@@ -194,7 +194,35 @@ impl Driver {
                 self.stored(written);
             }
             Action::Load(hashes) => match self.store.load(&hashes) {
-                Ok(rows) => self.machine.borrow_mut().loaded(rows, now_ms()),
+                Ok(rows) => {
+                    // What is sent again is what the relay reads in the row, never its text.
+                    let rows = rows
+                        .into_iter()
+                        .filter_map(|mut row| {
+                            match crate::relay::sync::stored_request(&row.request, &row.hash) {
+                                Ok(request) => {
+                                    row.request = request.into();
+                                    Some(row)
+                                }
+                                Err(why) => {
+                                    console_log!(
+                                        "{}",
+                                        log::line(
+                                            "stored_request_refused",
+                                            &[
+                                                ("sender", self.sender().into()),
+                                                ("tx_hash", crate::hex::encode(&row.hash).into()),
+                                                ("error", why.into()),
+                                            ]
+                                        )
+                                    );
+                                    None
+                                }
+                            }
+                        })
+                        .collect();
+                    self.machine.borrow_mut().loaded(rows, now_ms());
+                }
                 Err(()) => self.replace(),
             },
             Action::Send {
@@ -209,10 +237,12 @@ impl Driver {
                 spawn_local(async move {
                     let upstream = core.upstream(request_id.as_deref());
                     let sender = core.sender();
+                    let pool = core.machine.borrow().settings().pool;
                     let sending = Sending {
                         hash: &hash,
                         nonce,
                         sender: &sender,
+                        pool,
                     };
                     let policy = core.config.retry_policy();
                     let submission =

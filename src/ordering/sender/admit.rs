@@ -193,8 +193,8 @@ impl Sender {
     }
 
     /// The answer to an entry's check by hash: the upstream has it (its hash, no send); it does
-    /// not (a stale nonce is refused; an accepted hash it forgot is admitted anew and sent
-    /// again); the upstream could not be asked (a stale nonce is refused as unchecked, -32002; an
+    /// not (a stale nonce is refused; an accepted hash it forgot is admitted anew, and kept as
+    /// the relay's own until it is sent again); the upstream could not be asked (a stale nonce is refused as unchecked, -32002; an
     /// accepted hash is answered from memory).
     pub(super) fn on_entry_check(&mut self, id: u64, outcome: Outcome, now_ms: u64) {
         let Some(entry) = self.entries.get(&id) else {
@@ -227,8 +227,11 @@ impl Sender {
                 self.refuse(id, Refusal::Stale { mined, nonce });
             }
             (Some(false), Check::Accepted) => {
-                // The upstream forgot it: an ordinary transaction again.
-                self.accepted.forget(&hash);
+                // The upstream forgot it: the client's copy waits like any transaction, and the
+                // relay keeps its own, no longer vouched for (should the copy be refused unsent,
+                // the stored one is checked again and sent from its bytes: `refuse`).
+                let pruned = self.accepted.record(hash, nonce, now_ms, false);
+                self.pruned(pruned, now_ms);
                 self.screen(id, now_ms);
             }
             (None, Check::Stale) => self.refuse(id, Refusal::CheckFailed { nonce }),

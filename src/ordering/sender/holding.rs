@@ -218,7 +218,7 @@ impl Sender {
             }
         };
         if let Some(latest) = found.latest {
-            self.mined = Some(latest);
+            self.mined_count(latest, now_ms);
         }
         match found.holds(&hash) {
             Some(true) => {
@@ -304,7 +304,7 @@ impl Sender {
         let known = found.as_ref().and_then(|f| f.holds(&hash));
         let latest = found.as_ref().and_then(|f| f.latest);
         if let Some(latest) = latest {
-            self.mined = Some(latest);
+            self.mined_count(latest, now_ms);
         }
         match known {
             Some(true) => {

@@ -41,12 +41,20 @@ impl Sender {
     pub fn loaded(&mut self, rows: Vec<Loaded>, now_ms: u64) {
         self.loading = false;
         for row in rows {
-            // A client's copy queued meanwhile goes instead; one found final meanwhile is done.
-            if self.by_hash.contains_key(&row.hash)
-                || self
-                    .accepted
-                    .get(&row.hash, now_ms)
-                    .is_some_and(|tx| tx.status.is_final())
+            // A client's copy queued meanwhile goes instead, and carries the relay's own (stored:
+            // refused unsent, it stays followed); one found final meanwhile is done.
+            if let Some(entry) = self
+                .by_hash
+                .get(&row.hash)
+                .and_then(|id| self.entries.get_mut(id))
+            {
+                entry.stored = true;
+                continue;
+            }
+            if self
+                .accepted
+                .get(&row.hash, now_ms)
+                .is_some_and(|tx| tx.status.is_final())
             {
                 continue;
             }
@@ -161,7 +169,7 @@ impl Sender {
             self.check_chain(genesis, now_ms);
         }
         if let Some(latest) = found.latest {
-            self.mined = Some(latest);
+            self.mined_count(latest, now_ms);
         }
         let pending = found.pending.unwrap_or(0);
         let verify = self.to_verify(pending, now_ms);
@@ -215,12 +223,16 @@ impl Sender {
                 continue;
             }
             if *seen == Seen::Pending {
-                self.accepted.vouch(hash);
+                if let Some(pruned) = self.accepted.vouch(hash, now_ms) {
+                    self.pruned(pruned, now_ms);
+                }
                 continue;
             }
             self.accepted.forget(hash);
-            if tx.nonce < pending || latest.is_some_and(|l| tx.nonce < l) {
-                // Another transaction holds its nonce.
+            if latest.is_some_and(|l| tx.nonce < l) {
+                // Another transaction took its nonce in a block. (A pending count above it is
+                // no proof: the pool may have dropped it since that count, or hold another
+                // transaction there that the resend may replace.)
                 gone.push(*hash);
                 continue;
             }
@@ -249,17 +261,41 @@ impl Sender {
         self.learned(pending, now_ms);
     }
 
+    /// `nonce` raised past every accepted nonce the upstream is known to hold from it on, in a
+    /// row.
+    fn past_held(&self, mut nonce: u64, now_ms: u64) -> u64 {
+        while let Some(hash) = self.accepted.with_nonce(nonce, now_ms) {
+            if !self.accepted.get(&hash, now_ms).is_some_and(|t| t.vouched) {
+                break;
+            }
+            nonce += 1;
+        }
+        nonce
+    }
+
+    /// The upstream's mined count `latest`, from any lookup that asked it: every nonce below it
+    /// is used, so a known next nonce below it moves up to it (and past the accepted nonces the
+    /// upstream holds in a row). What tracking learns thus moves the queue: a transaction the
+    /// relay could not vouch for, found in a block, no longer holds the sender's next one back.
+    pub(super) fn mined_count(&mut self, latest: u64, now_ms: u64) {
+        self.mined = Some(latest);
+        if let Some(next) = self.next.filter(|&next| next < latest) {
+            let raised = self.past_held(latest, now_ms);
+            self.emit(
+                Metric::new("next_nonce_raised", "", "mined")
+                    .value("count", 1.0)
+                    .field("from", next)
+                    .field("to", raised),
+            );
+            self.next = Some(raised);
+        }
+    }
+
     /// The sender's next nonce from the upstream's `pending` count: raised past every accepted
     /// nonce it holds, in a row; never below the mined count. Answers the pending-count
     /// questions.
     fn learned(&mut self, pending: u64, now_ms: u64) {
-        let mut next = pending.max(self.mined.unwrap_or(0));
-        while let Some(hash) = self.accepted.with_nonce(next, now_ms) {
-            if !self.accepted.get(&hash, now_ms).is_some_and(|t| t.vouched) {
-                break;
-            }
-            next += 1;
-        }
+        let next = self.past_held(pending.max(self.mined.unwrap_or(0)), now_ms);
         self.nonces.failures = 0;
         self.nonces.not_before_ms = 0;
         let counts = std::mem::take(&mut self.nonces.counts);

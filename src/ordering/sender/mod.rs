@@ -336,9 +336,27 @@ impl Sender {
         }
     }
 
-    /// Answers every ticket of the entry with `refusal`; the entry leaves.
+    /// Answers every ticket of the entry with `refusal`; the entry leaves. The relay's own
+    /// transaction is not lost with it: a copy of one the relay accepted and still follows, or
+    /// the relay's stored resend refused for the queue's sake (its next nonce unknown, a check
+    /// that failed, a gap), stays followed, checked again with the next counts and sent from its
+    /// stored bytes while the upstream lacks it. Only a stale nonce or a refused replacement
+    /// settles it.
     fn refuse(&mut self, entry: u64, refusal: Refusal) {
         if let Some(e) = self.remove_entry(entry) {
+            let at_ms = e.arrived_ms;
+            let settles = matches!(refusal, Refusal::Stale { .. } | Refusal::Replacement { .. });
+            if e.stored && !settles && self.accepted.get(&e.hash, at_ms).is_none() {
+                let pruned = self.accepted.record(e.hash, e.nonce, at_ms, false);
+                self.pruned(pruned, at_ms);
+            }
+            if self
+                .accepted
+                .get(&e.hash, at_ms)
+                .is_some_and(|tx| !tx.status.is_final())
+            {
+                self.unverified = true;
+            }
             self.emit(tagged(
                 Metric::new("tx_refused", "", refusal.label())
                     .value("count", 1.0)
@@ -387,18 +405,21 @@ impl Sender {
         self.keep_alarm(now_ms);
     }
 
-    /// Whether work is under way that an evicted object must come back to: a holder, waiters,
-    /// lookups, stored transactions to check or load.
-    fn busy(&self) -> bool {
-        !self.is_quiet()
+    /// Whether durable work is under way, work an evicted object must come back to: a stored
+    /// transaction queued or being sent, stored transactions to check or to load. Waiters and
+    /// lookups alone are not: their clients' requests end with the object, and a read (a
+    /// pending-count question, a transaction's status) must not write to storage (the alarm is
+    /// storage).
+    fn durable(&self) -> bool {
+        self.entries.values().any(|e| e.stored) || self.unverified || self.loading
     }
 
-    /// The storage alarm at the earliest time it is wanted: while busy, a backstop one maximum
-    /// hold and its grace ahead (an alarm already set serves); while transactions are tracked,
-    /// the next tracking check. Set only when none is set or an earlier one is wanted (each set
-    /// is a billed write); deleted when nothing is wanted.
+    /// The storage alarm at the earliest time it is wanted: while durable work is under way, a
+    /// backstop one maximum hold and its grace ahead (an alarm already set serves); while
+    /// transactions are tracked, the next tracking check. Set only when none is set or an
+    /// earlier one is wanted (each set is a billed write); deleted when nothing is wanted.
     fn keep_alarm(&mut self, now_ms: u64) {
-        let backstop = self.busy().then(|| {
+        let backstop = self.durable().then(|| {
             if self.alarm_until_ms > now_ms {
                 self.alarm_until_ms
             } else {

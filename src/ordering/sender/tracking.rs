@@ -93,7 +93,7 @@ impl Sender {
             return;
         };
         if let Some(latest) = found.latest {
-            self.mined = Some(latest);
+            self.mined_count(latest, now_ms);
         }
         let mut resend = Vec::new();
         let mut replaced = Vec::new();
@@ -107,7 +107,9 @@ impl Sender {
             match seen {
                 Seen::Included { block } => self.included(hash, block, now_ms),
                 Seen::Pending => {
-                    self.accepted.vouch(hash);
+                    if let Some(pruned) = self.accepted.vouch(hash, now_ms) {
+                        self.pruned(pruned, now_ms);
+                    }
                 }
                 Seen::Missing if found.latest.is_some_and(|latest| latest > tx.nonce) => {
                     replaced.push((*hash, tx))

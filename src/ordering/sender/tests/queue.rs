@@ -331,3 +331,20 @@ fn the_view_shows_holder_queue_nonces_and_counters() {
     assert_eq!(v["accepted"][0]["vouched"], true);
     assert_eq!(v["counters"]["forwarded"], 1);
 }
+
+#[test]
+fn a_read_leaves_nothing_in_storage() {
+    let mut r = Rig::new(SETTINGS);
+    let t = r.ticket();
+    r.s.count(t, r.now);
+    r.drain();
+    assert_eq!(
+        r.alarm, None,
+        "no alarm (a storage write) for a pending-count question"
+    );
+    r.learn(7, 7);
+    assert_eq!(r.answer(t).0, Answer::Result("\"0x7\"".into()));
+    assert_eq!(r.s.status(&h(3, 0), r.now), None);
+    assert!(r.rows.is_empty() && r.chain.is_none() && r.alarm.is_none());
+    assert!(r.s.is_quiet());
+}

@@ -254,3 +254,37 @@ fn a_send_and_wait_call_over_a_nonce_gap_gets_code_6_and_the_expected_nonce_unse
         (1, 0)
     );
 }
+
+#[test]
+fn what_tracking_learns_moves_the_next_nonce() {
+    let mut r = Rig::new(TRACKED);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    // Nonce 1's answer is lost after it went in: remembered, not vouched for, counts asked again.
+    r.arrive(1);
+    let lost = r.send();
+    r.finish(&lost, AnswerClass::Unavailable);
+    // The upstream's count lags (1), and its answer by hash for nonce 1 is missing: the next
+    // nonce is 1, held by a transaction the relay can't vouch for.
+    r.learn(1, 1);
+    let (verify, query) = r.lookup_for(|q| !q.hashes.is_empty());
+    assert_eq!(query.hashes, vec![h(1, 0)]);
+    r.reply(verify, Ok(Found::default()));
+    assert_eq!(r.s.nonces().0, Some(1));
+    // Tracking then finds nonce 1 in a block (mined count 2): the next nonce is 2.
+    track(
+        &mut r,
+        2,
+        &[
+            (h(0, 0), Seen::Included { block: 1 }),
+            (h(1, 0), Seen::Included { block: 2 }),
+        ],
+    );
+    assert_eq!(r.s.nonces(), (Some(2), Some(2)));
+    assert_eq!(r.events("next_nonce_raised").len(), 1);
+    // So the sender's next transaction goes at once, with no gap wait for nonce 1.
+    r.arrive(2);
+    assert_eq!(r.send().nonce, 2, "sent at once: {:?}", r.log);
+    assert!(r.events("gap_wait_expired").is_empty());
+}
