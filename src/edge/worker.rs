@@ -66,12 +66,22 @@ fn client_ip(req: &Request) -> String {
 }
 
 /// `GET /senders/{address}` with `Authorization: Bearer <ADMIN_TOKEN>`: the sender's object's
-/// state. 404 when no `ADMIN_TOKEN` is set (the route does not exist), 401 for a missing or wrong
-/// token, 400 for a path that is not an address.
-async fn sender_view(req: &Request, env: &Env, config: &Config) -> worker::Result<Response> {
+/// state. 404 when no `ADMIN_TOKEN` is set (the route does not exist), 429 over the client's read
+/// rate limit (each request counts, so token guesses cost the guesser), 401 for a missing or
+/// wrong token, 400 for a path that is not an address.
+async fn sender_view(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    id: &str,
+) -> worker::Result<Response> {
     let Some(token) = config.admin_token.as_deref() else {
         return Response::error("not found", 404);
     };
+    let backend = WorkerBackend::new(config, env, id, client_ip(req));
+    if backend.over_rate_limit(0, 1).await {
+        return rate_limited(config);
+    }
     let authorization = req.headers().get("authorization")?;
     if !admin::bearer_matches(authorization.as_deref(), token) {
         let response = json_response(
@@ -263,7 +273,7 @@ async fn route(
         }
         (Method::Get, "/health") => json_response(200, r#"{"status":"ok"}"#.into()),
         (Method::Get, path) if path.starts_with(admin::SENDERS_PREFIX) => {
-            sender_view(&req, env, config).await
+            sender_view(&req, env, config, id).await
         }
         (Method::Get, path) if path.starts_with(status::TX_PREFIX) => {
             tx_status(&req, env, config, id).await

@@ -58,13 +58,17 @@ pub struct Store {
 }
 
 impl Store {
-    /// The tables, created when missing (`txs`: `hash` TEXT primary key, `nonce` INTEGER,
-    /// `request` TEXT, `at_ms` INTEGER; `meta`: `key`, `value`; both WITHOUT ROWID, so a write is
-    /// one billed row).
+    /// The object's tables (`txs`: `hash` TEXT primary key, `nonce` INTEGER, `request` TEXT,
+    /// `at_ms` INTEGER; `meta`: `key`, `value`; both WITHOUT ROWID, so a write is one billed
+    /// row). Nothing is created here: the first write makes them ([`Store::exec`]), so an object
+    /// that is only read (a pending count, a transaction's status) leaves no storage behind.
     pub fn open(sql: SqlStorage) -> Self {
-        let store = Store { sql };
-        store.create();
-        store
+        Store { sql }
+    }
+
+    /// Whether `e` says the tables are not there (never made, or deleted with the storage).
+    fn missing(e: &worker::Error) -> bool {
+        e.to_string().contains("no such table")
     }
 
     fn create(&self) {
@@ -87,13 +91,20 @@ impl Store {
         }
     }
 
-    /// What is stored (nothing, where it can't be read).
+    /// What is stored (nothing, where nothing was ever written or it can't be read).
     pub fn read(&self) -> Stored {
+        let logged = |op: &'static str| {
+            move |e: worker::Error| {
+                if !Self::missing(&e) {
+                    storage_error(op, &e);
+                }
+            }
+        };
         let rows = self
             .sql
             .exec("SELECT hash, nonce, at_ms FROM txs ORDER BY at_ms", None)
             .and_then(|cursor| cursor.to_array::<StoredRow>())
-            .map_err(|e| storage_error("load", &e))
+            .map_err(logged("load"))
             .unwrap_or_default()
             .into_iter()
             .filter_map(|row| {
@@ -108,7 +119,7 @@ impl Store {
             .sql
             .exec("SELECT key, value FROM meta", None)
             .and_then(|cursor| cursor.to_array::<MetaRow>())
-            .map_err(|e| storage_error("load_meta", &e))
+            .map_err(logged("load_meta"))
             .unwrap_or_default()
             .into_iter()
             .map(|row| (row.key, row.value))
@@ -120,12 +131,12 @@ impl Store {
         }
     }
 
-    /// Runs one write. The tables are made again when the write finds them gone (the object's
-    /// storage was deleted with `deleteAll` while it was idle), and the write is run once more.
+    /// Runs one write. The tables are made when the write finds them missing (never made yet,
+    /// or deleted with `deleteAll` while the object was idle), and the write is run once more.
     fn exec(&self, op: &str, sql: &str, bindings: Vec<SqlStorageValue>) -> Result<(), ()> {
         match self.sql.exec(sql, bindings.clone()) {
             Ok(_) => Ok(()),
-            Err(e) if e.to_string().contains("no such table") => {
+            Err(e) if Self::missing(&e) => {
                 self.create();
                 self.sql
                     .exec(sql, bindings)
@@ -191,8 +202,8 @@ impl Store {
                 .and_then(|cursor| cursor.to_array::<StoredRequest>());
             let found = match found {
                 Ok(found) => found,
-                // Storage deleted since: nothing stored.
-                Err(e) if e.to_string().contains("no such table") => Vec::new(),
+                // Never written, or deleted since: nothing stored.
+                Err(e) if Self::missing(&e) => Vec::new(),
                 Err(e) => {
                     storage_error("load_request", &e);
                     return Err(());
