@@ -95,7 +95,8 @@ pub struct Config {
     /// Never shown, as `UPSTREAM_RPC_URL`.
     pub upstream_ws_urls: Vec<String>,
     /// `WS_MAX_SUBSCRIPTIONS`, `WS_MAX_MESSAGE_BYTES`, `WS_IDLE_TIMEOUT_S`,
-    /// `WS_UPSTREAM_RECONNECT_MS`: each WebSocket connection's limits.
+    /// `WS_UPSTREAM_RECONNECT_MS`, `WS_MAX_CONNECTION_BYTES`, `WS_MAX_ISOLATE_BYTES`: the
+    /// WebSocket connections' limits.
     pub socket: SocketLimits,
     /// The parts of `UPSTREAM_RPC_URL` and `UPSTREAM_WS_URL` never to show (see [`Config::redact`]), longest first.
     secrets: Vec<String>,
@@ -234,6 +235,16 @@ impl Config {
                 &get,
                 "WS_UPSTREAM_RECONNECT_MS",
                 socket_defaults.upstream_reconnect_ms,
+            )?,
+            max_connection_bytes: number(
+                &get,
+                "WS_MAX_CONNECTION_BYTES",
+                socket_defaults.max_connection_bytes,
+            )?,
+            max_isolate_bytes: number(
+                &get,
+                "WS_MAX_ISOLATE_BYTES",
+                socket_defaults.max_isolate_bytes,
             )?,
         };
         let chain_id = match get("CHAIN_ID") {

@@ -277,6 +277,8 @@ fn websocket_settings_default_to_the_http_upstreams_and_are_redacted() {
         ("WS_MAX_MESSAGE_BYTES", "1000"),
         ("WS_IDLE_TIMEOUT_S", "90"),
         ("WS_UPSTREAM_RECONNECT_MS", "5000"),
+        ("WS_MAX_CONNECTION_BYTES", "65536"),
+        ("WS_MAX_ISOLATE_BYTES", "1048576"),
     ])
     .unwrap();
     assert_eq!(c.upstream_ws_urls, ["wss://ws.example/ws/SECRETSECRET"]);
@@ -287,6 +289,8 @@ fn websocket_settings_default_to_the_http_upstreams_and_are_redacted() {
             max_message_bytes: 1000,
             idle_timeout_ms: 90_000,
             upstream_reconnect_ms: 5000,
+            max_connection_bytes: 65_536,
+            max_isolate_bytes: 1 << 20,
         }
     );
     let red = c.redact("connect to wss://ws.example/ws/SECRETSECRET failed");

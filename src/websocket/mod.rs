@@ -11,7 +11,10 @@
 //! fills in the `newHeads` and the [`logs`] the client missed meanwhile
 //! ([`subscriptions::Subscriptions::lost`]).
 
+pub mod backfill;
 pub mod logs;
+pub mod memory;
+pub mod params;
 pub mod subscriptions;
 
 use crate::jsonrpc::{RpcError, LIMIT_EXCEEDED};
@@ -44,6 +47,14 @@ pub struct SocketLimits {
     /// `WS_UPSTREAM_RECONNECT_MS` (default 30000): how long the relay tries to get the upstream's
     /// WebSocket back, ms, before it closes the client's socket ([`Close::UpstreamLost`]).
     pub upstream_reconnect_ms: u64,
+    /// `WS_MAX_CONNECTION_BYTES` (default 4194304, 4 MiB): what one connection may keep in the
+    /// isolate's memory, bytes: its subscriptions' params, the logs remembered to deliver each
+    /// once, notifications held during a gap's fill-in, and the messages being answered
+    /// ([`memory`]).
+    pub max_connection_bytes: usize,
+    /// `WS_MAX_ISOLATE_BYTES` (default 33554432, 32 MiB, a quarter of a Worker isolate's 128 MB):
+    /// what all of one isolate's connections together may keep, bytes ([`memory`]).
+    pub max_isolate_bytes: usize,
 }
 
 impl Default for SocketLimits {
@@ -53,6 +64,8 @@ impl Default for SocketLimits {
             max_message_bytes: 1_000_000,
             idle_timeout_ms: 600_000,
             upstream_reconnect_ms: 30_000,
+            max_connection_bytes: 4 << 20,
+            max_isolate_bytes: 32 << 20,
         }
     }
 }

@@ -2,12 +2,16 @@
 //! "WebSocket" section and BENCHMARKS.md for why and what it costs while idle).
 //!
 //! Each message is answered in a task of its own ([`Relay::handle_message`]), so a send waiting
-//! for its sender's turn does not hold up a read behind it. Subscriptions go over one upstream
-//! WebSocket per connection, opened at the first `eth_subscribe`. When that socket drops while
-//! subscriptions are held, the relay connects again (250 ms, doubling to 2 s, for
+//! for its sender's turn does not hold up a read behind it; its body is charged to the
+//! connection's memory while it is answered (over `WS_MAX_CONNECTION_BYTES` or
+//! `WS_MAX_ISOLATE_BYTES`: -32005 with id null, the socket stays). Subscriptions go over one
+//! upstream WebSocket per connection, opened at the first `eth_subscribe`. When that socket drops
+//! while subscriptions are held, the relay connects again (250 ms, doubling to 2 s, for
 //! `WS_UPSTREAM_RECONNECT_MS`), makes every subscription again under the client's ids and sends
-//! the `newHeads` and the logs missed meanwhile, fetched over HTTP; if the upstream does not come
-//! back in time, the client's socket is closed with 1013 ([`Close::UpstreamLost`]).
+//! the `newHeads` and the logs missed meanwhile, fetched over HTTP by tasks of their own, one
+//! batch for all of the connection's subscriptions ([`crate::websocket::backfill`]); if the
+//! upstream does not come back in time, the client's socket is closed with 1013
+//! ([`Close::UpstreamLost`]).
 
 mod socket;
 mod subscribe;
@@ -17,7 +21,10 @@ use super::backend::WorkerBackend;
 use super::platform::now_ms;
 use crate::chain_id::ChainIdCache;
 use crate::config::Config;
+use crate::jsonrpc::{RpcError, LIMIT_EXCEEDED};
 use crate::relay::Relay;
+use crate::websocket::backfill::Backfill;
+use crate::websocket::memory::{Budget, Memory};
 use crate::websocket::subscriptions::Subscriptions;
 use crate::websocket::Close;
 use futures_util::future::{select, Either};
@@ -31,6 +38,19 @@ use std::time::Duration;
 use worker::wasm_bindgen_futures::spawn_local;
 use worker::{console_log, Delay, Env, Response, WebSocket, WebSocketPair, WebsocketEvent};
 
+thread_local! {
+    /// What all of this isolate's connections keep (`WS_MAX_ISOLATE_BYTES`), made by the first.
+    static ISOLATE_MEMORY: std::cell::OnceCell<Rc<Budget>> = const { std::cell::OnceCell::new() };
+}
+
+/// The isolate's memory budget for WebSocket connections.
+fn isolate_memory(config: &Config) -> Rc<Budget> {
+    ISOLATE_MEMORY.with(|cell| {
+        cell.get_or_init(|| Rc::new(Budget::new(config.socket.max_isolate_bytes)))
+            .clone()
+    })
+}
+
 /// One client connection.
 struct Connection {
     client: WebSocket,
@@ -40,7 +60,13 @@ struct Connection {
     /// The upgrade request's `X-Request-Id`; each message's work is logged as `{id}.{n}`.
     request_id: String,
     client_ip: String,
+    /// Its subscriptions, and its memory (`WS_MAX_CONNECTION_BYTES`).
     subscriptions: RefCell<Subscriptions>,
+    /// The missed `newHeads` being filled in.
+    backfill: RefCell<Backfill>,
+    /// Subscriptions made again on a new upstream socket and not confirmed yet: when the last
+    /// is, the logs of the gap are fetched.
+    resubscribing: Cell<usize>,
     upstream: RefCell<UpstreamState>,
     /// When the client last sent a message or was sent a notification, Unix ms.
     last_activity: Cell<u64>,
@@ -72,6 +98,7 @@ pub fn upgrade(
     let pair = WebSocketPair::new()?;
     pair.server.accept()?;
     let now = now_ms();
+    let memory = Memory::new(config.socket.max_connection_bytes, isolate_memory(&config));
     let connection = Rc::new(Connection {
         client: pair.server,
         env,
@@ -79,7 +106,9 @@ pub fn upgrade(
         chain_ids,
         request_id,
         client_ip,
-        subscriptions: RefCell::new(Subscriptions::default()),
+        subscriptions: RefCell::new(Subscriptions::new(memory)),
+        backfill: RefCell::new(Backfill::default()),
+        resubscribing: Cell::new(0),
         upstream: RefCell::new(UpstreamState::Down),
         last_activity: Cell::new(now),
         messages: Cell::new(0),
@@ -147,12 +176,24 @@ impl Connection {
             }
             let n = self.messages.get() + 1;
             self.messages.set(n);
+            if !self.subscriptions.borrow().memory().take(body.len()) {
+                let error = RpcError::new(
+                    LIMIT_EXCEEDED,
+                    "message refused: the connection's messages in flight use all the memory the relay allows (WS_MAX_CONNECTION_BYTES, WS_MAX_ISOLATE_BYTES); retry when they are answered",
+                );
+                self.send(&error.response(&Value::Null));
+                continue;
+            }
             spawn_local(self.clone().answer(body, n));
         }
         self.closed.set(true);
         if let UpstreamState::Up(socket) = self.upstream.replace(UpstreamState::Down) {
             socket.close();
         }
+        // What the connection kept goes back to the isolate now, not when its last task ends.
+        let released = Subscriptions::new(Memory::new(0, isolate_memory(&self.config)));
+        drop(self.subscriptions.replace(released));
+        self.backfill.replace(Backfill::default());
         log(
             "ws_closed",
             &self.request_id,
@@ -162,6 +203,11 @@ impl Connection {
                 (
                     "duration_ms",
                     now_ms().saturating_sub(self.opened_at).into(),
+                ),
+                // The isolate's wasm memory (it only grows), for what connections cost.
+                (
+                    "wasm_memory_bytes",
+                    (core::arch::wasm32::memory_size(0) as u64 * 65_536).into(),
                 ),
             ],
         );
@@ -175,6 +221,8 @@ impl Connection {
             WorkerBackend::new(&self.config, &self.env, &request_id, self.client_ip.clone());
         let relay = Relay::new(&self.config, &backend, &self.chain_ids);
         let answer = relay.handle_message(&body, &self).await;
+        self.subscriptions.borrow().memory().give(body.len());
+        drop(body);
         if let Some(text) = answer {
             self.send(&text);
         }

@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::jsonrpc::{Answer, RpcError};
-use crate::websocket::subscriptions::Kind;
+use crate::websocket::params::Subscribe;
 use crate::websocket::UNSUBSCRIBE;
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
@@ -18,11 +18,11 @@ use worker::{Delay, Url, WebSocket};
 
 /// What an answer from the upstream socket is for.
 pub enum Pending {
-    /// A client's `eth_subscribe` of `kind` with `params` (JSON text): the answer's result is
-    /// the upstream's id; `reply` gets the client's answer (its id, or the upstream's error).
+    /// A client's `eth_subscribe` (checked, counted and charged when it was asked): the
+    /// answer's result is the upstream's id; `reply` gets the client's answer (its id, or the
+    /// upstream's error).
     Subscribe {
-        kind: Kind,
-        params: String,
+        subscribe: Subscribe,
         reply: oneshot::Sender<Answer>,
     },
     /// The client's subscription `id` made again after a reconnect.

@@ -4,7 +4,8 @@ use super::socket::{upstream_unavailable, Pending, UpstreamState};
 use super::Connection;
 use crate::jsonrpc::{self, Answer, Request, RpcError};
 use crate::relay::socket::SubscriptionCalls;
-use crate::websocket::subscriptions::Kind;
+use crate::websocket::params::Subscribe;
+use crate::websocket::subscriptions::Refused;
 use crate::websocket::{Close, SUBSCRIBE, UNSUBSCRIBE};
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
@@ -15,30 +16,42 @@ use std::time::Duration;
 use worker::Delay;
 
 impl Connection {
+    /// A client's `eth_subscribe`: its params checked whole and made anew, counted against
+    /// `WS_MAX_SUBSCRIPTIONS` and charged to the connection's memory before anything goes
+    /// upstream; then asked of the upstream socket. An ask that does not end here (no answer
+    /// within `UPSTREAM_TIMEOUT_MS`) is settled by the upstream's answer when it comes
+    /// ([`Connection::on_upstream_message`]) or by the socket's end.
     async fn subscribe(self: &Rc<Self>, req: &Request) -> Answer {
-        let kind = match Kind::of_params(&req.params) {
-            Ok(kind) => kind,
+        let subscribe = match Subscribe::parse(&req.params) {
+            Ok(subscribe) => subscribe,
             Err(error) => return Answer::error(&error),
         };
         let limit = self.config.socket.max_subscriptions;
-        if self.subscriptions.borrow().len() >= limit {
-            let close = Close::TooManySubscriptions(limit);
-            let error = close.error();
-            self.close_after.replace(Some(close));
-            return Answer::error(&error);
+        let asked = self.subscriptions.borrow_mut().ask(&subscribe, limit);
+        match asked {
+            Ok(()) => {}
+            Err(refused @ Refused::TooMany(_)) => {
+                self.close_after
+                    .replace(Some(Close::TooManySubscriptions(limit)));
+                return Answer::error(&refused.error());
+            }
+            Err(refused) => return Answer::error(&refused.error()),
         }
         let socket = match self.upstream().await {
             Ok(socket) => socket,
-            Err(why) => return upstream_unavailable(&why),
+            Err(why) => {
+                self.subscriptions.borrow_mut().abandon(&subscribe);
+                return upstream_unavailable(&why);
+            }
         };
         let (reply, answer) = oneshot::channel();
-        let params = req.params.to_string();
+        let params = subscribe.params.clone();
         let pending = Pending::Subscribe {
-            kind,
-            params: params.clone(),
+            subscribe: subscribe.clone(),
             reply,
         };
         if let Err(why) = socket.request(SUBSCRIBE, &params, pending) {
+            self.subscriptions.borrow_mut().abandon(&subscribe);
             return upstream_unavailable(&self.config.redact(&why));
         }
         let timer = pin!(Delay::from(Duration::from_millis(
@@ -62,6 +75,12 @@ impl Connection {
             ));
         };
         let removed = self.subscriptions.borrow_mut().remove(id);
+        {
+            let subscriptions = self.subscriptions.borrow();
+            self.backfill
+                .borrow_mut()
+                .forget(id, subscriptions.memory());
+        }
         if let Some(Some(upstream_id)) = &removed {
             if let UpstreamState::Up(socket) = &*self.upstream.borrow() {
                 socket.unsubscribe(upstream_id);
