@@ -14,7 +14,7 @@ help:
 	@echo "make lint   - cargo fmt --check and clippy (native, and the wasm32 adapters)"
 	@echo "make fuzz   - fuzz the decoder for FUZZ_SECONDS (default 1800)"
 	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
-	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS); idle WebSockets (SOCKETS, IDLE_S)"
+	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS)"
 
 setup:
 	@bash scripts/setup.sh
@@ -49,6 +49,7 @@ bench-e2e: build
 	@bash scripts/bench-setup.sh
 	@. scripts/env.sh && node tests/bench/e2e.mjs
 	@. scripts/env.sh && node tests/bench/ws-idle.mjs
+	@. scripts/env.sh && node tests/bench/ws-memory.mjs
 
 # libFuzzer on the decoder (fuzz/), with rustup's stable toolchain in nightly mode. New inputs go to
 # fuzz/corpus-work; the committed seeds in fuzz/corpus/decode are only read.

@@ -116,7 +116,11 @@ test("a replacement of a tracked nonce sent straight to the node: the relay's tr
     assert.equal((await txStatus(s.relay.url, keccak256(mine))).body.status, "pending");
     assert.ok((await rpc(s.anvil.url, "eth_sendRawTransaction", [other])).result, "the speed-up goes around the relay");
     await rpc(s.anvil.url, "evm_mine");
-    const ms = await until(async () => (await txStatus(s.relay.url, keccak256(mine), account.address)).body.status === "replaced", 4000);
+    // Replaced first, then (one lookup later) by which transaction.
+    const ms = await until(async () => {
+      const body = (await txStatus(s.relay.url, keccak256(mine), account.address)).body;
+      return body.status === "replaced" && body.replaced_by !== null;
+    }, 4000);
     const st = (await txStatus(s.relay.url, keccak256(mine), account.address)).body;
     console.log(`# replaced seen ${ms?.toFixed(0)} ms after the block: ${JSON.stringify(st)}`);
     assert.equal(st.status, "replaced", JSON.stringify(st));

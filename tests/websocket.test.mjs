@@ -8,7 +8,7 @@ import WebSocket from "ws";
 import { createPublicClient, webSocket, keccak256, getContractAddress } from "viem";
 import { foundry } from "viem/chains";
 import { WebSocketProvider } from "ethers";
-import { stack, devAccount, signTransfer, minedCounts, sleep } from "./support/harness.mjs";
+import { stack, devAccount, signTransfer, minedCounts, sleep, openSocket } from "./support/harness.mjs";
 
 const SENDERS = 10;
 const PER_SENDER = 10;
@@ -22,42 +22,6 @@ function shuffle(list) {
     [out[i], out[j]] = [out[j], out[i]];
   }
   return out;
-}
-
-/** A raw socket to the relay: send(obj), next(pred, ms) for the next message matching pred, closed. */
-async function openSocket(url) {
-  const ws = new WebSocket(url);
-  const inbox = [];
-  const waiters = [];
-  ws.on("message", (data) => {
-    const message = JSON.parse(String(data));
-    inbox.push(message);
-    for (const w of [...waiters]) if (w.pred(message)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(message));
-  });
-  const closed = new Promise((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: String(reason), at: performance.now() })));
-  await new Promise((resolve, reject) => (ws.on("open", resolve), ws.on("error", reject)));
-  let id = 0;
-  return {
-    ws,
-    inbox,
-    closed,
-    send: (obj) => ws.send(typeof obj === "string" ? obj : JSON.stringify(obj)),
-    call: (method, params = []) => {
-      const want = ++id;
-      ws.send(JSON.stringify({ jsonrpc: "2.0", id: want, method, params }));
-      return next((m) => m.id === want, 10_000);
-    },
-    next,
-  };
-  function next(pred, ms = 10_000) {
-    const found = inbox.find(pred);
-    if (found) return Promise.resolve(found);
-    return new Promise((resolve, reject) => {
-      const w = { pred, resolve };
-      waiters.push(w);
-      setTimeout(() => reject(new Error(`no matching message in ${ms} ms`)), ms);
-    });
-  }
 }
 
 /** Upstream refusals of transactions the relay sent (the strict proxy's "Nonce too low/high"). */

@@ -2,7 +2,8 @@
 // (like Hedera's consensus nodes) refuses a transaction whose nonce is not the sender's next one,
 // and the compiled wasm relay running on workerd through miniflare's Node API.
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import WebSocket from "ws";
 import http from "node:http";
 import net from "node:net";
 import path from "node:path";
@@ -100,14 +101,18 @@ export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPor
  * - lagPendingMs: answer eth_getTransactionCount(address, "pending") as it stood that many ms
  *   earlier, from the transactions this proxy saw accepted (a lagging mirror node);
  * - senderOf(raw): the sender of a raw transaction the caller signed itself (lowercase), to spare
- *   the proxy a signature recovery under load; otherwise it recovers the sender.
+ *   the proxy a signature recovery under load; otherwise it recovers the sender;
+ * - goJson: read each request the way a Go node (geth, Erigon, op-geth, Nitro) reads it with
+ *   `encoding/json`: member names matched case-insensitively (`Method`, `PARAMS`, `paramſ`), a
+ *   later one winning; what it then runs is what is forwarded and recorded.
  * `outage(kind, ms)` takes the upstream away for `ms`: "503" answers every request with an HTML
  * 503 page (a load balancer while the node restarts); "refuse" closes the listening socket and
  * every open connection, so connections are refused (the node itself restarting). It resolves
  * when the upstream is back; `outages` records { kind, from, to } (performance.now(), ms).
  * `seen` records every transaction that reached the proxy:
  * { sender, nonce, hash, at (arrival, before the injected latency), answeredAt, accepted, dropped }
- * (times from performance.now(), ms). `requests` records every request body with its arrival.
+ * (times from performance.now(), ms). `requests` records every request body with its arrival
+ * (`{ at, body, text }`: the body as read, and its text as it came).
  */
 export async function startProxy({
   upstream,
@@ -119,6 +124,7 @@ export async function startProxy({
   http10 = false,
   lagPendingMs = 0,
   senderOf = () => undefined,
+  goJson = false,
 }) {
   const seen = [];
   const requests = [];
@@ -198,11 +204,12 @@ export async function startProxy({
     let req;
     try {
       req = JSON.parse(text);
+      if (goJson) req = Array.isArray(req) ? req.map(asGoReads) : asGoReads(req);
     } catch {
       req = null;
     }
     const arrivedAt = performance.now();
-    requests.push({ at: arrivedAt, body: req });
+    requests.push({ at: arrivedAt, body: req, text });
     await sleep(latency(req));
     const injected = fault(req);
     if (injected) {
@@ -337,6 +344,24 @@ export async function startProxy({
   };
 }
 
+/** Go's `bytes.EqualFold` for the JSON-RPC member names: ASCII case, and ſ (U+017F) as s, K (U+212A) as k. */
+const goFold = (key) => key.replace(/\u017f/g, "s").replace(/\u212a/g, "k").toLowerCase();
+
+/**
+ * A request object as a Go node reads it: each of `jsonrpc`, `id`, `method` and `params` takes the
+ * value of the last member whose name folds to it (`encoding/json` matches names
+ * case-insensitively, and a later member overwrites an earlier one).
+ */
+export function asGoReads(request) {
+  if (!request || typeof request !== "object" || Array.isArray(request)) return request;
+  const out = {};
+  for (const [key, value] of Object.entries(request)) {
+    const folded = goFold(key);
+    out[["jsonrpc", "id", "method", "params"].includes(folded) ? folded : key] = value;
+  }
+  return out;
+}
+
 /**
  * Runs the compiled relay (build/worker/shim.mjs) on workerd via miniflare. `ratelimits` are its
  * rate limit bindings (none by default).
@@ -437,6 +462,70 @@ export async function startRelay({ vars, lockHost, lockHostBuild, persist, build
         .filter((e) => e && e.event === name),
     stop: () => mf.dispose(),
   };
+}
+
+/** A process's resident memory now, in KiB (Linux /proc: VmRSS). */
+export function rssKb(pid) {
+  try {
+    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))[1]);
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * How many of the senders' Durable Objects in a `persist` folder hold storage: a SQLite file with
+ * a schema or data, or a write-ahead log not empty (workerd makes a file for every object it
+ * starts, empty until the object writes). Read with the relay stopped.
+ */
+export function objectDatabases(persist) {
+  const walk = (dir) =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+  return walk(persist)
+    .filter((f) => f.includes("SenderLock") && f.endsWith(".sqlite"))
+    .filter((f) => {
+      const head = readFileSync(f).subarray(0, 100);
+      const pages = head.length >= 32 ? head.readUInt32BE(28) : 0;
+      const cookie = head.length >= 44 ? head.readUInt32BE(40) : 0;
+      const wal = existsSync(`${f}-wal`) ? statSync(`${f}-wal`).size : 0;
+      return pages > 1 || cookie > 0 || wal > 0;
+    }).length;
+}
+
+/** A raw WebSocket to the relay (the `ws` package): send(obj), call(method, params), next(pred, ms) for the next message matching pred, closed (its close code, reason and time). */
+export async function openSocket(url, options) {
+  const ws = new WebSocket(url, options);
+  const inbox = [];
+  const waiters = [];
+  ws.on("message", (data) => {
+    const message = JSON.parse(String(data));
+    inbox.push(message);
+    for (const w of [...waiters]) if (w.pred(message)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(message));
+  });
+  const closed = new Promise((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: String(reason), at: performance.now() })));
+  await new Promise((resolve, reject) => (ws.on("open", resolve), ws.on("error", reject)));
+  let id = 0;
+  return {
+    ws,
+    inbox,
+    closed,
+    send: (obj) => ws.send(typeof obj === "string" ? obj : JSON.stringify(obj)),
+    call: (method, params = []) => {
+      const want = ++id;
+      ws.send(JSON.stringify({ jsonrpc: "2.0", id: want, method, params }));
+      return next((m) => m.id === want, 10_000);
+    },
+    next,
+  };
+  function next(pred, ms = 10_000) {
+    const found = inbox.find(pred);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve };
+      waiters.push(w);
+      setTimeout(() => reject(new Error(`no matching message in ${ms} ms`)), ms);
+    });
+  }
 }
 
 /** CPU time a process has used so far, in ms (Linux /proc; utime + stime). */
