@@ -160,34 +160,30 @@ impl Accepted {
     /// The hashes with a nonce at or above `from` that hold it or may (pending, not vouched
     /// for), lowest nonce first.
     pub fn from_nonce(&self, from: u64, now_ms: u64) -> Vec<(u64, TxHash)> {
-        let mut found: Vec<(u64, bool, TxHash)> = self
-            .by_hash
-            .iter()
-            .filter(|(_, tx)| tx.nonce >= from)
-            .filter(|(hash, _)| self.get(hash, now_ms).is_some())
-            .filter(|(hash, tx)| {
-                self.by_nonce.get(&tx.nonce) == Some(hash) || tx.status == Status::Pending
-            })
-            .map(|(hash, tx)| (tx.nonce, self.by_nonce.get(&tx.nonce) != Some(hash), *hash))
-            .collect();
-        found.sort_unstable();
-        found
-            .into_iter()
-            .map(|(nonce, _, hash)| (nonce, hash))
-            .collect()
+        self.in_nonce_order(|hash, tx| {
+            tx.nonce >= from
+                && self.get(hash, now_ms).is_some()
+                && (self.by_nonce.get(&tx.nonce) == Some(hash) || tx.status == Status::Pending)
+        })
     }
 
     /// The pending (tracked) ones, lowest nonce first (the one holding a nonce before one that
     /// is not vouched for).
     pub fn pending(&self) -> Vec<(u64, TxHash)> {
-        let mut pending: Vec<(u64, bool, TxHash)> = self
+        self.in_nonce_order(|_, tx| tx.status == Status::Pending)
+    }
+
+    /// The hashes `keep` keeps, lowest nonce first, the one holding a nonce before the others
+    /// with it.
+    fn in_nonce_order(&self, keep: impl Fn(&TxHash, &AcceptedTx) -> bool) -> Vec<(u64, TxHash)> {
+        let mut found: Vec<(u64, bool, TxHash)> = self
             .by_hash
             .iter()
-            .filter(|(_, tx)| tx.status == Status::Pending)
+            .filter(|(hash, tx)| keep(hash, tx))
             .map(|(hash, tx)| (tx.nonce, self.by_nonce.get(&tx.nonce) != Some(hash), *hash))
             .collect();
-        pending.sort_unstable();
-        pending
+        found.sort_unstable();
+        found
             .into_iter()
             .map(|(nonce, _, hash)| (nonce, hash))
             .collect()

@@ -157,9 +157,11 @@ impl Subscribe {
                 }
                 (Kind::Logs, Value::Array(made))
             }
-            (Some(other), _) => return Err(invalid(format!(
+            (Some(other), _) => {
+                return Err(invalid(format!(
                 "unsupported subscription {other:?}: newHeads, logs and newPendingTransactions are"
-            ))),
+            )))
+            }
             (None, _) => return Err(invalid("eth_subscribe takes [kind, options?]")),
         };
         Ok(Subscribe {
