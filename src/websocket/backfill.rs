@@ -6,13 +6,9 @@
 //! in block order: first the missed ones, then what came during the fetch.
 
 use super::memory::Memory;
-use super::subscriptions::{notification, Delivery};
+use super::subscriptions::{notification, Delivery, MAX_MISSED_HEADS};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::RangeInclusive;
-
-/// The most `newHeads` filled in after the upstream socket was away (at 12 s slots, about 13
-/// minutes; at 1 s blocks, about a minute).
-pub const MAX_MISSED_HEADS: u64 = 64;
 
 /// The most fetches (one batch each) per reconnect of the upstream socket.
 pub const MAX_FETCHES: u32 = 4;

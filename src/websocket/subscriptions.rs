@@ -7,7 +7,6 @@
 //! upstream confirms it ([`Subscriptions::ask`]), and what it keeps (its params as the relay made
 //! them, the logs it remembers) is charged to the connection's [`Memory`].
 
-use super::backfill::MAX_MISSED_HEADS;
 use super::logs::{self, DeliveredLogs, GAP_MARGIN_BLOCKS, MAX_GAP_BLOCKS};
 use super::memory::Memory;
 use super::params::{Kind, Subscribe};
@@ -17,6 +16,10 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
+
+/// The most `newHeads` filled in after the upstream socket was away (at 12 s slots, about 13
+/// minutes; at 1 s blocks, about a minute): [`super::backfill`] fetches them.
+pub const MAX_MISSED_HEADS: u64 = 64;
 
 /// What one subscription costs beyond its params, bytes (its ids and state).
 pub const SUBSCRIPTION_BYTES: usize = 256;
