@@ -106,7 +106,7 @@ impl Answer {
     }
 
     /// The answer that a transaction went in: its hash as a `result` (`"0x"` + 64 hex digits).
-    pub fn hash(hash: &[u8; 32]) -> Answer {
+    pub fn hash(hash: &crate::transaction::TxHash) -> Answer {
         Answer::Result(format!("\"{}\"", crate::hex::encode(hash)))
     }
 

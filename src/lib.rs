@@ -21,6 +21,7 @@ pub mod jsonrpc;
 pub mod log;
 pub mod metrics;
 pub mod ordering;
+pub mod platform;
 pub mod relay;
 pub mod signature;
 pub mod transaction;

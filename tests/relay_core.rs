@@ -8,9 +8,10 @@ use nonce_relay::chain_id::ChainIdCache;
 use nonce_relay::config::Config;
 use nonce_relay::jsonrpc::Answer;
 use nonce_relay::metrics::Metric;
+use nonce_relay::platform::Platform;
 use nonce_relay::relay::wire::{SendMember, WireAnswer};
 use nonce_relay::relay::{Backend, ObjectError, Relay};
-use nonce_relay::upstream::{Route, Upstream, UpstreamError, UpstreamReply};
+use nonce_relay::upstream::{Route, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -54,7 +55,7 @@ struct Recorder {
     counted: RefCell<(usize, usize)>,
 }
 
-impl Upstream for Recorder {
+impl Platform for Recorder {
     async fn post(
         &self,
         body: &str,

@@ -16,12 +16,12 @@
 //! `PROPTEST_CASES` sets the number of cases (10,000 by default).
 
 use nonce_relay::jsonrpc::{Answer, RpcError};
-use nonce_relay::ordering::accepted::TxHash;
 use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::sender::{
-    Action, Arrival, Found, Loaded, LookupId, Query, ReplacementPolicy, Row, Seen, Sender, Sent,
-    SessionKey, Settings, Ticket, UpstreamPool,
+    Action, Arrival, Found, Loaded, LookupId, PoolKind, Query, ReplacementPolicy, Row, Seen,
+    Sender, Sent, SessionKey, Settings, Ticket,
 };
+use nonce_relay::transaction::TxHash;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -35,7 +35,7 @@ const SETTINGS: Settings = Settings {
     max_hold_ms: MAX_HOLD_MS,
     track_interval_ms: 2_000,
     track_ttl_ms: 30_000,
-    pool: UpstreamPool::Mempool,
+    pool: PoolKind::Mempool,
 };
 
 #[derive(Debug, Clone)]
@@ -281,7 +281,7 @@ impl Model {
                             .now
                             .saturating_sub(*self.arrived.get(&hash).unwrap_or(&0));
                         prop_assert!(
-                            self.settings.pool == UpstreamPool::Mempool,
+                            self.settings.pool == PoolKind::Mempool,
                             "UPSTREAM_POOL=strict: {nonce} sent above next {next}"
                         );
                         prop_assert!(
@@ -359,7 +359,7 @@ impl Model {
                 let class = self.chain.submit(send.hash, send.nonce);
                 if class == AnswerClass::NonceTooHigh && !self.dropped {
                     prop_assert!(
-                        self.settings.pool == UpstreamPool::Mempool,
+                        self.settings.pool == PoolKind::Mempool,
                         "UPSTREAM_POOL=strict sent above a gap: {}",
                         send.nonce
                     );
@@ -519,9 +519,9 @@ impl Model {
 
 fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
     let pool = if strict {
-        UpstreamPool::Strict
+        PoolKind::Strict
     } else {
-        UpstreamPool::Mempool
+        PoolKind::Mempool
     };
     let mut m = Model::new(Settings { pool, ..SETTINGS });
     for op in ops {

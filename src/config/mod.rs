@@ -4,7 +4,7 @@
 use crate::access::cors::CorsOrigins;
 use crate::access::methods::{MethodPolicy, Patterns};
 use crate::hardfork::Hardfork;
-use crate::ordering::sender::{ReplacementPolicy, Settings, UpstreamPool, DEFAULT_GAP_WAIT_MS};
+use crate::ordering::sender::{PoolKind, ReplacementPolicy, Settings, DEFAULT_GAP_WAIT_MS};
 use crate::upstream::retry::RetryPolicy;
 use crate::websocket::SocketLimits;
 use std::fmt;
@@ -13,7 +13,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `UPSTREAM_RPC_URL` (secret, required): the node every request goes to, or a
-    /// comma-separated list of nodes, the first preferred ([`crate::upstream::pool`]). Never shown
+    /// comma-separated list of nodes, the first preferred ([`crate::upstream::rotation`]). Never shown
     /// in a response or a log line: an upstream is named by [`Config::upstream_name`].
     pub upstream_urls: Vec<String>,
     /// `SEND_BROADCAST` (`none`, the default, or `all`): with several upstreams, every
@@ -55,13 +55,13 @@ pub struct Config {
     /// transaction's hash again without the upstream.
     pub idempotency_ttl_ms: u64,
     /// `REPLACEMENT_POLICY` (`forward` or `reject`; unset: `reject` under a strict upstream pool,
-    /// `forward` otherwise, [`UpstreamPool::default_replacement`]): what becomes of a different
+    /// `forward` otherwise, [`PoolKind::default_replacement`]): what becomes of a different
     /// transaction with the nonce of an accepted one not known to be mined.
     pub replacement_policy: Option<ReplacementPolicy>,
     /// `UPSTREAM_POOL` (`auto`, the default: `None`; `mempool`; `strict`): whether the upstream
-    /// keeps a transaction above a nonce gap ([`UpstreamPool`]); `auto` is strict on Hedera's
-    /// chain ids 295-298 ([`UpstreamPool::auto`]).
-    pub upstream_pool: Option<UpstreamPool>,
+    /// keeps a transaction above a nonce gap ([`PoolKind`]); `auto` is strict on Hedera's
+    /// chain ids 295-298 ([`PoolKind::auto`]).
+    pub upstream_pool: Option<PoolKind>,
     /// `HARDFORK` (default `osaka`; `none`: `None`, no check): the fork whose stateless rules a
     /// transaction must meet before it goes to its sender's object ([`crate::hardfork`]).
     pub hardfork: Option<Hardfork>,
@@ -295,8 +295,8 @@ impl Config {
                 None,
                 &[
                     ("auto", None),
-                    ("mempool", Some(UpstreamPool::Mempool)),
-                    ("strict", Some(UpstreamPool::Strict)),
+                    ("mempool", Some(PoolKind::Mempool)),
+                    ("strict", Some(PoolKind::Strict)),
                 ],
             )?,
             hardfork: match get("HARDFORK").as_deref().map(str::trim) {
@@ -338,16 +338,16 @@ impl Config {
     }
 
     /// The upstream pool on the chain `chain_id` (`CHAIN_ID`, or the one the Worker learned;
-    /// `None` while unknown): `UPSTREAM_POOL`, or for `auto` [`UpstreamPool::auto`].
-    pub fn upstream_pool_for(&self, chain_id: Option<u64>) -> UpstreamPool {
+    /// `None` while unknown): `UPSTREAM_POOL`, or for `auto` [`PoolKind::auto`].
+    pub fn pool_kind_for(&self, chain_id: Option<u64>) -> PoolKind {
         self.upstream_pool
-            .unwrap_or_else(|| UpstreamPool::auto(chain_id.or(self.chain_id)))
+            .unwrap_or_else(|| PoolKind::auto(chain_id.or(self.chain_id)))
     }
 
     /// The settings of each sender's state in its Durable Object on the chain `chain_id` (see
-    /// [`Config::upstream_pool_for`]).
+    /// [`Config::pool_kind_for`]).
     pub fn sender_settings(&self, chain_id: Option<u64>) -> Settings {
-        let pool = self.upstream_pool_for(chain_id);
+        let pool = self.pool_kind_for(chain_id);
         Settings {
             gap_wait_ms: self.nonce_gap_wait_ms,
             max_queue: self.max_queue_per_sender,

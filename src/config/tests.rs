@@ -29,7 +29,7 @@ fn defaults() {
         c.sender_settings(None).replacement,
         ReplacementPolicy::Forward
     );
-    assert_eq!(c.sender_settings(None).pool, UpstreamPool::Mempool);
+    assert_eq!(c.sender_settings(None).pool, PoolKind::Mempool);
     assert_eq!(c.hardfork, Some(Hardfork::Osaka));
     assert_eq!(c.max_queue_per_sender, 64);
     assert_eq!(c.admin_token, None);
@@ -187,17 +187,17 @@ fn several_upstreams_named_by_position_and_host_and_all_redacted() {
 fn upstream_pool_and_its_replacement_default_by_chain() {
     let auto = config(&[("UPSTREAM_RPC_URL", "http://x")]).unwrap();
     for (chain, pool, replacement) in [
-        (Some(1), UpstreamPool::Mempool, ReplacementPolicy::Forward),
-        (Some(295), UpstreamPool::Strict, ReplacementPolicy::Reject),
-        (Some(298), UpstreamPool::Strict, ReplacementPolicy::Reject),
-        (Some(299), UpstreamPool::Mempool, ReplacementPolicy::Forward),
-        (None, UpstreamPool::Mempool, ReplacementPolicy::Forward),
+        (Some(1), PoolKind::Mempool, ReplacementPolicy::Forward),
+        (Some(295), PoolKind::Strict, ReplacementPolicy::Reject),
+        (Some(298), PoolKind::Strict, ReplacementPolicy::Reject),
+        (Some(299), PoolKind::Mempool, ReplacementPolicy::Forward),
+        (None, PoolKind::Mempool, ReplacementPolicy::Forward),
     ] {
         let s = auto.sender_settings(chain);
         assert_eq!((s.pool, s.replacement), (pool, replacement), "{chain:?}");
     }
     let hedera = config(&[("UPSTREAM_RPC_URL", "http://x"), ("CHAIN_ID", "296")]).unwrap();
-    assert_eq!(hedera.sender_settings(None).pool, UpstreamPool::Strict);
+    assert_eq!(hedera.sender_settings(None).pool, PoolKind::Strict);
     let strict_forward = config(&[
         ("UPSTREAM_RPC_URL", "http://x"),
         ("UPSTREAM_POOL", "strict"),
@@ -207,7 +207,7 @@ fn upstream_pool_and_its_replacement_default_by_chain() {
     let s = strict_forward.sender_settings(Some(1));
     assert_eq!(
         (s.pool, s.replacement),
-        (UpstreamPool::Strict, ReplacementPolicy::Forward)
+        (PoolKind::Strict, ReplacementPolicy::Forward)
     );
     let mempool = config(&[
         ("UPSTREAM_RPC_URL", "http://x"),
@@ -215,7 +215,7 @@ fn upstream_pool_and_its_replacement_default_by_chain() {
     ]);
     assert_eq!(
         mempool.unwrap().sender_settings(Some(295)).pool,
-        UpstreamPool::Mempool
+        PoolKind::Mempool
     );
     let forks = |v| {
         config(&[("UPSTREAM_RPC_URL", "http://x"), ("HARDFORK", v)])

@@ -3,12 +3,14 @@
 
 use crate::address::Address;
 use crate::config::Config;
-use crate::edge::platform::{emit, now_ms, whole_text};
-use crate::edge::upstreams::HttpUpstream;
+use crate::edge::rotation::HttpUpstream;
+use crate::edge::runtime::{emit, now_ms, whole_text};
 use crate::metrics::Metric;
+use crate::platform::Platform;
 use crate::relay::wire::WireAnswer;
 use crate::relay::{wire, Backend, ObjectError};
-use crate::upstream::{Route, Upstream, UpstreamError, UpstreamReply};
+use crate::transaction::TxHash;
+use crate::upstream::{Route, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
 use worker::js_sys::{Function, Object, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -153,7 +155,7 @@ fn object_error(error: worker::Error) -> ObjectError {
 /// optional body; returns the answer's text (`None` for HTTP 404).
 ///
 /// # Errors
-/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::REPLACED_HEADER`]
+/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::SUPERSEDED_HEADER`]
 /// (an instance replaced by a newer one) is retryable; any other status than 200 and 404 fails.
 pub async fn call_object_or_missing(
     env: &Env,
@@ -172,7 +174,7 @@ pub async fn call_object_or_missing(
 /// optional body; returns the answer's text.
 ///
 /// # Errors
-/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::REPLACED_HEADER`]
+/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::SUPERSEDED_HEADER`]
 /// (an instance replaced by a newer one) is retryable; any other status than 200 fails.
 pub async fn call_object(
     env: &Env,
@@ -207,11 +209,11 @@ pub async fn call_object(
             .map_err(|e| ObjectError::Failed(format!("{e:?}"))),
         503 if response
             .headers()
-            .has(wire::REPLACED_HEADER)
+            .has(wire::SUPERSEDED_HEADER)
             .unwrap_or(false) =>
         {
             Err(ObjectError::Retryable(
-                "the Durable Object instance was replaced".into(),
+                "the Durable Object instance was superseded".into(),
             ))
         }
         status => Err(ObjectError::Failed(format!(
@@ -220,7 +222,7 @@ pub async fn call_object(
     }
 }
 
-impl Upstream for WorkerBackend<'_> {
+impl Platform for WorkerBackend<'_> {
     async fn post(
         &self,
         body: &str,
@@ -278,7 +280,7 @@ impl Backend for WorkerBackend<'_> {
     async fn tx_status(
         &self,
         sender: &Address,
-        hash: &[u8; 32],
+        hash: &TxHash,
     ) -> Result<Option<String>, ObjectError> {
         let path = format!("{}{}", wire::TX_PREFIX, crate::hex::encode(hash));
         call_object_or_missing(self.env, sender, Method::Get, &path, self.headers()?).await

@@ -1,14 +1,16 @@
 //! The wasm32-only platform adapters, kept thin: [`worker`] (the Worker's fetch handler: routes,
 //! CORS, request ids, limits), [`backend`] (the relay core's backend over `fetch`, the Durable
 //! Object stubs and the rate limit bindings), [`sender_lock`] (the `SenderLock` Durable Object:
-//! storage, alarm, the holder's upstream calls), [`upstream`] (HTTP to the upstream node),
-//! [`upstreams`] (several upstreams: health, failover, hedging, per isolate), [`websocket`] (a client's WebSocket, held by the Worker, and the upstream's WebSocket for its subscriptions) and [`platform`] (settings, clock and metrics shared by the Worker and the object).
+//! storage, alarm, the holder's upstream calls), [`http`] (HTTP to one upstream node),
+//! [`rotation`] (several upstreams: health, failover, hedging, per isolate), [`websocket`] (a
+//! client's WebSocket, held by the Worker, and the upstream's WebSocket for its subscriptions)
+//! and [`runtime`] (settings, clock and metrics shared by the Worker and the object).
 
 pub mod backend;
-pub mod platform;
+pub mod http;
+pub mod rotation;
+pub mod runtime;
 pub mod sender_lock;
-pub mod upstream;
-pub mod upstreams;
 pub mod websocket;
 pub mod worker;
 

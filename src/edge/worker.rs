@@ -11,7 +11,7 @@ use crate::admin;
 use crate::chain_id::ChainIdCache;
 use crate::config::{Config, ConfigError};
 use crate::edge::backend::{call_object, WorkerBackend};
-use crate::edge::platform::config_from_env;
+use crate::edge::runtime::config_from_env;
 use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
 use crate::relay::{status, wire, Backend, Relay};

@@ -18,8 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// A transaction hash (keccak-256 of the EIP-2718 envelope), 32 bytes.
-pub type TxHash = [u8; 32];
+use crate::transaction::TxHash;
 
 /// The most accepted transactions one sender's object remembers; the oldest leave first.
 pub const MAX_ACCEPTED: usize = 1024;

@@ -33,8 +33,9 @@ use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
 use crate::jsonrpc::{self, Incoming, Request, RpcError};
 use crate::metrics::Metric;
-use crate::transaction::{self, Transaction};
-use crate::upstream::{error_metric, Route, Upstream};
+use crate::platform::Platform;
+use crate::transaction::{self, Transaction, TxHash};
+use crate::upstream::{error_metric, Route};
 use crate::websocket::is_subscription;
 use futures_util::future::join_all;
 use socket::SubscriptionCalls;
@@ -47,7 +48,7 @@ use std::rc::Rc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ObjectError {
     /// Worth the same call on a new stub: the runtime marked the error retryable (the object was
-    /// reset, restarted or moved, or its code was updated), or the instance was replaced.
+    /// reset, restarted or moved, or its code was updated), or a newer instance superseded it.
     Retryable(String),
     /// The object is overloaded: calling again would make it worse.
     Overloaded(String),
@@ -77,7 +78,7 @@ impl ObjectError {
 
 /// The platform: the upstream and clock ([`Upstream`]) and the senders' Durable Objects.
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
-pub trait Backend: Upstream {
+pub trait Backend: Platform {
     /// Hands `sender`'s transactions of one HTTP request to its Durable Object, which sends them in
     /// nonce order; returns their answers in the same order; see [`wire`] for the call.
     ///
@@ -108,7 +109,7 @@ pub trait Backend: Upstream {
     async fn tx_status(
         &self,
         sender: &Address,
-        hash: &[u8; 32],
+        hash: &TxHash,
     ) -> Result<Option<String>, ObjectError>;
 }
 

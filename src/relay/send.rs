@@ -67,7 +67,7 @@ impl<B: Backend> Relay<'_, B> {
             })
             .collect();
         let error = match self
-            .call_object(sender, || self.backend.sender_lock(sender, &members))
+            .retry_object_call(sender, || self.backend.sender_lock(sender, &members))
             .await
         {
             Ok(answers) => {
@@ -130,7 +130,11 @@ impl<B: Backend> Relay<'_, B> {
     /// while the error is [`ObjectError::Retryable`], with the upstream retries' backoff, within
     /// `LOCK_MAX_HOLD_MS`. Each error is counted and logged by name (`object_error`, label
     /// `retryable`, `overloaded` or `failed`).
-    async fn call_object<T, F, Fut>(&self, sender: &Address, call: F) -> Result<T, ObjectError>
+    async fn retry_object_call<T, F, Fut>(
+        &self,
+        sender: &Address,
+        call: F,
+    ) -> Result<T, ObjectError>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, ObjectError>>,
@@ -174,7 +178,7 @@ impl<B: Backend> Relay<'_, B> {
             hash: &tx.hash,
             nonce: tx.nonce,
             sender: &sender,
-            pool: self.config.upstream_pool_for(tx.chain_id),
+            pool: self.config.pool_kind_for(tx.chain_id),
         };
         let deadline_ms = self
             .backend
@@ -192,7 +196,7 @@ impl<B: Backend> Relay<'_, B> {
     /// When the object can't be reached, the upstream's own answer.
     pub(super) async fn pending_count(&self, req: &Request, address: &Address) -> String {
         match self
-            .call_object(address, || self.backend.pending_count(address))
+            .retry_object_call(address, || self.backend.pending_count(address))
             .await
         {
             Ok(wire) => wire.answer.render(&req.response_id()),

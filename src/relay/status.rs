@@ -10,7 +10,7 @@
 use super::{Backend, Relay};
 use crate::address::Address;
 use crate::hex;
-use crate::ordering::accepted::TxHash;
+use crate::transaction::TxHash;
 use crate::upstream::Route;
 use serde_json::{json, Value};
 

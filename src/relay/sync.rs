@@ -16,6 +16,7 @@ use super::{Backend, Relay};
 use crate::config::Config;
 use crate::hex;
 use crate::jsonrpc::{self, Answer, Request, RpcError, INVALID_PARAMS};
+use crate::transaction::TxHash;
 use crate::upstream::Route;
 use serde_json::{json, Value};
 
@@ -113,7 +114,7 @@ pub fn upstream_request(req: &Request, kind: SendKind) -> String {
 ///
 /// # Errors
 /// Why the stored text is not a send of that transaction.
-pub fn stored_request(text: &str, hash: &[u8; 32]) -> Result<String, String> {
+pub fn stored_request(text: &str, hash: &TxHash) -> Result<String, String> {
     let req = match jsonrpc::parse(text.as_bytes(), 1) {
         Ok(jsonrpc::Incoming::Single(Ok(req))) => req,
         _ => return Err("not one JSON-RPC request".into()),

@@ -16,7 +16,7 @@
 
 use crate::hex;
 use crate::jsonrpc::Answer;
-use crate::ordering::accepted::TxHash;
+use crate::transaction::TxHash;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -24,8 +24,10 @@ use serde_json::value::RawValue;
 pub const SEND_PATH: &str = "/send";
 /// The path of the pending-count question.
 pub const PENDING_COUNT_PATH: &str = "/pending-count";
-/// The response header of an object instance that can no longer use its storage (HTTP 503).
-pub const REPLACED_HEADER: &str = "x-object-replaced";
+/// The response header of an object instance that can no longer use its storage, a newer one
+/// having superseded it (HTTP 503). Its value is the one earlier releases sent, so that a Worker
+/// and an object of two releases still understand each other during a deploy.
+pub const SUPERSEDED_HEADER: &str = "x-object-replaced";
 
 /// One answer from a sender's object: what the client gets, and for a refusal the client may
 /// retry, the `Retry-After` in seconds. On the wire: `{"result": ...}` or `{"error": ...}`, with

@@ -32,6 +32,10 @@ impl TxType {
 }
 
 /// A decoded, signature-checked raw transaction: only what the relay needs.
+/// A transaction hash: keccak-256 of the EIP-2718 envelope (for a blob transaction in network
+/// form, of its canonical form), 32 bytes.
+pub type TxHash = [u8; 32];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transaction {
     /// The EIP-2718 type.
@@ -44,7 +48,7 @@ pub struct Transaction {
     pub gas_limit: u64,
     /// The transaction hash: keccak-256 of the envelope (for a blob transaction in network form,
     /// of its canonical form, without the sidecar).
-    pub hash: [u8; 32],
+    pub hash: TxHash,
     /// The sender, recovered from the signature over the signing hash.
     pub sender: Address,
     /// What its intrinsic gas and the fork rules depend on.

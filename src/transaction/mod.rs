@@ -28,7 +28,7 @@ mod field;
 mod fields;
 mod legacy;
 
-pub use decoded::{Payload, Transaction, TxType};
+pub use decoded::{Payload, Transaction, TxHash, TxType};
 pub use error::DecodeError;
 
 /// Decodes and checks a raw transaction (the bytes of `eth_sendRawTransaction`'s parameter):

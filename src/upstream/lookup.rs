@@ -12,8 +12,9 @@
 
 use crate::hex;
 use crate::ordering::sender::{Found, Outcome, Query, Seen};
+use crate::platform::Platform;
+use crate::upstream::post_retried;
 use crate::upstream::retry::RetryPolicy;
-use crate::upstream::{post_retried, Upstream};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 
@@ -143,7 +144,7 @@ pub fn parse(query: &Query, body: &str) -> Option<Found> {
 ///
 /// # Errors
 /// Why the upstream could not be used by the deadline (redacted by the platform's upstream).
-pub async fn look_up<U: Upstream + ?Sized>(
+pub async fn look_up<U: Platform + ?Sized>(
     upstream: &U,
     sender: &str,
     query: &Query,

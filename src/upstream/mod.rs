@@ -1,19 +1,21 @@
 //! The upstream node as the pure core sees it: one HTTP answer ([`UpstreamReply`]) or the reason
-//! there was none ([`UpstreamError`]), and the [`Upstream`] trait the platform implements (HTTP
-//! over `fetch` in `edge/upstream.rs`; scripted peers in the native tests). [`submit`] sends one
+//! there was none ([`UpstreamError`]), posted through the [`crate::platform::Platform`] (HTTP over
+//! `fetch` in `edge/http.rs`; scripted peers in the native tests). [`submit`] sends one
 //! transaction until it has a final answer, within the [`retry`] budget; [`lookup`] asks about a
-//! sender in one batch.
+//! sender in one batch; [`route`] and [`rotation`] decide which of several upstreams a request
+//! goes to.
 
 pub mod lookup;
 pub mod merge;
-pub mod pool;
 pub mod retry;
+pub mod rotation;
 pub mod route;
 pub mod submit;
 
 use crate::jsonrpc::{self, Answer, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::answer::{classify_message, AnswerClass};
+use crate::platform::Platform;
 use retry::RetryPolicy;
 pub use route::Route;
 use std::fmt;
@@ -180,34 +182,6 @@ fn refused(why: &str) -> bool {
         .any(|p| why.contains(p))
 }
 
-/// The upstream node and the clock, as the platform provides them: what sending a transaction
-/// with retries ([`crate::upstream::submit`]) needs.
-#[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
-pub trait Upstream {
-    /// POSTs one JSON-RPC request (or batch) text to the upstream, waiting at most `timeout_ms`
-    /// for the whole answer, and returns it checked with [`check_upstream_body`]. `route` says
-    /// what the request is, for the upstreams it may go to ([`Route`]); `body` is always text the
-    /// relay made, never a client's.
-    async fn post(
-        &self,
-        body: &str,
-        route: Route,
-        timeout_ms: u64,
-    ) -> Result<UpstreamReply, UpstreamError>;
-
-    /// Waits `ms` milliseconds on a timer of this request's own.
-    async fn sleep(&self, ms: u64);
-
-    /// The time, Unix ms.
-    fn now_ms(&self) -> u64;
-
-    /// A random number in [0, 1), for backoff jitter.
-    fn random(&self) -> f64;
-
-    /// Records one operator metric (a log line, and a data point where a dataset is bound).
-    fn emit(&self, metric: &Metric);
-}
-
 /// POSTs `body`, a question of the relay's own ([`Route::Own`]), until the upstream gives an
 /// answer worth keeping, by `deadline_ms` (Unix ms): a lost connection, a timeout, a non-JSON body
 /// or HTTP 429/502/503/504 is tried again after the [`RetryPolicy`]'s backoff (or the upstream's
@@ -216,7 +190,7 @@ pub trait Upstream {
 ///
 /// # Errors
 /// The last [`UpstreamError`] when no usable answer came by the deadline.
-pub async fn post_retried<U: Upstream + ?Sized>(
+pub async fn post_retried<U: Platform + ?Sized>(
     upstream: &U,
     body: &str,
     policy: &RetryPolicy,

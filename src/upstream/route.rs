@@ -1,5 +1,5 @@
 //! What one request to the upstream is, for the upstreams it may go to and for what its answer
-//! says of an upstream's health ([`crate::upstream::pool`]). With one upstream every request goes
+//! says of an upstream's health ([`crate::upstream::rotation`]). With one upstream every request goes
 //! to it, whatever its route.
 //!
 //! A route is decided by the relay from what it parsed (the method of a client's request, or the

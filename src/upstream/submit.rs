@@ -21,12 +21,13 @@
 use crate::hex;
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
-use crate::ordering::accepted::TxHash;
 use crate::ordering::answer::AnswerClass;
-use crate::ordering::sender::UpstreamPool;
+use crate::ordering::sender::PoolKind;
+use crate::platform::Platform;
+use crate::transaction::TxHash;
 use crate::upstream::retry::RetryPolicy;
 use crate::upstream::{
-    classify, error_metric, may_have_arrived, post_retried, Route, Upstream, UpstreamError,
+    classify, error_metric, may_have_arrived, post_retried, Route, UpstreamError,
 };
 use serde_json::Value;
 
@@ -43,8 +44,8 @@ pub struct Sending<'a> {
     /// The sender, lowercase 0x hex (metrics only).
     pub sender: &'a str,
     /// What the upstream does with a copy of a transaction it took (`UPSTREAM_POOL`): under
-    /// [`UpstreamPool::Strict`] a send that may have arrived is looked up before it is sent again.
-    pub pool: UpstreamPool,
+    /// [`PoolKind::Strict`] a send that may have arrived is looked up before it is sent again.
+    pub pool: PoolKind,
 }
 
 /// The final answer to one transaction.
@@ -64,7 +65,7 @@ pub struct Submission {
 /// retry, a `tx_outcome_unknown` one when a nonce refusal follows a send that may have arrived
 /// and the upstream does not have the transaction, and an `upstream_error` one when the upstream
 /// could not be used at the end.
-pub async fn submit<U: Upstream + ?Sized>(
+pub async fn submit<U: Platform + ?Sized>(
     upstream: &U,
     request: &str,
     tx: Sending<'_>,
@@ -76,7 +77,7 @@ pub async fn submit<U: Upstream + ?Sized>(
     let mut maybe_in = false;
     let (mut class, answer, failure) = loop {
         if maybe_in
-            && tx.pool == UpstreamPool::Strict
+            && tx.pool == PoolKind::Strict
             && known_by_hash(upstream, tx.hash, policy, deadline_ms).await
         {
             break (AnswerClass::AlreadyKnown, None, None);
@@ -162,7 +163,7 @@ fn outcome_unknown(hash: &TxHash) -> Answer {
 
 /// Whether the upstream has the transaction `hash` (pending or mined): `eth_getTransactionByHash`
 /// answers a transaction object. Retried like a send while the upstream can't be used.
-pub async fn known_by_hash<U: Upstream + ?Sized>(
+pub async fn known_by_hash<U: Platform + ?Sized>(
     upstream: &U,
     hash: &TxHash,
     policy: &RetryPolicy,
@@ -202,7 +203,7 @@ mod tests {
         now: Cell<u64>,
     }
 
-    impl Upstream for Scripted {
+    impl Platform for Scripted {
         async fn post(
             &self,
             body: &str,
@@ -253,7 +254,7 @@ mod tests {
         hash: &HASH,
         nonce: 4,
         sender: "0xsender",
-        pool: UpstreamPool::Mempool,
+        pool: PoolKind::Mempool,
     };
     const REQUEST: &str =
         r#"{"jsonrpc":"2.0","id":9,"method":"eth_sendRawTransaction","params":["0x02"]}"#;
@@ -476,7 +477,7 @@ mod tests {
     #[test]
     fn on_a_strict_upstream_a_send_that_may_have_arrived_is_looked_up_before_it_is_sent_again() {
         let strict = Sending {
-            pool: UpstreamPool::Strict,
+            pool: PoolKind::Strict,
             ..TX
         };
         // It went in: found by hash, never sent twice (a second copy is a charged refusal).

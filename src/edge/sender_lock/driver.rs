@@ -3,14 +3,14 @@
 //! alarm, metrics), and the one timer at the machine's due time. Nothing is decided here.
 
 use crate::config::Config;
-use crate::edge::platform::{emit, now_ms};
+use crate::edge::rotation::HttpUpstream;
+use crate::edge::runtime::{emit, now_ms};
 use crate::edge::sender_lock::store::{storage_error, Store};
-use crate::edge::upstreams::HttpUpstream;
 use crate::log;
-#[cfg(feature = "test-faults")]
-use crate::ordering::accepted::TxHash;
 use crate::ordering::sender::{Action, Arrival, Sender, Sent, Ticket};
 use crate::relay::wire::{self, WireAnswer};
+#[cfg(feature = "test-faults")]
+use crate::transaction::TxHash;
 use crate::upstream::lookup::look_up;
 use crate::upstream::submit::{submit, Sending};
 use futures_util::future::join_all;
@@ -26,7 +26,7 @@ use worker::{
     console_log, js_sys, wasm_bindgen::JsValue, Delay, Env, Response, ScheduledTime, State,
 };
 
-/// One client's wait for its answer; `None` when this instance was replaced meanwhile.
+/// One client's wait for its answer; `None` when a newer instance superseded this one meanwhile.
 #[derive(Default)]
 struct Wait {
     answer: RefCell<Option<Option<WireAnswer>>>,
@@ -69,8 +69,8 @@ pub struct Driver {
     tickets: Cell<u64>,
     /// The due time of the armed timer, Unix ms.
     timer_due: Cell<Option<u64>>,
-    /// Storage failed: this instance was replaced.
-    pub replaced: Cell<bool>,
+    /// Storage failed: a newer instance superseded this one.
+    pub superseded: Cell<bool>,
     sender: RefCell<String>,
     /// Test builds only: transactions whose send is followed by a crash of the object.
     #[cfg(feature = "test-faults")]
@@ -102,7 +102,7 @@ impl Driver {
             waits: RefCell::new(HashMap::new()),
             tickets: Cell::new(0),
             timer_due: Cell::new(None),
-            replaced: Cell::new(false),
+            superseded: Cell::new(false),
             sender: RefCell::new(sender),
             #[cfg(feature = "test-faults")]
             crash: RefCell::new(Default::default()),
@@ -147,7 +147,7 @@ impl Driver {
             let Some(action) = action else {
                 break;
             };
-            if !self.replaced.get() {
+            if !self.superseded.get() {
                 self.run(action);
             }
         }
@@ -223,7 +223,7 @@ impl Driver {
                         .collect();
                     self.machine.borrow_mut().loaded(rows, now_ms());
                 }
-                Err(()) => self.replace(),
+                Err(()) => self.supersede(),
             },
             Action::Send {
                 session_key,
@@ -252,10 +252,10 @@ impl Driver {
                         // As a crash would leave it: sent, never reported; the open requests
                         // throw, and the next request meets a new instance on the same storage.
                         core.crashed.set(true);
-                        core.replace();
+                        core.supersede();
                         return;
                     }
-                    if core.replaced.get() {
+                    if core.superseded.get() {
                         return;
                     }
                     let sent = Sent {
@@ -280,7 +280,7 @@ impl Driver {
                     let policy = core.config.retry_policy();
                     let sender = core.sender();
                     let outcome = look_up(&upstream, &sender, &query, &policy, deadline_ms).await;
-                    if core.replaced.get() {
+                    if core.superseded.get() {
                         return;
                     }
                     core.machine.borrow_mut().looked_up(id, outcome, now_ms());
@@ -307,22 +307,22 @@ impl Driver {
         }
     }
 
-    /// After a storage call: a failure means this instance was replaced.
+    /// After a storage call: a failure means a newer instance superseded this one.
     fn stored(&self, written: Result<(), ()>) {
         if written.is_err() {
-            self.replace();
+            self.supersede();
         }
     }
 
     /// This instance can no longer use its storage: every open request is told to try the
     /// current one, and nothing more is sent from here.
-    pub fn replace(&self) {
-        if self.replaced.replace(true) {
+    pub fn supersede(&self) {
+        if self.superseded.replace(true) {
             return;
         }
         console_log!(
             "{}",
-            log::line("object_replaced", &[("sender", self.sender().into())])
+            log::line("object_superseded", &[("sender", self.sender().into())])
         );
         for (_, wait) in self.waits.borrow_mut().drain() {
             wait.resolve(None);
@@ -344,7 +344,7 @@ impl Driver {
             if core.timer_due.get() == Some(due) {
                 core.timer_due.set(None);
             }
-            if core.replaced.get() {
+            if core.superseded.get() {
                 return;
             }
             core.machine.borrow_mut().timeout(now_ms());
@@ -398,7 +398,7 @@ impl Driver {
         }
         match answers {
             Some(answers) => Response::ok(wire::encode_answers(&answers)),
-            None => replaced_response(),
+            None => superseded_response(),
         }
     }
 
@@ -409,14 +409,14 @@ impl Driver {
         self.pump();
         match wait.await {
             Some(answer) => Response::ok(answer.encode()),
-            None => replaced_response(),
+            None => superseded_response(),
         }
     }
 }
 
-/// HTTP 503 with [`wire::REPLACED_HEADER`]: the Worker calls the current instance instead.
-pub fn replaced_response() -> worker::Result<Response> {
-    let response = Response::error("this Durable Object instance was replaced", 503)?;
-    response.headers().set(wire::REPLACED_HEADER, "1")?;
+/// HTTP 503 with [`wire::SUPERSEDED_HEADER`]: the Worker calls the current instance instead.
+pub fn superseded_response() -> worker::Result<Response> {
+    let response = Response::error("this Durable Object instance was superseded", 503)?;
+    response.headers().set(wire::SUPERSEDED_HEADER, "1")?;
     Ok(response)
 }

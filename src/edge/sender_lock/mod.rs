@@ -19,9 +19,9 @@
 //!
 //! The parts: [`driver`] (the machine's driver), [`store`] (the SQL).
 //!
-//! A storage call that fails (an instance that a newer one replaced is stopped the moment it
+//! A storage call that fails (an instance that a newer one superseded is stopped the moment it
 //! touches storage) ends this instance's part: it sends nothing more, and every open request gets
-//! HTTP 503 with [`wire::REPLACED_HEADER`], which the Worker sends again to the current instance.
+//! HTTP 503 with [`wire::SUPERSEDED_HEADER`], which the Worker sends again to the current instance.
 
 pub mod driver;
 pub mod store;
@@ -29,9 +29,9 @@ pub mod store;
 use crate::access::request_id;
 use crate::config::ConfigError;
 use crate::edge::backend::SENDER_HEADER;
-use crate::edge::platform::{config_from_env, now_ms};
+use crate::edge::runtime::{config_from_env, now_ms};
 use crate::relay::wire;
-use driver::{replaced_response, Driver};
+use driver::{superseded_response, Driver};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -95,8 +95,8 @@ impl DurableObject for SenderLock {
             Ok(core) => core,
             Err(e) => return Response::error(e.to_string(), 500),
         };
-        if core.replaced.get() {
-            return replaced_response();
+        if core.superseded.get() {
+            return superseded_response();
         }
         #[cfg(feature = "test-faults")]
         if req
@@ -171,7 +171,7 @@ impl DurableObject for SenderLock {
         // An object the alarm woke has no client keeping it alive: stay until the work it started
         // is done, at most one maximum hold (the machine sets the alarm again if work is left).
         let until = now_ms().saturating_add(core.config.lock_max_hold_ms);
-        while !core.machine.borrow().is_quiet() && !core.replaced.get() && now_ms() < until {
+        while !core.machine.borrow().is_quiet() && !core.superseded.get() && now_ms() < until {
             Delay::from(Duration::from_millis(ALARM_POLL_MS)).await;
         }
         Response::ok("")

@@ -4,8 +4,8 @@
 
 use crate::hex;
 use crate::log;
-use crate::ordering::accepted::TxHash;
 use crate::ordering::sender::{Loaded, Row};
+use crate::transaction::TxHash;
 use serde::Deserialize;
 use std::collections::HashMap;
 use worker::{console_log, SqlStorage, SqlStorageValue};

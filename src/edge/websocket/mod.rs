@@ -13,12 +13,12 @@
 //! upstream does not come back in time, the client's socket is closed with 1013
 //! ([`Close::UpstreamLost`]).
 
+mod reader;
 mod socket;
 mod subscribe;
-mod upstream;
 
 use super::backend::WorkerBackend;
-use super::platform::now_ms;
+use super::runtime::now_ms;
 use crate::chain_id::ChainIdCache;
 use crate::config::Config;
 use crate::jsonrpc::{RpcError, LIMIT_EXCEEDED};

@@ -4,8 +4,8 @@
 
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
-use crate::ordering::accepted::TxHash;
 use crate::ordering::answer::AnswerClass;
+use crate::transaction::TxHash;
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;

@@ -17,6 +17,7 @@ use crate::ordering::accepted::Status;
 use crate::ordering::sender::{
     Action, Arrival, Found, LookupId, Outcome, Query, Refusal, Seen, Ticket,
 };
+use crate::transaction::TxHash;
 use std::rc::Rc;
 
 impl Sender {
@@ -96,7 +97,7 @@ impl Sender {
     pub(super) fn deduplicated(
         &mut self,
         nonce: u64,
-        hash: &[u8; 32],
+        hash: &TxHash,
         label: &str,
         request_id: &Option<Rc<str>>,
     ) {
@@ -121,7 +122,7 @@ impl Sender {
             self.start_check(id, Check::Stale, now_ms);
             return;
         }
-        if let Some(holder) = self.replaced(&hash, nonce, now_ms) {
+        if let Some(holder) = self.nonce_holder(&hash, nonce, now_ms) {
             self.counters.replacements += 1;
             if self.settings.replacement == ReplacementPolicy::Reject {
                 self.refuse(id, Refusal::Replacement { nonce, holder });
@@ -135,7 +136,7 @@ impl Sender {
     }
 
     /// The hash of another accepted transaction with this nonce, not known to be mined.
-    pub(super) fn replaced(&self, hash: &[u8; 32], nonce: u64, now_ms: u64) -> Option<[u8; 32]> {
+    pub(super) fn nonce_holder(&self, hash: &TxHash, nonce: u64, now_ms: u64) -> Option<TxHash> {
         if self.mined.is_some_and(|mined| nonce < mined) {
             return None;
         }

@@ -15,12 +15,12 @@
 //! sender's counts) what became of it: held, it is accepted; its nonce used by another, it is
 //! refused; neither, its stored bytes are sent again (at most [`MAX_RECOVERIES`] times).
 
-use super::{tagged, Holding, Phase, Purpose, Sender, SessionKey, Stage, UpstreamPool};
+use super::{tagged, Holding, Phase, PoolKind, Purpose, Sender, SessionKey, Stage};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
-use crate::ordering::accepted::TxHash;
 use crate::ordering::answer::{AnswerClass, NonceEffect};
 use crate::ordering::sender::{Action, LookupId, Outcome, Query, Refusal, Sent};
+use crate::transaction::TxHash;
 
 /// How many times a force-released holder's transaction is sent again before its clients get
 /// -32002 (outcome unknown).
@@ -104,7 +104,7 @@ impl Sender {
         ));
         let gap = self.next == Some(nonce);
         self.apply(class.effect(), nonce, now_ms);
-        if class == AnswerClass::Rejected && gap && self.settings.pool == UpstreamPool::Strict {
+        if class == AnswerClass::Rejected && gap && self.settings.pool == PoolKind::Strict {
             self.refuse_above(nonce);
         }
     }

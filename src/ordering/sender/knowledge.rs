@@ -13,10 +13,10 @@
 use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
-use crate::ordering::accepted::TxHash;
 use crate::ordering::sender::{
     Action, Entry, Found, Loaded, LookupId, Outcome, Query, Seen, Stage,
 };
+use crate::transaction::TxHash;
 
 /// The first pause after a failed nonce lookup, ms; it doubles with each failure in a row.
 pub const LOOKUP_BACKOFF_MS: u64 = 1_000;

@@ -42,12 +42,13 @@ mod view;
 pub use action::*;
 pub use refusal::Refusal;
 pub use settings::{
-    Counters, ReplacementPolicy, Settings, UpstreamPool, DEFAULT_GAP_WAIT_MS, HEDERA_CHAIN_IDS,
+    Counters, PoolKind, ReplacementPolicy, Settings, DEFAULT_GAP_WAIT_MS, HEDERA_CHAIN_IDS,
 };
 
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
-use crate::ordering::accepted::{Accepted, TxHash};
+use crate::ordering::accepted::Accepted;
+use crate::transaction::TxHash;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 

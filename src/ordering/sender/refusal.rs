@@ -4,7 +4,7 @@
 
 use crate::hex;
 use crate::jsonrpc::{RpcError, INVALID_INPUT, LIMIT_EXCEEDED, RESOURCE_UNAVAILABLE};
-use crate::ordering::accepted::TxHash;
+use crate::transaction::TxHash;
 
 /// How long a client refused for the queue bound is asked to wait before it retries, s.
 pub const QUEUE_FULL_RETRY_AFTER_S: u64 = 1;

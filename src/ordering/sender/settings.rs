@@ -19,7 +19,7 @@ pub enum ReplacementPolicy {
 
 /// What the upstream does with a nonce gap: `UPSTREAM_POOL`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamPool {
+pub enum PoolKind {
     /// A mempool that keeps a transaction above a gap until the gap fills (geth's queued pool):
     /// after `NONCE_GAP_WAIT_MS` a transaction above a gap is sent anyway.
     Mempool,
@@ -31,16 +31,16 @@ pub enum UpstreamPool {
 }
 
 /// Hedera's chain ids (mainnet 295, testnet 296, previewnet 297, local 298), where
-/// `UPSTREAM_POOL=auto` means [`UpstreamPool::Strict`].
+/// `UPSTREAM_POOL=auto` means [`PoolKind::Strict`].
 pub const HEDERA_CHAIN_IDS: std::ops::RangeInclusive<u64> = 295..=298;
 
-impl UpstreamPool {
+impl PoolKind {
     /// `UPSTREAM_POOL=auto`: strict on Hedera's chain ids ([`HEDERA_CHAIN_IDS`]), a mempool
     /// otherwise (and while the chain id is unknown).
-    pub fn auto(chain_id: Option<u64>) -> UpstreamPool {
+    pub fn auto(chain_id: Option<u64>) -> PoolKind {
         match chain_id {
-            Some(id) if HEDERA_CHAIN_IDS.contains(&id) => UpstreamPool::Strict,
-            _ => UpstreamPool::Mempool,
+            Some(id) if HEDERA_CHAIN_IDS.contains(&id) => PoolKind::Strict,
+            _ => PoolKind::Mempool,
         }
     }
 
@@ -48,16 +48,16 @@ impl UpstreamPool {
     /// is a charged refusal there), `forward` for a mempool.
     pub fn default_replacement(self) -> ReplacementPolicy {
         match self {
-            UpstreamPool::Mempool => ReplacementPolicy::Forward,
-            UpstreamPool::Strict => ReplacementPolicy::Reject,
+            PoolKind::Mempool => ReplacementPolicy::Forward,
+            PoolKind::Strict => ReplacementPolicy::Reject,
         }
     }
 
     /// `mempool` or `strict`.
     pub fn label(self) -> &'static str {
         match self {
-            UpstreamPool::Mempool => "mempool",
-            UpstreamPool::Strict => "strict",
+            PoolKind::Mempool => "mempool",
+            PoolKind::Strict => "strict",
         }
     }
 }
@@ -81,7 +81,7 @@ pub struct Settings {
     /// `TRACK_TTL_S` in ms: how long a transaction is tracked before it is given up (expired).
     pub track_ttl_ms: u64,
     /// `UPSTREAM_POOL`, resolved for the chain.
-    pub pool: UpstreamPool,
+    pub pool: PoolKind,
 }
 
 impl Settings {
@@ -96,7 +96,7 @@ impl Settings {
         max_hold_ms: 30_000,
         track_interval_ms: 12_000,
         track_ttl_ms: 600_000,
-        pool: UpstreamPool::Mempool,
+        pool: PoolKind::Mempool,
     };
 
     /// How long past a holder's deadline (or a lookup's) the machine waits for its report before

@@ -13,9 +13,10 @@
 use super::{Purpose, Sender, Stage};
 use crate::hex;
 use crate::metrics::Metric;
-use crate::ordering::accepted::{Status, TxHash};
+use crate::ordering::accepted::Status;
 use crate::ordering::answer::AnswerClass;
 use crate::ordering::sender::{Action, LookupId, Outcome, Query, Seen};
+use crate::transaction::TxHash;
 use serde_json::{json, Value};
 
 impl Sender {

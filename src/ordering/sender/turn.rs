@@ -10,7 +10,7 @@
 //! client's transaction waits at most `LOCK_MAX_HOLD_MS` and is then answered -32002, unsent.
 
 use super::{
-    tagged, Holding, Phase, Purpose, ReplacementPolicy, Sender, SessionKey, Stage, UpstreamPool,
+    tagged, Holding, Phase, PoolKind, Purpose, ReplacementPolicy, Sender, SessionKey, Stage,
 };
 use crate::metrics::Metric;
 use crate::ordering::sender::{Action, LookupId, Query, Refusal, Row};
@@ -60,12 +60,12 @@ impl Sender {
         let request_id = entry.request_id.clone();
         if self.settings.replacement == ReplacementPolicy::Reject {
             // Accepted meanwhile by another transaction with this nonce.
-            if let Some(holder) = self.replaced(&hash, nonce, now_ms) {
+            if let Some(holder) = self.nonce_holder(&hash, nonce, now_ms) {
                 self.refuse(id, Refusal::Replacement { nonce, holder });
                 return;
             }
         }
-        if nonce > next && (sync || self.settings.pool == UpstreamPool::Strict) {
+        if nonce > next && (sync || self.settings.pool == PoolKind::Strict) {
             // EIP-7966: a send-and-wait call is not added to the pool over a nonce gap; a strict
             // upstream would refuse it (on Hedera, a charged WRONG_NONCE).
             self.refuse_over_gap(id, next, false);
@@ -146,7 +146,7 @@ impl Sender {
         let Some(holding) = self.holder.as_mut() else {
             return;
         };
-        if self.settings.pool == UpstreamPool::Strict {
+        if self.settings.pool == PoolKind::Strict {
             let entry = holding.entry;
             let above = self.entries.get(&entry).map(|e| e.nonce);
             if above.is_some_and(|nonce| self.next.is_some_and(|next| nonce > next)) {

@@ -19,7 +19,7 @@ const SETTINGS: Settings = Settings {
     max_hold_ms: 10_000,
     track_interval_ms: 0,
     track_ttl_ms: 600_000,
-    pool: UpstreamPool::Mempool,
+    pool: PoolKind::Mempool,
 };
 
 fn h(nonce: u64, variant: u8) -> TxHash {

@@ -5,7 +5,7 @@
 use super::*;
 
 const STRICT: Settings = Settings {
-    pool: UpstreamPool::Strict,
+    pool: PoolKind::Strict,
     max_queue: 16,
     ..SETTINGS
 };

@@ -3,7 +3,7 @@
 //! [`crate::edge::upstreams`] uses).
 
 use crate::config::Config;
-use crate::edge::platform::whole_text;
+use crate::edge::runtime::whole_text;
 use crate::upstream::retry::parse_retry_after;
 use crate::upstream::{check_upstream_body, UpstreamError, UpstreamReply};
 use futures_util::StreamExt;

@@ -6,10 +6,11 @@
 use super::socket::{upstream_unavailable, Pending, UpstreamSocket, UpstreamState};
 use super::{log, Connection};
 use crate::edge::backend::WorkerBackend;
-use crate::edge::platform::now_ms;
+use crate::edge::runtime::now_ms;
 use crate::jsonrpc::{self, Answer, RpcError};
+use crate::platform::Platform;
 use crate::upstream::route::Read;
-use crate::upstream::{Route, Upstream};
+use crate::upstream::Route;
 use crate::websocket::{Close, SUBSCRIBE};
 use futures_util::StreamExt;
 use serde_json::{json, Value};

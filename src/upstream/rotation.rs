@@ -1,7 +1,7 @@
 //! Several upstreams (`UPSTREAM_RPC_URL` as a comma-separated list, the first preferred): each
 //! one's health from its recent answers, the order in which they are tried, and the hedge delay of
-//! a send. Pure and clock-free: the platform reports every attempt with [`Pool::record`] and asks
-//! [`Pool::order`] before each request.
+//! a send: the rotation. Pure and clock-free: the platform reports every attempt with [`Rotation::record`] and asks
+//! [`Rotation::order`] before each request.
 //!
 //! - Health counts what says the upstream itself is unwell: connection errors, timeouts, HTTP
 //!   5xx and 429 ([`Attempt::Failed`]), and a node's own overload answer (busy, rate limited,
@@ -17,7 +17,7 @@
 //!   higher, or whose median latency is more than twice another's and [`LATENCY_SLACK_MS`] more,
 //!   goes behind it; then the cooling ones.
 //! - An upstream is tried only once its `eth_chainId` was found to be the relay's
-//!   ([`Pool::checked`]); one on another chain ([`Pool::exclude`]) never is.
+//!   ([`Rotation::checked`]); one on another chain ([`Rotation::exclude`]) never is.
 //! - Hedge delay (eRPC's recipe for `eth_sendRawTransaction`): the 95th percentile of the best
 //!   upstream's recent latencies, at least [`HEDGE_MIN_MS`], at most [`HEDGE_MAX_MS`].
 
@@ -143,16 +143,17 @@ fn percentile(values: &VecDeque<u64>, p: usize) -> Option<u64> {
     Some(sorted[rank - 1])
 }
 
-/// The upstreams' health, by position in `UPSTREAM_RPC_URL` (0 is the preferred one).
+/// The upstreams in rotation: each one's health, by position in `UPSTREAM_RPC_URL` (0 is the
+/// preferred one).
 #[derive(Debug, Clone)]
-pub struct Pool {
+pub struct Rotation {
     health: Vec<Health>,
 }
 
-impl Pool {
+impl Rotation {
     /// A pool of `count` upstreams, nothing known of any.
     pub fn new(count: usize) -> Self {
-        Pool {
+        Rotation {
             health: vec![Health::default(); count],
         }
     }
@@ -309,11 +310,11 @@ impl Pool {
 mod tests {
     use super::*;
 
-    /// A pool of `n` upstreams, each found on the relay's chain.
-    fn checked(n: usize) -> Pool {
-        let mut pool = Pool::new(n);
-        (0..n).for_each(|i| pool.checked(i));
-        pool
+    /// A rotation of `n` upstreams, each found on the relay's chain.
+    fn checked(n: usize) -> Rotation {
+        let mut rotation = Rotation::new(n);
+        (0..n).for_each(|i| rotation.checked(i));
+        rotation
     }
 
     fn answered(ms: u64) -> Attempt {
@@ -322,97 +323,105 @@ mod tests {
 
     #[test]
     fn the_preferred_first_while_all_are_well() {
-        let mut pool = Pool::new(3);
+        let mut rotation = Rotation::new(3);
         assert_eq!(
-            pool.order(0),
+            rotation.order(0),
             Vec::<usize>::new(),
             "none checked: none used"
         );
-        assert_eq!(pool.unchecked(), vec![0, 1, 2]);
-        assert!(!pool.any_checked());
-        (0..3).for_each(|i| pool.checked(i));
-        assert_eq!(pool.order(0), vec![0, 1, 2]);
+        assert_eq!(rotation.unchecked(), vec![0, 1, 2]);
+        assert!(!rotation.any_checked());
+        (0..3).for_each(|i| rotation.checked(i));
+        assert_eq!(rotation.order(0), vec![0, 1, 2]);
         for i in 0..3 {
-            pool.record(i, answered(10 + i as u64), 0);
+            rotation.record(i, answered(10 + i as u64), 0);
         }
-        assert_eq!(pool.order(0), vec![0, 1, 2]);
+        assert_eq!(rotation.order(0), vec![0, 1, 2]);
     }
 
     #[test]
     fn three_failures_in_a_row_cool_an_upstream_down_and_it_comes_back_after() {
-        let mut pool = checked(2);
-        pool.record(0, Attempt::Failed, 1_000);
-        pool.record(0, Attempt::Failed, 1_000);
-        assert!(pool.healthy(0, 1_000), "two failures are not enough");
+        let mut rotation = checked(2);
+        rotation.record(0, Attempt::Failed, 1_000);
+        rotation.record(0, Attempt::Failed, 1_000);
+        assert!(rotation.healthy(0, 1_000), "two failures are not enough");
         assert!(
-            pool.record(0, Attempt::Failed, 1_000),
+            rotation.record(0, Attempt::Failed, 1_000),
             "the third begins a cool-down"
         );
-        assert!(pool.cooling(0, 1_000));
-        assert!(!pool.healthy(0, 1_000));
-        assert_eq!(pool.order(1_000), vec![1, 0], "still tried, last");
-        assert!(pool.healthy(0, 1_000 + COOL_DOWN_MS));
+        assert!(rotation.cooling(0, 1_000));
+        assert!(!rotation.healthy(0, 1_000));
+        assert_eq!(rotation.order(1_000), vec![1, 0], "still tried, last");
+        assert!(rotation.healthy(0, 1_000 + COOL_DOWN_MS));
         // It keeps failing: the next cool-down is twice as long.
         for _ in 0..FAILURES_TO_COOL {
-            pool.record(0, Attempt::Failed, 10_000);
+            rotation.record(0, Attempt::Failed, 10_000);
         }
-        assert!(!pool.healthy(0, 10_000 + COOL_DOWN_MS));
-        assert!(pool.healthy(0, 10_000 + 2 * COOL_DOWN_MS));
+        assert!(!rotation.healthy(0, 10_000 + COOL_DOWN_MS));
+        assert!(rotation.healthy(0, 10_000 + 2 * COOL_DOWN_MS));
         // One answer ends it all.
-        pool.record(0, answered(5), 30_000);
-        assert!(pool.healthy(0, 30_000));
+        rotation.record(0, answered(5), 30_000);
+        assert!(rotation.healthy(0, 30_000));
     }
 
     #[test]
     fn a_json_rpc_error_is_an_answer_and_a_flaky_upstream_goes_behind() {
-        let mut pool = checked(2);
+        let mut rotation = checked(2);
         for _ in 0..5 {
-            pool.record(0, Attempt::Failed, 0);
-            pool.record(0, answered(5), 0);
-            pool.record(1, answered(5), 0);
+            rotation.record(0, Attempt::Failed, 0);
+            rotation.record(0, answered(5), 0);
+            rotation.record(1, answered(5), 0);
         }
-        assert!(pool.healthy(0, 0), "never three in a row");
-        assert_eq!(pool.order(0), vec![1, 0], "its error rate puts it behind");
+        assert!(rotation.healthy(0, 0), "never three in a row");
+        assert_eq!(
+            rotation.order(0),
+            vec![1, 0],
+            "its error rate puts it behind"
+        );
     }
 
     #[test]
     fn a_slow_preferred_goes_behind_a_fast_one() {
-        let mut pool = checked(2);
+        let mut rotation = checked(2);
         for _ in 0..10 {
-            pool.record(0, answered(3_000), 0);
-            pool.record(1, answered(10), 0);
+            rotation.record(0, answered(3_000), 0);
+            rotation.record(1, answered(10), 0);
         }
-        assert_eq!(pool.order(0), vec![1, 0]);
-        assert_eq!(pool.preferred(0), Some(0), "filters stay with the first");
+        assert_eq!(rotation.order(0), vec![1, 0]);
+        assert_eq!(
+            rotation.preferred(0),
+            Some(0),
+            "filters stay with the first"
+        );
         for _ in 0..FAILURES_TO_COOL {
-            pool.record(0, Attempt::Failed, 0);
+            rotation.record(0, Attempt::Failed, 0);
         }
-        assert_eq!(pool.preferred(0), Some(1), "unless it is down");
+        assert_eq!(rotation.preferred(0), Some(1), "unless it is down");
         // Somewhat slower (within twice and the slack) keeps the preference.
-        let mut pool = checked(2);
+        let mut rotation = checked(2);
         for _ in 0..10 {
-            pool.record(0, answered(60), 0);
-            pool.record(1, answered(10), 0);
+            rotation.record(0, answered(60), 0);
+            rotation.record(1, answered(10), 0);
         }
-        assert_eq!(pool.order(0), vec![0, 1]);
+        assert_eq!(rotation.order(0), vec![0, 1]);
     }
 
     #[test]
     fn an_upstream_on_another_chain_is_never_tried() {
-        let mut pool = checked(3);
-        pool.exclude(1, "eth_chainId 0x1, want 0x7a69");
-        assert_eq!(pool.unchecked(), Vec::<usize>::new());
-        assert_eq!(pool.order(0), vec![0, 2]);
+        let mut rotation = checked(3);
+        rotation.exclude(1, "eth_chainId 0x1, want 0x7a69");
+        assert_eq!(rotation.unchecked(), Vec::<usize>::new());
+        assert_eq!(rotation.order(0), vec![0, 2]);
         for _ in 0..FAILURES_TO_COOL {
-            pool.record(0, Attempt::Failed, 0);
-            pool.record(2, Attempt::Failed, 0);
+            rotation.record(0, Attempt::Failed, 0);
+            rotation.record(2, Attempt::Failed, 0);
         }
         assert_eq!(
-            pool.order(0),
+            rotation.order(0),
             vec![0, 2],
             "cooling ones, never the excluded"
         );
-        assert_eq!(pool.excluded(1), Some("eth_chainId 0x1, want 0x7a69"));
+        assert_eq!(rotation.excluded(1), Some("eth_chainId 0x1, want 0x7a69"));
     }
 
     #[test]
@@ -472,13 +481,13 @@ mod tests {
 
     #[test]
     fn the_hedge_delay_is_the_p95_within_50_ms_and_1_s() {
-        let mut pool = checked(1);
-        assert_eq!(pool.hedge_delay_ms(0), HEDGE_MAX_MS, "nothing known");
+        let mut rotation = checked(1);
+        assert_eq!(rotation.hedge_delay_ms(0), HEDGE_MAX_MS, "nothing known");
         for ms in 1..=100 {
-            pool.record(0, answered(ms * 4), 0);
+            rotation.record(0, answered(ms * 4), 0);
         }
         assert_eq!(
-            pool.hedge_delay_ms(0),
+            rotation.hedge_delay_ms(0),
             388,
             "p95 (nearest rank) of the last 64: 148..400"
         );

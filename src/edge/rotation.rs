@@ -1,5 +1,5 @@
 //! The core's [`Upstream`] over HTTP ([`HttpUpstream`]), and several upstreams (wasm32 only): the
-//! calls the pure [`Pool`] decides. One pool per isolate (the
+//! calls the pure [`Rotation`] decides. One pool per isolate (the
 //! Worker's, and each Durable Object's): it learns from every request the isolate makes, with no
 //! round trip to shared state; an isolate that starts learns within a few requests.
 //!
@@ -29,14 +29,15 @@
 //!   busy answer to the relay's own question; never a JSON-RPC error to a client's request.
 
 use crate::config::Config;
-use crate::edge::platform::{emit, now_ms};
-use crate::edge::upstream::post_url;
+use crate::edge::http::post_url;
+use crate::edge::runtime::{emit, now_ms};
 use crate::metrics::Metric;
-use crate::ordering::sender::UpstreamPool;
+use crate::ordering::sender::PoolKind;
+use crate::platform::Platform;
 use crate::upstream::merge;
-use crate::upstream::pool::{judge, Attempt, AttemptKind, Pool, HEDGE_MAX_MS};
+use crate::upstream::rotation::{judge, Attempt, AttemptKind, Rotation, HEDGE_MAX_MS};
 use crate::upstream::route::Read;
-use crate::upstream::{classify, may_have_arrived, Route, Upstream, UpstreamError, UpstreamReply};
+use crate::upstream::{classify, may_have_arrived, Route, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -53,7 +54,7 @@ const CHECK_POLL_MS: u64 = 5;
 
 #[derive(Default)]
 struct State {
-    pool: Option<Pool>,
+    rotation: Option<Rotation>,
     /// Since when each upstream's chain check runs, Unix ms (0: none).
     checking: Vec<u64>,
     /// The chain id the upstreams must serve, once known.
@@ -68,8 +69,8 @@ fn with<R>(config: &Config, f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let n = config.upstream_urls.len();
-        if s.pool.as_ref().is_none_or(|p| p.len() != n) {
-            s.pool = Some(Pool::new(n));
+        if s.rotation.as_ref().is_none_or(|p| p.len() != n) {
+            s.rotation = Some(Rotation::new(n));
             s.checking = vec![0; n];
             s.chain_id = config.chain_id;
         }
@@ -77,8 +78,8 @@ fn with<R>(config: &Config, f: impl FnOnce(&mut State) -> R) -> R {
     })
 }
 
-fn pool<R>(config: &Config, f: impl FnOnce(&mut Pool) -> R) -> R {
-    with(config, |s| f(s.pool.as_mut().expect("made by with")))
+fn rotation<R>(config: &Config, f: impl FnOnce(&mut Rotation) -> R) -> R {
+    with(config, |s| f(s.rotation.as_mut().expect("made by with")))
 }
 
 /// Records an attempt at `index` that began at `started_ms`; logs a cool-down it begins.
@@ -90,7 +91,7 @@ fn record(config: &Config, env: &Env, index: usize, kind: AttemptKind, started_m
         },
         AttemptKind::Failed => Attempt::Failed,
     };
-    if pool(config, |p| p.record(index, attempt, now)) {
+    if rotation(config, |p| p.record(index, attempt, now)) {
         emit(
             env,
             &Metric::new("upstream_cooling", "", "failures")
@@ -106,7 +107,7 @@ fn record(config: &Config, env: &Env, index: usize, kind: AttemptKind, started_m
 async fn ensure_chains(config: &Config, env: &Env) {
     let now = now_ms();
     let start: Vec<usize> = with(config, |s| {
-        let pool = s.pool.as_ref().expect("made by with");
+        let pool = s.rotation.as_ref().expect("made by with");
         let list: Vec<usize> = pool
             .unchecked()
             .into_iter()
@@ -127,7 +128,7 @@ async fn ensure_chains(config: &Config, env: &Env) {
     let until = now.saturating_add(CHECK_TIMEOUT_MS);
     loop {
         let (usable_now, running) = with(config, |s| {
-            let pool = s.pool.as_ref().expect("made by with");
+            let pool = s.rotation.as_ref().expect("made by with");
             (pool.any_checked(), s.checking.iter().any(|&t| t != 0))
         });
         if usable_now || !running || now_ms() >= until {
@@ -174,7 +175,7 @@ async fn check_chain(config: &Config, env: &Env, index: usize) {
         s.checking[index] = 0;
         let id = id?;
         let want = *s.chain_id.get_or_insert(id);
-        let pool = s.pool.as_mut().expect("made by with");
+        let pool = s.rotation.as_mut().expect("made by with");
         if id == want {
             pool.checked(index);
             None
@@ -219,7 +220,7 @@ pub async fn post_pooled(
 ) -> Result<UpstreamReply, UpstreamError> {
     ensure_chains(config, env).await;
     let now = now_ms();
-    let order = pool(config, |p| p.order(now));
+    let order = rotation(config, |p| p.order(now));
     if order.is_empty() {
         return Err(UpstreamError::Unreachable(
             "no upstream on the relay's chain could be reached".into(),
@@ -236,17 +237,17 @@ pub async fn post_pooled(
             fan_out(config, env, &order, body, route, timeout_ms).await
         }
         Route::Read(Read::Filter) => {
-            let preferred = pool(config, |p| p.preferred(now)).unwrap_or(order[0]);
+            let preferred = rotation(config, |p| p.preferred(now)).unwrap_or(order[0]);
             once(preferred).await
         }
         Route::Read(Read::Once) => once(order[0]).await,
         Route::Send => {
             let chain_id = with(config, |s| s.chain_id);
-            let hedge_ms = match config.upstream_pool_for(chain_id) {
+            let hedge_ms = match config.pool_kind_for(chain_id) {
                 // A strict upstream charges for a copy it already has: a send moves on only on
                 // failure.
-                UpstreamPool::Strict => None,
-                UpstreamPool::Mempool => Some(pool(config, |p| p.hedge_delay_ms(order[0]))),
+                PoolKind::Strict => None,
+                PoolKind::Mempool => Some(rotation(config, |p| p.hedge_delay_ms(order[0]))),
             };
             let at_once = if config.send_broadcast {
                 order.len()
@@ -259,7 +260,7 @@ pub async fn post_pooled(
             .await
         }
         Route::Read(Read::Idempotent) | Route::Own => {
-            let hedge_ms = Some(pool(config, |p| p.hedge_delay_ms(order[0])));
+            let hedge_ms = Some(rotation(config, |p| p.hedge_delay_ms(order[0])));
             race(config, env, &order, body, route, timeout_ms, 1, hedge_ms).await
         }
     }
@@ -376,7 +377,7 @@ async fn fan_out(
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
     let now = now_ms();
-    let healthy: Vec<usize> = pool(config, |p| {
+    let healthy: Vec<usize> = rotation(config, |p| {
         order
             .iter()
             .copied()
@@ -398,7 +399,7 @@ async fn fan_out(
     loop {
         let outcome = match first_at {
             Some(at) => {
-                let hedge = pool(config, |p| p.hedge_delay_ms(answers[0].0)).min(HEDGE_MAX_MS);
+                let hedge = rotation(config, |p| p.hedge_delay_ms(answers[0].0)).min(HEDGE_MAX_MS);
                 let ms = at.saturating_add(hedge).saturating_sub(now_ms());
                 match select(running.next(), Delay::from(Duration::from_millis(ms))).await {
                     Either::Left((done, _)) => done,
@@ -443,7 +444,7 @@ pub struct HttpUpstream<'a> {
     pub request_id: Option<&'a str>,
 }
 
-impl Upstream for HttpUpstream<'_> {
+impl Platform for HttpUpstream<'_> {
     /// One upstream: straight to it. Several: through the isolate's pool, by `route` (see the
     /// module documentation).
     async fn post(
@@ -463,7 +464,7 @@ impl Upstream for HttpUpstream<'_> {
     }
 
     fn now_ms(&self) -> u64 {
-        crate::edge::platform::now_ms()
+        crate::edge::runtime::now_ms()
     }
 
     fn random(&self) -> f64 {
@@ -471,6 +472,6 @@ impl Upstream for HttpUpstream<'_> {
     }
 
     fn emit(&self, metric: &Metric) {
-        crate::edge::platform::emit(self.env, metric, self.request_id);
+        crate::edge::runtime::emit(self.env, metric, self.request_id);
     }
 }

@@ -1,0 +1,34 @@
+//! The platform as the pure core sees it ([`Platform`]): the upstream, a timer, the clock,
+//! randomness and metrics.
+
+use crate::metrics::Metric;
+use crate::upstream::{Route, UpstreamError, UpstreamReply};
+
+/// What the pure core needs of the platform it runs on: the upstream node (`post`), a timer
+/// (`sleep`), the clock, randomness for backoff jitter and metrics. The Worker and the Durable
+/// Object implement it over `fetch` (`edge/`); the native tests with scripted peers.
+#[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
+pub trait Platform {
+    /// POSTs one JSON-RPC request (or batch) text to the upstream, waiting at most `timeout_ms`
+    /// for the whole answer, and returns it checked with [`crate::upstream::check_upstream_body`]. `route` says
+    /// what the request is, for the upstreams it may go to ([`Route`]); `body` is always text the
+    /// relay made, never a client's.
+    async fn post(
+        &self,
+        body: &str,
+        route: Route,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError>;
+
+    /// Waits `ms` milliseconds on a timer of this request's own.
+    async fn sleep(&self, ms: u64);
+
+    /// The time, Unix ms.
+    fn now_ms(&self) -> u64;
+
+    /// A random number in [0, 1), for backoff jitter.
+    fn random(&self) -> f64;
+
+    /// Records one operator metric (a log line, and a data point where a dataset is bound).
+    fn emit(&self, metric: &Metric);
+}
