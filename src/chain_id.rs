@@ -13,6 +13,9 @@
 //! The waiters check on their own timers rather than being woken by the looking-up request: the
 //! Workers runtime cancels a request that waits on nothing of its own as hung, and does not let a
 //! request do I/O on behalf of another.
+//! With several upstreams the rotation's chain check of the most preferred one that answers
+//! teaches the cache too ([`ChainIdCache::learn`]): one chain id per isolate, whoever learned it.
+//!
 //! A failed lookup is every waiter's error; the next request tries again. A lookup whose request
 //! was cancelled may never finish (nor be dropped), so a waiter gives up after a bound (the
 //! caller's upstream timeout and a margin), and the next request starts a new lookup.
@@ -65,6 +68,20 @@ impl ChainIdCache {
         match *self.state.borrow() {
             State::Known(id) => Some(id),
             _ => None,
+        }
+    }
+
+    /// Learns the chain id from elsewhere (the rotation's check of its most preferred upstream)
+    /// unless one is known: returns the one known afterwards (the first learned wins). A lookup
+    /// under way still reports to its waiters.
+    pub fn learn(&self, id: u64) -> u64 {
+        let mut state = self.state.borrow_mut();
+        match *state {
+            State::Known(known) => known,
+            _ => {
+                *state = State::Known(id);
+                id
+            }
         }
     }
 
@@ -203,6 +220,20 @@ mod tests {
             .all(|w| w.result(11, GIVE_UP) == Some(Ok(31337))));
         assert_eq!(cache.known(), Some(31337));
         assert!(matches!(cache.claim(12), Claim::Known(31337)));
+    }
+
+    #[test]
+    fn the_first_chain_id_learned_stays() {
+        let cache = Rc::new(ChainIdCache::new());
+        let first = lookup(cache.claim(0));
+        let a = wait(cache.claim(1));
+        assert_eq!(cache.learn(5), 5);
+        assert!(matches!(cache.claim(2), Claim::Known(5)));
+        assert_eq!(cache.learn(6), 5);
+        // The lookup under way still answers its waiters.
+        first.finish(Ok(5));
+        assert_eq!(a.result(3, GIVE_UP), Some(Ok(5)));
+        assert_eq!(cache.known(), Some(5));
     }
 
     #[test]

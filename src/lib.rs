@@ -3,11 +3,13 @@
 //!
 //! The pure core (no `worker` crate, tested natively): [`transaction`] decoding with
 //! [`signature`] recovery over [`canonical_rlp`], each fork's stateless rules in [`hardfork`], the per-sender [`ordering`] state machine, the
-//! [`upstream`] node (answers, [`upstream::submit`] with retries),
+//! [`upstream`] node (answers, [`upstream::submit`] with retries, the [`upstream::Platform`] it is
+//! reached through),
 //! the request semantics in [`relay`] with the [`chain_id`] learned once, [`jsonrpc`] types and errors, [`config`] parsing,
 //! structured [`log`] lines and operator [`metrics`], JSON-RPC over [`websocket`] (limits, subscriptions). The wasm32-only adapters, in `edge/`:
-//! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object) and `upstream` (HTTP to
-//! the node).
+//! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object), `http` and `rotation`
+//! (HTTP to the upstreams), `websocket` (a client's WebSocket) and `runtime` (settings, clock,
+//! metrics).
 
 pub mod access;
 pub mod address;
@@ -21,7 +23,6 @@ pub mod jsonrpc;
 pub mod log;
 pub mod metrics;
 pub mod ordering;
-pub mod platform;
 pub mod relay;
 pub mod signature;
 pub mod transaction;

@@ -1,4 +1,4 @@
-//! The relay's request semantics (src/relay.rs), natively, over a recording platform backend:
+//! The relay's request semantics (src/relay/), natively, over a recording platform backend:
 //! what reaches the upstream and the sender locks, in which order, and what the client gets.
 //! The end-to-end tests (tests/relay.test.mjs) run the same code compiled to wasm on workerd.
 
@@ -8,9 +8,10 @@ use nonce_relay::chain_id::ChainIdCache;
 use nonce_relay::config::Config;
 use nonce_relay::jsonrpc::Answer;
 use nonce_relay::metrics::Metric;
-use nonce_relay::platform::Platform;
-use nonce_relay::relay::wire::{SendMember, WireAnswer};
+use nonce_relay::ordering::tx::SignedTx;
+use nonce_relay::relay::wire::WireAnswer;
 use nonce_relay::relay::{Backend, ObjectError, Relay};
+use nonce_relay::upstream::Platform;
 use nonce_relay::upstream::{Route, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
 use serde_json::{json, Value};
@@ -102,7 +103,7 @@ impl Backend for Recorder {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[SendMember<'_>],
+        txs: &[SignedTx],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
         self.calls
             .borrow_mut()
@@ -121,7 +122,7 @@ impl Backend for Recorder {
                 .borrow_mut()
                 .push((sender.to_string(), tx.nonce));
             let reply = self
-                .post(tx.request, Route::Send, 1_000)
+                .post(&tx.request(), Route::Send, 1_000)
                 .await
                 .map_err(|e| ObjectError::Failed(e.to_string()))?;
             answers.push(WireAnswer::plain(Answer::parse(&reply.body).unwrap()));
@@ -906,7 +907,6 @@ fn a_websocket_message_answers_subscriptions_on_the_connection_and_the_rest_as_o
 
 #[test]
 fn a_stored_request_is_sent_again_as_the_relay_reads_it_never_as_stored() {
-    use nonce_relay::relay::sync::stored_request;
     let raw = legacy(1, 0, Some(31337));
     let other = legacy(2, 0, Some(31337));
     let hash = nonce_relay::transaction::decode(&nonce_relay::hex::decode(&raw).unwrap())
@@ -916,7 +916,7 @@ fn a_stored_request_is_sent_again_as_the_relay_reads_it_never_as_stored() {
         r#"{{"id":1,"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["{raw}"],"x":1}}"#
     );
     assert_eq!(
-        stored_request(&stored, &hash).unwrap(),
+        SignedTx::from_stored(&stored, &hash).unwrap().request(),
         format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{raw}"]}}"#
         )
@@ -925,11 +925,11 @@ fn a_stored_request_is_sent_again_as_the_relay_reads_it_never_as_stored() {
     let ambiguous = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{raw}"],"Params":["{other}"]}}"#
     );
-    assert!(stored_request(&ambiguous, &hash).is_err());
+    assert!(SignedTx::from_stored(&ambiguous, &hash).is_err());
     let wrong = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{other}"]}}"#
     );
-    assert!(stored_request(&wrong, &hash).is_err());
+    assert!(SignedTx::from_stored(&wrong, &hash).is_err());
     let read = r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}"#;
-    assert!(stored_request(read, &hash).is_err());
+    assert!(SignedTx::from_stored(read, &hash).is_err());
 }

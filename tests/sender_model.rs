@@ -16,14 +16,17 @@
 //! `PROPTEST_CASES` sets the number of cases (10,000 by default).
 
 use nonce_relay::jsonrpc::{Answer, RpcError};
+use nonce_relay::metrics::Metric;
 use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::sender::{
-    Action, Arrival, Found, Loaded, LookupId, PoolKind, Query, ReplacementPolicy, Row, Seen,
-    Sender, Sent, SessionKey, Settings, Ticket,
+    Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy, Row, Seen,
+    Sender, Sent, SessionKey, Settings, StoredTx, Ticket,
 };
+use nonce_relay::ordering::tx::{SendMethod, SignedTx};
 use nonce_relay::transaction::TxHash;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
 
 const GAP_WAIT_MS: u64 = 100;
 const MAX_HOLD_MS: u64 = 1_000;
@@ -162,13 +165,34 @@ impl Chain {
 
 struct InFlight {
     key: SessionKey,
+    tx: Rc<SignedTx>,
     hash: TxHash,
     nonce: u64,
     deadline_ms: u64,
 }
 
+/// One sender's machine and the world around it: the object's storage, the upstream (a strict
+/// chain), the clients, and what the invariants need to remember. The machine's actions are
+/// carried out on the world ([`Effects`]).
 struct Model {
     s: Sender,
+    w: World,
+}
+
+impl std::ops::Deref for Model {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.w
+    }
+}
+
+impl std::ops::DerefMut for Model {
+    fn deref_mut(&mut self) -> &mut World {
+        &mut self.w
+    }
+}
+
+struct World {
     now: u64,
     chain: Chain,
     rows: BTreeMap<TxHash, Row>,
@@ -195,6 +219,127 @@ struct Model {
     /// Transactions the relay gave up (`tx_abandoned`, `tx_expired`), that a send refused, or
     /// that a replacement sent after them superseded.
     given_up: HashSet<TxHash>,
+    /// Sends the last run asked for, checked against the machine's next nonce after it.
+    new_sends: Vec<(TxHash, u64)>,
+    /// The first invariant an action broke.
+    broken: Option<String>,
+}
+
+impl World {
+    fn fail(&mut self, why: String) {
+        self.broken.get_or_insert(why);
+    }
+}
+
+impl Effects for World {
+    fn now_ms(&self) -> u64 {
+        self.now
+    }
+
+    fn answer(&mut self, ticket: Ticket, answer: Answer, _retry_after_s: Option<u64>) {
+        if !self.answered.insert(ticket) {
+            return self.fail(format!("{ticket:?} answered twice"));
+        }
+        let Some(what) = self.open.remove(&ticket) else {
+            return self.fail(format!("{ticket:?} was not open"));
+        };
+        if let (Some((h, nonce)), Some((code, message))) = (what, answer.error_parts()) {
+            if code == -32005 {
+                // The bound: some other transaction with a nonce at or below waits.
+                let lower = self
+                    .open
+                    .values()
+                    .flatten()
+                    .any(|(other, n)| *other != h && *n <= nonce);
+                if !lower {
+                    self.fail(format!("the bound refused the lowest ({nonce}): {message}"));
+                }
+            }
+        }
+    }
+
+    fn store(&mut self, row: Row) {
+        self.rows.insert(row.tx.hash, row);
+    }
+
+    fn forget(&mut self, hashes: Vec<TxHash>) {
+        for h in hashes {
+            self.rows.remove(&h);
+        }
+    }
+
+    fn wipe(&mut self) {
+        self.rows.clear();
+        self.genesis = None;
+    }
+
+    fn vacate(&mut self) {
+        self.wipe();
+    }
+
+    fn store_chain(&mut self, genesis: String) {
+        self.genesis = Some(genesis);
+    }
+
+    fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
+        hashes
+            .iter()
+            .filter_map(|h| self.rows.get(h))
+            .map(|row| row.tx.clone())
+            .collect()
+    }
+
+    fn send(
+        &mut self,
+        key: SessionKey,
+        tx: Rc<SignedTx>,
+        deadline_ms: u64,
+        _request_id: Option<Rc<str>>,
+    ) {
+        let (hash, nonce) = (tx.hash, tx.nonce);
+        if self.sends.iter().any(|s| s.hash == hash) {
+            return self.fail(format!("the same bytes in flight twice ({nonce})"));
+        }
+        // A replacement sent for a lost one: the relay follows the replacement.
+        for (lost, n) in &self.lost {
+            if *n == nonce && *lost != hash {
+                self.given_up.insert(*lost);
+            }
+        }
+        self.new_sends.push((hash, nonce));
+        self.sends.push(InFlight {
+            key,
+            tx,
+            hash,
+            nonce,
+            deadline_ms,
+        });
+    }
+
+    fn lookup(&mut self, id: LookupId, query: Query, _deadline_ms: u64) {
+        self.lookups.push((id, query));
+    }
+
+    fn alarm(&mut self, _at_ms: Option<u64>) {}
+
+    fn emit(&mut self, metric: Metric) {
+        if matches!(metric.event, "tx_abandoned" | "tx_expired") {
+            let hash = metric.fields.iter().find(|(k, _)| *k == "tx_hash");
+            if let Some((_, v)) = hash {
+                let mut h = [0u8; 32];
+                let bytes = v.as_str().unwrap_or_default().trim_start_matches("0x");
+                for (i, b) in h.iter_mut().enumerate() {
+                    *b = u8::from_str_radix(&bytes[2 * i..2 * i + 2], 16).unwrap_or(0);
+                }
+                self.given_up.insert(h);
+            }
+        }
+        if metric.event == "gap_wait_expired" {
+            if let Some((_, v)) = metric.fields.iter().find(|(k, _)| *k == "nonce") {
+                self.gap_expired.insert(v.as_u64().unwrap_or(0));
+            }
+        }
+    }
 }
 
 impl Model {
@@ -203,130 +348,52 @@ impl Model {
         s.set_address("0xabc");
         Model {
             s,
-            now: 10_000,
-            chain: Chain::default(),
-            rows: BTreeMap::new(),
-            genesis: None,
-            sends: Vec::new(),
-            lookups: Vec::new(),
-            tickets: 0,
-            open: HashMap::new(),
-            answered: HashSet::new(),
-            arrived: HashMap::new(),
-            gap_expired: HashSet::new(),
-            dropped: false,
-            settings,
-            lost: HashMap::new(),
-            given_up: HashSet::new(),
+            w: World {
+                now: 10_000,
+                chain: Chain::default(),
+                rows: BTreeMap::new(),
+                genesis: None,
+                sends: Vec::new(),
+                lookups: Vec::new(),
+                tickets: 0,
+                open: HashMap::new(),
+                answered: HashSet::new(),
+                arrived: HashMap::new(),
+                gap_expired: HashSet::new(),
+                dropped: false,
+                settings,
+                lost: HashMap::new(),
+                given_up: HashSet::new(),
+                new_sends: Vec::new(),
+                broken: None,
+            },
         }
     }
 
+    /// Carries out the machine's actions on the world; then what only the machine can tell: no
+    /// send on a guessed nonce, none above the next one before its gap wait.
     fn drain(&mut self) -> Result<(), TestCaseError> {
-        while let Some(action) = self.s.poll_action() {
-            match action {
-                Action::Answer { ticket, answer, .. } => {
-                    prop_assert!(self.answered.insert(ticket), "{ticket:?} answered twice");
-                    let what = self.open.remove(&ticket);
-                    prop_assert!(what.is_some(), "{ticket:?} was not open");
-                    if let (Some(Some((h, nonce))), Some((code, message))) =
-                        (what, answer.error_parts())
-                    {
-                        if code == -32005 {
-                            // The bound: some other transaction with a nonce at or below waits.
-                            let lower = self
-                                .open
-                                .values()
-                                .flatten()
-                                .any(|(other, n)| *other != h && *n <= nonce);
-                            prop_assert!(
-                                lower,
-                                "the bound refused the lowest ({nonce}): {message}"
-                            );
-                        }
-                    }
-                }
-                Action::Store(row) => {
-                    self.rows.insert(row.hash, row);
-                }
-                Action::Forget(hashes) => {
-                    for h in hashes {
-                        self.rows.remove(&h);
-                    }
-                }
-                Action::Wipe | Action::Vacate => {
-                    self.rows.clear();
-                    self.genesis = None;
-                }
-                Action::StoreChain(g) => self.genesis = Some(g),
-                Action::Load(hashes) => {
-                    let rows: Vec<Loaded> = hashes
-                        .iter()
-                        .filter_map(|h| self.rows.get(h))
-                        .map(Loaded::from)
-                        .collect();
-                    self.s.loaded(rows, self.now);
-                }
-                Action::Send {
-                    session_key,
-                    hash,
-                    nonce,
-                    deadline_ms,
-                    ..
-                } => {
-                    let next = self.s.nonces().0;
-                    prop_assert!(next.is_some(), "a send of {nonce} on a guessed nonce");
-                    let next = next.unwrap_or(0);
-                    if nonce > next {
-                        let waited = self
-                            .now
-                            .saturating_sub(*self.arrived.get(&hash).unwrap_or(&0));
-                        prop_assert!(
-                            self.settings.pool == PoolKind::Mempool,
-                            "UPSTREAM_POOL=strict: {nonce} sent above next {next}"
-                        );
-                        prop_assert!(
-                            waited >= GAP_WAIT_MS || self.gap_expired.contains(&nonce),
-                            "{nonce} sent above next {next} after {waited} ms"
-                        );
-                        self.gap_expired.insert(nonce);
-                    }
-                    prop_assert!(
-                        !self.sends.iter().any(|s| s.hash == hash),
-                        "the same bytes in flight twice ({nonce})"
-                    );
-                    // A replacement sent for a lost one: the relay follows the replacement.
-                    for (lost, n) in &self.lost {
-                        if *n == nonce && *lost != hash {
-                            self.given_up.insert(*lost);
-                        }
-                    }
-                    self.sends.push(InFlight {
-                        key: session_key,
-                        hash,
-                        nonce,
-                        deadline_ms,
-                    });
-                }
-                Action::Lookup { id, query, .. } => self.lookups.push((id, query)),
-                Action::Alarm(_) => {}
-                Action::Emit(metric) => {
-                    if matches!(metric.event, "tx_abandoned" | "tx_expired") {
-                        let hash = metric.fields.iter().find(|(k, _)| *k == "tx_hash");
-                        if let Some((_, v)) = hash {
-                            let mut h = [0u8; 32];
-                            let bytes = v.as_str().unwrap_or_default().trim_start_matches("0x");
-                            for (i, b) in h.iter_mut().enumerate() {
-                                *b = u8::from_str_radix(&bytes[2 * i..2 * i + 2], 16).unwrap_or(0);
-                            }
-                            self.given_up.insert(h);
-                        }
-                    }
-                    if metric.event == "gap_wait_expired" {
-                        if let Some((_, v)) = metric.fields.iter().find(|(k, _)| *k == "nonce") {
-                            self.gap_expired.insert(v.as_u64().unwrap_or(0));
-                        }
-                    }
-                }
+        self.s.run(&mut self.w);
+        if let Some(why) = self.w.broken.take() {
+            return Err(TestCaseError::fail(why));
+        }
+        for (hash, nonce) in std::mem::take(&mut self.w.new_sends) {
+            let next = self.s.nonces().0;
+            prop_assert!(next.is_some(), "a send of {nonce} on a guessed nonce");
+            let next = next.unwrap_or(0);
+            if nonce > next {
+                let waited = self
+                    .now
+                    .saturating_sub(*self.arrived.get(&hash).unwrap_or(&0));
+                prop_assert!(
+                    self.settings.pool == PoolKind::Mempool,
+                    "UPSTREAM_POOL=strict: {nonce} sent above next {next}"
+                );
+                prop_assert!(
+                    waited >= GAP_WAIT_MS || self.gap_expired.contains(&nonce),
+                    "{nonce} sent above next {next} after {waited} ms"
+                );
+                self.w.gap_expired.insert(nonce);
             }
         }
         Ok(())
@@ -337,13 +404,22 @@ impl Model {
         let ticket = Ticket(self.tickets);
         let h = hash(nonce, variant);
         self.open.insert(ticket, Some((h, u64::from(nonce))));
-        self.arrived.entry(h).or_insert(self.now);
+        let now = self.now;
+        self.arrived.entry(h).or_insert(now);
+        let method = if variant == 0 && nonce % 3 == 2 {
+            SendMethod::Sync { timeout_ms: 2_000 }
+        } else {
+            SendMethod::Plain
+        };
         let arrival = Arrival {
-            hash: h,
-            nonce: u64::from(nonce),
-            request: format!("{nonce}/{variant}").into(),
+            tx: Rc::new(SignedTx {
+                hash: h,
+                nonce: u64::from(nonce),
+                chain_id: Some(1),
+                raw: format!("{nonce}/{variant}").into_bytes(),
+                method,
+            }),
             request_id: None,
-            sync: variant == 0 && nonce % 3 == 2,
         };
         (ticket, arrival)
     }
@@ -399,14 +475,13 @@ impl Model {
         };
         self.s.sent(
             send.key,
-            send.hash,
-            send.nonce,
+            &send.tx,
             Sent {
                 class,
                 answer,
                 attempts: 1,
             },
-            self.now,
+            self.w.now,
         );
         Ok(())
     }
@@ -429,14 +504,13 @@ impl Model {
             let send = self.sends.remove(i);
             self.s.sent(
                 send.key,
-                send.hash,
-                send.nonce,
+                &send.tx,
                 Sent {
                     class: AnswerClass::Unavailable,
                     answer: Answer::error(&RpcError::new(-32002, "upstream did not answer")),
                     attempts: 1,
                 },
-                self.now,
+                self.w.now,
             );
             self.drain()?;
         }
@@ -453,7 +527,7 @@ impl Model {
         let outcome = if truthful {
             Ok(self.chain.found(&query))
         } else {
-            Err("connection refused".into())
+            Err(LookupError::Unavailable("connection refused".into()))
         };
         self.s.looked_up(id, outcome, self.now);
     }
@@ -470,10 +544,14 @@ impl Model {
         self.arrived.clear();
         let mut s = Sender::new(self.settings);
         s.set_address("0xabc");
-        let rows: Vec<(TxHash, u64, u64)> = self
+        let rows: Vec<StoredTx> = self
             .rows
             .values()
-            .map(|r| (r.hash, r.nonce, r.at_ms))
+            .map(|r| StoredTx {
+                hash: r.tx.hash,
+                nonce: r.tx.nonce,
+                at_ms: r.at_ms,
+            })
             .collect();
         s.restore(self.genesis.clone(), &rows, self.now);
         self.s = s;

@@ -6,16 +6,17 @@ use crate::config::Config;
 use crate::edge::rotation::HttpUpstream;
 use crate::edge::runtime::{emit, now_ms, whole_text};
 use crate::metrics::Metric;
-use crate::platform::Platform;
+use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::relay::{wire, Backend, ObjectError};
 use crate::transaction::TxHash;
+use crate::upstream::Platform;
 use crate::upstream::{Route, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
 use worker::js_sys::{Function, Object, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{Env, Headers, Method, Request, RequestInit};
+use worker::{Env, Headers, Method, Request, RequestInit, Response};
 
 /// The Durable Object namespace binding (wrangler.toml `[[durable_objects.bindings]]`).
 pub const SENDER_LOCK_BINDING: &str = "SENDER_LOCK";
@@ -151,12 +152,11 @@ fn object_error(error: worker::Error) -> ObjectError {
     }
 }
 
-/// Calls `sender`'s Durable Object on a new stub: `method` on `path` (see [`wire`]) with an
-/// optional body; returns the answer's text (`None` for HTTP 404).
+/// Calls `sender`'s Durable Object on a new stub: `method` on `path` (see [`wire`]); returns the
+/// answer's text, `None` for HTTP 404 (the object knows nothing of what was asked).
 ///
 /// # Errors
-/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::SUPERSEDED_HEADER`]
-/// (an instance replaced by a newer one) is retryable; any other status than 200 and 404 fails.
+/// As [`call_object`], but for HTTP 404.
 pub async fn call_object_or_missing(
     env: &Env,
     sender: &Address,
@@ -164,9 +164,10 @@ pub async fn call_object_or_missing(
     path: &str,
     headers: Headers,
 ) -> Result<Option<String>, ObjectError> {
-    match call_object(env, sender, method, path, None, headers).await {
-        Err(ObjectError::Failed(why)) if why.ends_with("HTTP 404") => Ok(None),
-        other => other.map(Some),
+    let response = request_object(env, sender, method, path, None, headers).await?;
+    match response.status_code() {
+        404 => Ok(None),
+        _ => answer_text(response).await.map(Some),
     }
 }
 
@@ -174,8 +175,9 @@ pub async fn call_object_or_missing(
 /// optional body; returns the answer's text.
 ///
 /// # Errors
-/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with [`wire::SUPERSEDED_HEADER`]
-/// (an instance replaced by a newer one) is retryable; any other status than 200 fails.
+/// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with
+/// [`wire::SUPERSEDED_HEADER`] (an instance a newer one superseded) is retryable; any other
+/// status than 200 fails.
 pub async fn call_object(
     env: &Env,
     sender: &Address,
@@ -184,6 +186,32 @@ pub async fn call_object(
     body: Option<String>,
     headers: Headers,
 ) -> Result<String, ObjectError> {
+    let response = request_object(env, sender, method, path, body, headers).await?;
+    answer_text(response).await
+}
+
+/// The text of an object's HTTP 200; its status as the error otherwise.
+async fn answer_text(response: Response) -> Result<String, ObjectError> {
+    match response.status_code() {
+        200 => whole_text(&response.into())
+            .await
+            .map_err(|e| ObjectError::Failed(format!("{e:?}"))),
+        status => Err(ObjectError::Failed(format!(
+            "Durable Object answered HTTP {status}"
+        ))),
+    }
+}
+
+/// The object's answer to one request on a new stub; a superseded instance's HTTP 503 is
+/// [`ObjectError::Retryable`].
+async fn request_object(
+    env: &Env,
+    sender: &Address,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    headers: Headers,
+) -> Result<Response, ObjectError> {
     let failed = |e: worker::Error| ObjectError::Failed(e.to_string());
     let stub = env
         .durable_object(SENDER_LOCK_BINDING)
@@ -203,23 +231,17 @@ pub async fn call_object(
         .fetch_with_request(request)
         .await
         .map_err(object_error)?;
-    match response.status_code() {
-        200 => whole_text(&response.into())
-            .await
-            .map_err(|e| ObjectError::Failed(format!("{e:?}"))),
-        503 if response
+    let superseded = response.status_code() == 503
+        && response
             .headers()
             .has(wire::SUPERSEDED_HEADER)
-            .unwrap_or(false) =>
-        {
-            Err(ObjectError::Retryable(
-                "the Durable Object instance was superseded".into(),
-            ))
-        }
-        status => Err(ObjectError::Failed(format!(
-            "Durable Object answered HTTP {status}"
-        ))),
+            .unwrap_or(false);
+    if superseded {
+        return Err(ObjectError::Retryable(
+            "the Durable Object instance was superseded".into(),
+        ));
     }
+    Ok(response)
 }
 
 impl Platform for WorkerBackend<'_> {
@@ -253,9 +275,9 @@ impl Backend for WorkerBackend<'_> {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[wire::SendMember<'_>],
+        txs: &[SignedTx],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
-        let body = wire::encode_send(txs.iter().copied());
+        let body = wire::encode_send(txs);
         let text = call_object(
             self.env,
             sender,
@@ -265,7 +287,7 @@ impl Backend for WorkerBackend<'_> {
             self.headers()?,
         )
         .await?;
-        wire::decode_answers(&text, txs.len()).map_err(ObjectError::Failed)
+        wire::decode_answers(&text, txs.len()).map_err(|e| ObjectError::Failed(e.to_string()))
     }
 
     async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool {

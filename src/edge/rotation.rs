@@ -5,7 +5,8 @@
 //!
 //! - Before an upstream is used its `eth_chainId` is asked (in the background, once; again after a
 //!   cool-down when it could not answer): on another chain than `CHAIN_ID` (or, unset, than the
-//!   most preferred upstream that answered) it is never used, and an `upstream_excluded` line
+//!   most preferred upstream that answered, which names the isolate's chain id,
+//!   [`crate::chain_id::ChainIdCache::learn`]) it is never used, and an `upstream_excluded` line
 //!   says why.
 //! - Where a request goes is its [`Route`], decided from what the relay parsed (never from the
 //!   text that goes out):
@@ -30,13 +31,13 @@
 
 use crate::config::Config;
 use crate::edge::http::post_url;
-use crate::edge::runtime::{emit, now_ms};
+use crate::edge::runtime::{chain_ids, emit, now_ms};
 use crate::metrics::Metric;
 use crate::ordering::sender::PoolKind;
-use crate::platform::Platform;
 use crate::upstream::merge;
 use crate::upstream::rotation::{judge, Attempt, AttemptKind, Rotation, HEDGE_MAX_MS};
 use crate::upstream::route::Read;
+use crate::upstream::Platform;
 use crate::upstream::{classify, may_have_arrived, Route, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -57,8 +58,6 @@ struct State {
     rotation: Option<Rotation>,
     /// Since when each upstream's chain check runs, Unix ms (0: none).
     checking: Vec<u64>,
-    /// The chain id the upstreams must serve, once known.
-    chain_id: Option<u64>,
 }
 
 thread_local! {
@@ -72,7 +71,6 @@ fn with<R>(config: &Config, f: impl FnOnce(&mut State) -> R) -> R {
         if s.rotation.as_ref().is_none_or(|p| p.len() != n) {
             s.rotation = Some(Rotation::new(n));
             s.checking = vec![0; n];
-            s.chain_id = config.chain_id;
         }
         f(&mut s)
     })
@@ -164,9 +162,8 @@ async fn check_chain(config: &Config, env: &Env, index: usize) {
         // more preferred one still being asked is waited for.
         let until = now_ms().saturating_add(CHECK_TIMEOUT_MS);
         while now_ms() < until
-            && with(config, |s| {
-                s.chain_id.is_none() && s.checking[..index].iter().any(|&t| t != 0)
-            })
+            && chain_ids().known().is_none()
+            && with(config, |s| s.checking[..index].iter().any(|&t| t != 0))
         {
             Delay::from(Duration::from_millis(CHECK_POLL_MS)).await;
         }
@@ -174,7 +171,7 @@ async fn check_chain(config: &Config, env: &Env, index: usize) {
     let excluded = with(config, |s| {
         s.checking[index] = 0;
         let id = id?;
-        let want = *s.chain_id.get_or_insert(id);
+        let want = config.chain_id.unwrap_or_else(|| chain_ids().learn(id));
         let pool = s.rotation.as_mut().expect("made by with");
         if id == want {
             pool.checked(index);
@@ -242,7 +239,7 @@ pub async fn post_pooled(
         }
         Route::Read(Read::Once) => once(order[0]).await,
         Route::Send => {
-            let chain_id = with(config, |s| s.chain_id);
+            let chain_id = config.chain_id.or_else(|| chain_ids().known());
             let hedge_ms = match config.pool_kind_for(chain_id) {
                 // A strict upstream charges for a copy it already has: a send moves on only on
                 // failure.

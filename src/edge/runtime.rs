@@ -1,11 +1,23 @@
 //! What the Worker and the Durable Object share on the platform: the settings from the
 //! environment, the clock, and metrics as log lines and Analytics Engine data points.
 
+use crate::chain_id::ChainIdCache;
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metric;
+use std::rc::Rc;
 use worker::wasm_bindgen::JsValue;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_log, web_sys, AnalyticsEngineDataPointBuilder, Env};
+
+thread_local! {
+    /// The chain id learned from the upstreams, for this isolate's lifetime.
+    static CHAIN_IDS: Rc<ChainIdCache> = Rc::new(ChainIdCache::new());
+}
+
+/// The isolate's chain id, as the relay and the rotation's chain checks learn it.
+pub fn chain_ids() -> Rc<ChainIdCache> {
+    CHAIN_IDS.with(Rc::clone)
+}
 
 /// The Analytics Engine dataset binding for metrics (optional).
 pub const METRICS_BINDING: &str = "METRICS";

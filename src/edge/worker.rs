@@ -8,10 +8,9 @@
 
 use crate::access::request_id::{self, request_id};
 use crate::admin;
-use crate::chain_id::ChainIdCache;
 use crate::config::{Config, ConfigError};
 use crate::edge::backend::{call_object, WorkerBackend};
-use crate::edge::runtime::config_from_env;
+use crate::edge::runtime::{chain_ids, config_from_env};
 use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
 use crate::relay::{status, wire, Backend, Relay};
@@ -21,8 +20,6 @@ use std::rc::Rc;
 use worker::{console_log, event, Context, Env, Headers, Method, Request, Response};
 
 thread_local! {
-    /// The chain id learned from the upstream, for this isolate's lifetime.
-    static CHAIN_IDS: Rc<ChainIdCache> = Rc::new(ChainIdCache::new());
     /// The settings, read by the isolate's first request: vars and secrets do not change during
     /// an isolate's life (the Durable Object reads them once too).
     static CONFIG: OnceCell<Rc<Result<Config, ConfigError>>> = const { OnceCell::new() };
@@ -141,7 +138,7 @@ async fn tx_status(
     if backend.over_rate_limit(0, 1).await {
         return rate_limited(config);
     }
-    let chain_ids = CHAIN_IDS.with(Rc::clone);
+    let chain_ids = chain_ids();
     let (code, body) = Relay::new(config, &backend, &chain_ids)
         .tx_status(&hash, sender)
         .await;
@@ -178,7 +175,7 @@ async fn handle_rpc(
     {
         backend.test_fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;
     }
-    let chain_ids = CHAIN_IDS.with(Rc::clone);
+    let chain_ids = chain_ids();
     let reply = Relay::new(config, &backend, &chain_ids).handle(&body).await;
     let response = match reply.body {
         Some(body) => json_response(reply.status, body)?,
@@ -217,7 +214,7 @@ async fn websocket_upgrade(
     websocket::upgrade(
         env.clone(),
         Rc::new(config.clone()),
-        CHAIN_IDS.with(Rc::clone),
+        chain_ids(),
         id.to_string(),
         client_ip(req),
     )

@@ -1,9 +1,14 @@
 //! The per-sender sequencer (pure, tested natively). [`sender`] is one sender's whole lock
-//! lifecycle as one clock-free state machine (admission, the nonce-ordered queue and its grant,
+//! lifecycle as one clock-free state machine (admission, the nonce-ordered [`queue`] and its grant,
 //! the holder's send and release, lookups, force release and restart recovery) that its Durable
 //! Object drives; [`answer`] classes the upstream's answers and their effect on the next nonce;
-//! [`accepted`] keeps the transactions the upstream took, by hash and nonce.
+//! [`accepted`] keeps the transactions the upstream took, by hash and nonce; [`tx`] is the one
+//! transaction type that travels from the Worker to the upstream; [`identifier`] names the
+//! machine's ids.
 
 pub mod accepted;
 pub mod answer;
+pub mod identifier;
+pub mod queue;
 pub mod sender;
+pub mod tx;

@@ -11,7 +11,7 @@
 //!   the upstream.
 //! - `eth_getTransactionCount(address, "pending")`: answered by the sender's object: the
 //!   upstream's count raised past the transactions the object accepted that the upstream still
-//!   holds ([`send`]); the upstream's own answer when the object can't be reached.
+//!   holds ([`pending`]); the upstream's own answer when the object can't be reached.
 //! - Methods refused by the method policy ([`crate::access::methods`]) get -32601 and go nowhere.
 //! - Every other method goes to the upstream unchanged and its answer comes back unchanged (no
 //!   retries: it may not be idempotent).
@@ -21,10 +21,11 @@
 //! The platform's part (HTTP to the upstream, the Durable Object stub, logging) is the
 //! [`Backend`] trait, implemented by the Worker adapter.
 
+pub mod pending;
+pub mod receipt;
 pub mod send;
 pub mod socket;
 pub mod status;
-pub mod sync;
 pub mod wire;
 
 use crate::access::rate_limit;
@@ -33,8 +34,9 @@ use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
 use crate::jsonrpc::{self, Incoming, Request, RpcError};
 use crate::metrics::Metric;
-use crate::platform::Platform;
-use crate::transaction::{self, Transaction, TxHash};
+use crate::ordering::tx::{self, SignedTx, SyncTimeouts};
+use crate::transaction::{self, TxHash};
+use crate::upstream::Platform;
 use crate::upstream::{error_metric, Route};
 use crate::websocket::is_subscription;
 use futures_util::future::join_all;
@@ -87,7 +89,7 @@ pub trait Backend: Platform {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[wire::SendMember<'_>],
+        txs: &[SignedTx],
     ) -> Result<Vec<wire::WireAnswer>, ObjectError>;
 
     /// Counts a body's requests against the client's rate limits: `sends` against the
@@ -138,13 +140,20 @@ enum Plan {
     Proxy(Request),
     /// `eth_subscribe` / `eth_unsubscribe` on a WebSocket: the connection's own.
     Subscription(Request),
-    Send(Request, Transaction, sync::SendKind),
+    Send(Address, Member),
     PendingCount(Request, Address),
 }
 
-/// One transaction of a request for its sender: its index in the request, the request, the
-/// decoded transaction and how it was sent.
-pub(crate) type Member = (usize, Request, Transaction, sync::SendKind);
+/// One transaction of a request for its sender: where it is in the request, the id its answer
+/// carries, and the transaction.
+pub(crate) struct Member {
+    /// Its index in the request (a batch's position).
+    index: usize,
+    /// The id to answer with.
+    id: serde_json::Value,
+    /// The transaction.
+    tx: SignedTx,
+}
 
 impl<'a, B: Backend> Relay<'a, B> {
     /// A relay over `backend`; `chain_ids` holds the upstream's `eth_chainId` for the isolate
@@ -197,7 +206,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             };
         }
         match parsed {
-            Err(error) => reply((Some(error), None)),
+            Err(error) => reply((Some(error.response()), None)),
             Ok(Incoming::Single(entry)) => {
                 let notification = entry.as_ref().is_ok_and(|r| r.id.is_none());
                 let (answers, retry_after_s) = self.answer_all(vec![entry], subscriptions).await;
@@ -231,7 +240,7 @@ impl<'a, B: Backend> Relay<'a, B> {
     ) -> (Vec<String>, Option<u64>) {
         let needs_chain_id = entries
             .iter()
-            .any(|e| e.as_ref().is_ok_and(|r| sync::is_send(&r.method)));
+            .any(|e| e.as_ref().is_ok_and(|r| jsonrpc::is_send(&r.method)));
         let chain_id = if needs_chain_id {
             self.chain_id().await
         } else {
@@ -243,7 +252,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         let plans: Vec<Plan> = entries
             .into_iter()
             .map(|entry| match entry {
-                Err(error) => Plan::Done(error),
+                Err(error) => Plan::Done(error.response()),
                 Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(
                     RpcError::new(
                         jsonrpc::METHOD_NOT_FOUND,
@@ -254,8 +263,9 @@ impl<'a, B: Backend> Relay<'a, B> {
                 Ok(req) if subscriptions.is_some() && is_subscription(&req.method) => {
                     Plan::Subscription(req)
                 }
-                Ok(req) if !sync::is_send(&req.method) => {
-                    match send::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
+                Ok(req) if !jsonrpc::is_send(&req.method) => {
+                    match pending::pending_count_of(&req)
+                        .filter(|_| self.config.enable_nonce_ordering)
                     {
                         Some(address) => Plan::PendingCount(req, address),
                         None => Plan::Proxy(req),
@@ -265,7 +275,14 @@ impl<'a, B: Backend> Relay<'a, B> {
                     .clone()
                     .and_then(|chain_id| self.check(&req, chain_id))
                 {
-                    Ok((tx, kind)) => Plan::Send(req, tx, kind),
+                    Ok((sender, tx)) => Plan::Send(
+                        sender,
+                        Member {
+                            index: 0,
+                            id: req.response_id(),
+                            tx,
+                        },
+                    ),
                     Err(error) => Plan::Done(error.response(&req.response_id())),
                 },
             })
@@ -284,12 +301,12 @@ impl<'a, B: Backend> Relay<'a, B> {
                 Plan::Proxy(req) => proxied.push((i, req)),
                 Plan::Subscription(req) => subscribed.push((i, req)),
                 Plan::PendingCount(req, address) => counts.push((i, req, address)),
-                Plan::Send(req, tx, kind) => {
-                    let list = by_sender.entry(tx.sender).or_default();
+                Plan::Send(sender, member) => {
+                    let list = by_sender.entry(sender).or_default();
                     if list.is_empty() {
-                        sender_order.push(tx.sender);
+                        sender_order.push(sender);
                     }
-                    list.push((i, req, tx, kind));
+                    list.push(Member { index: i, ..member });
                 }
             }
         }
@@ -322,6 +339,49 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
         let texts = answers.into_iter().map(Option::unwrap_or_default).collect();
         (texts, retry_after_s)
+    }
+
+    /// Makes a call to `sender`'s object with `call`, again on a new stub (each call gets one)
+    /// while the error is [`ObjectError::Retryable`], with the upstream retries' backoff, within
+    /// `LOCK_MAX_HOLD_MS`. Each error is counted and logged by name (`object_error`, label
+    /// `retryable`, `overloaded` or `failed`).
+    async fn retry_object_call<T, F, Fut>(
+        &self,
+        sender: &Address,
+        call: F,
+    ) -> Result<T, ObjectError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ObjectError>>,
+    {
+        let deadline_ms = self
+            .backend
+            .now_ms()
+            .saturating_add(self.config.lock_max_hold_ms);
+        let policy = self.config.retry_policy();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let error = match call().await {
+                Ok(answer) => return Ok(answer),
+                Err(error) => error,
+            };
+            self.backend.emit(
+                &Metric::new("object_error", sender.to_string(), error.label())
+                    .value("count", 1.0)
+                    .field("attempt", attempts)
+                    .field("error", self.config.redact(error.why())),
+            );
+            let ObjectError::Retryable(_) = error else {
+                return Err(error);
+            };
+            let now = self.backend.now_ms();
+            let jitter = self.backend.random();
+            match policy.next_retry(attempts, jitter, now, deadline_ms, None) {
+                Some(delay_ms) => self.backend.sleep(delay_ms).await,
+                None => return Err(error),
+            }
+        }
     }
 
     /// The chain id transactions must carry: `CHAIN_ID`, or the upstream's `eth_chainId` learned
@@ -371,15 +431,15 @@ impl<'a, B: Backend> Relay<'a, B> {
         })
     }
 
-    /// Decodes and checks a send request (any of [`sync::is_send`]) against the chain id policy
+    /// Decodes and checks a send request (any of [`jsonrpc::is_send`]) against the chain id policy
     /// and the rules of `HARDFORK` ([`crate::hardfork`]; a transaction that breaks them is
     /// refused -32000 with geth's message and a `tx_refused` metric, never sent).
-    fn check(
-        &self,
-        req: &Request,
-        chain_id: u64,
-    ) -> Result<(Transaction, sync::SendKind), RpcError> {
-        let (raw, kind) = sync::send_params(req, self.config)?;
+    fn check(&self, req: &Request, chain_id: u64) -> Result<(Address, SignedTx), RpcError> {
+        let timeouts = SyncTimeouts {
+            default_ms: self.config.sync_timeout_ms,
+            max_ms: self.config.sync_timeout_max_ms,
+        };
+        let (raw, method) = tx::send_params(req, timeouts)?;
         let tx = transaction::decode(&raw)
             .map_err(|e| RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {e}")))?;
         match tx.chain_id {
@@ -401,7 +461,16 @@ impl<'a, B: Backend> Relay<'a, B> {
                     );
                     Err(RpcError::new(jsonrpc::INVALID_INPUT, broken.to_string()))
                 }
-                _ => Ok((tx, kind)),
+                _ => Ok((
+                    tx.sender,
+                    SignedTx {
+                        hash: tx.hash,
+                        nonce: tx.nonce,
+                        chain_id: tx.chain_id,
+                        raw,
+                        method,
+                    },
+                )),
             },
         }
     }

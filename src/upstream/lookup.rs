@@ -11,12 +11,51 @@
 //! member instead.
 
 use crate::hex;
-use crate::ordering::sender::{Found, Outcome, Query, Seen};
-use crate::platform::Platform;
-use crate::upstream::post_retried;
-use crate::upstream::retry::RetryPolicy;
+use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
+use crate::upstream::retry::{self, RetryPolicy};
+use crate::upstream::Platform;
+use crate::upstream::{Route, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
+
+/// POSTs `body`, a question of the relay's own ([`Route::Own`]), until the upstream gives an
+/// answer worth keeping, by `deadline_ms` (Unix ms): a lost connection, a timeout, a non-JSON body
+/// or HTTP 429/502/503/504 is tried again after the [`RetryPolicy`]'s backoff (or the upstream's
+/// `Retry-After`). For reads whose repetition is harmless (lookups); a transaction goes through
+/// [`crate::upstream::submit::submit`].
+///
+/// # Errors
+/// The last [`UpstreamError`] when no usable answer came by the deadline.
+pub async fn post_retried<U: Platform + ?Sized>(
+    upstream: &U,
+    body: &str,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        let reply = upstream.post(body, Route::Own, timeout_ms).await;
+        let retry_after_ms = match &reply {
+            Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
+            Ok(_) => return reply,
+            Err(UpstreamError::TooLarge(_)) => return reply,
+            Err(e) => e.retry_after_ms(),
+        };
+        let now = upstream.now_ms();
+        let jitter = upstream.random();
+        match policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms) {
+            Some(delay_ms) => upstream.sleep(delay_ms).await,
+            None => {
+                return match reply {
+                    Ok(r) => Err(UpstreamError::Status(r.status, r.retry_after_ms)),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+}
 
 const PENDING: u64 = 1;
 const LATEST: u64 = 2;
@@ -153,7 +192,7 @@ pub async fn look_up<U: Platform + ?Sized>(
 ) -> Outcome {
     let reply = post_retried(upstream, &batch(sender, query), policy, deadline_ms)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| LookupError::Unavailable(e.to_string()))?;
     if let Some(found) = parse(query, &reply.body) {
         return Ok(found);
     }
@@ -177,7 +216,7 @@ pub async fn look_up<U: Platform + ?Sized>(
         }
     }
     match last_error {
-        Some(why) if found == Found::default() => Err(why),
+        Some(why) if found == Found::default() => Err(LookupError::Unavailable(why)),
         _ => Ok(found),
     }
 }

@@ -1,5 +1,5 @@
 //! The upstream node as the pure core sees it: one HTTP answer ([`UpstreamReply`]) or the reason
-//! there was none ([`UpstreamError`]), posted through the [`crate::platform::Platform`] (HTTP over
+//! there was none ([`UpstreamError`]), posted through the [`Platform`] (the whole platform: the upstream, a timer, the clock, randomness, metrics) (HTTP over
 //! `fetch` in `edge/http.rs`; scripted peers in the native tests). [`submit`] sends one
 //! transaction until it has a final answer, within the [`retry`] budget; [`lookup`] asks about a
 //! sender in one batch; [`route`] and [`rotation`] decide which of several upstreams a request
@@ -7,16 +7,17 @@
 
 pub mod lookup;
 pub mod merge;
+pub mod platform;
 pub mod retry;
 pub mod rotation;
 pub mod route;
 pub mod submit;
 
+pub use platform::Platform;
+
 use crate::jsonrpc::{self, Answer, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::answer::{classify_message, AnswerClass};
-use crate::platform::Platform;
-use retry::RetryPolicy;
 pub use route::Route;
 use std::fmt;
 
@@ -180,45 +181,6 @@ fn refused(why: &str) -> bool {
     ["econnrefused", "connection refused", "enotfound", "dns"]
         .iter()
         .any(|p| why.contains(p))
-}
-
-/// POSTs `body`, a question of the relay's own ([`Route::Own`]), until the upstream gives an
-/// answer worth keeping, by `deadline_ms` (Unix ms): a lost connection, a timeout, a non-JSON body
-/// or HTTP 429/502/503/504 is tried again after the [`RetryPolicy`]'s backoff (or the upstream's
-/// `Retry-After`). For reads whose repetition is harmless (lookups); a transaction goes through
-/// [`submit::submit`].
-///
-/// # Errors
-/// The last [`UpstreamError`] when no usable answer came by the deadline.
-pub async fn post_retried<U: Platform + ?Sized>(
-    upstream: &U,
-    body: &str,
-    policy: &RetryPolicy,
-    deadline_ms: u64,
-) -> Result<UpstreamReply, UpstreamError> {
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(body, Route::Own, timeout_ms).await;
-        let retry_after_ms = match &reply {
-            Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
-            Ok(_) => return reply,
-            Err(UpstreamError::TooLarge(_)) => return reply,
-            Err(e) => e.retry_after_ms(),
-        };
-        let now = upstream.now_ms();
-        let jitter = upstream.random();
-        match policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms) {
-            Some(delay_ms) => upstream.sleep(delay_ms).await,
-            None => {
-                return match reply {
-                    Ok(r) => Err(UpstreamError::Status(r.status, r.retry_after_ms)),
-                    Err(e) => Err(e),
-                }
-            }
-        }
-    }
 }
 
 /// The class of the upstream's answer to one `eth_sendRawTransaction` ([`AnswerClass`]), with the

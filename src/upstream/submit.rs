@@ -22,69 +22,46 @@ use crate::hex;
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::answer::AnswerClass;
-use crate::ordering::sender::PoolKind;
-use crate::platform::Platform;
+use crate::ordering::sender::{PoolKind, Sent};
+use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
+use crate::upstream::lookup::post_retried;
 use crate::upstream::retry::RetryPolicy;
-use crate::upstream::{
-    classify, error_metric, may_have_arrived, post_retried, Route, UpstreamError,
-};
+use crate::upstream::Platform;
+use crate::upstream::{classify, error_metric, may_have_arrived, Route, UpstreamError};
 use serde_json::Value;
 
 /// The method whose answers [`submit`] classifies.
 const METHOD: &str = "eth_sendRawTransaction";
 
-/// The transaction being sent, for the lookup by hash and for metrics.
-#[derive(Debug, Clone, Copy)]
-pub struct Sending<'a> {
-    /// The transaction hash.
-    pub hash: &'a TxHash,
-    /// Its nonce.
-    pub nonce: u64,
-    /// The sender, lowercase 0x hex (metrics only).
-    pub sender: &'a str,
-    /// What the upstream does with a copy of a transaction it took (`UPSTREAM_POOL`): under
-    /// [`PoolKind::Strict`] a send that may have arrived is looked up before it is sent again.
-    pub pool: PoolKind,
-}
-
-/// The final answer to one transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Submission {
-    /// What the answer means (after the lookup by hash).
-    pub class: AnswerClass,
-    /// What the client gets: the upstream's `result` or `error`, the hash for an already-known
-    /// transaction, or the relay's -32002/-32603 error when there was no usable answer.
-    pub answer: Answer,
-    /// How many times the request was sent.
-    pub attempts: u32,
-}
-
-/// Sends `request` (one `eth_sendRawTransaction` request text) until it has a final answer, by
-/// `deadline_ms` (Unix ms). See the module documentation. Emits a `tx_retried` metric for each
+/// Sends `tx` ([`SignedTx::request`]) for `sender` (lowercase 0x hex, for metrics) until it has
+/// a final answer, by `deadline_ms` (Unix ms); `pool` says what the upstream does with a copy of
+/// a transaction it took (see the module documentation). Emits a `tx_retried` metric for each
 /// retry, a `tx_outcome_unknown` one when a nonce refusal follows a send that may have arrived
 /// and the upstream does not have the transaction, and an `upstream_error` one when the upstream
 /// could not be used at the end.
-pub async fn submit<U: Platform + ?Sized>(
-    upstream: &U,
-    request: &str,
-    tx: Sending<'_>,
+pub async fn submit<P: Platform + ?Sized>(
+    upstream: &P,
+    tx: &SignedTx,
+    sender: &str,
+    pool: PoolKind,
     policy: &RetryPolicy,
     deadline_ms: u64,
-) -> Submission {
+) -> Sent {
+    let request = tx.request();
     let mut attempts = 0;
     // Whether a send so far may have reached the node although its answer was lost.
     let mut maybe_in = false;
     let (mut class, answer, failure) = loop {
         if maybe_in
-            && tx.pool == PoolKind::Strict
-            && known_by_hash(upstream, tx.hash, policy, deadline_ms).await
+            && pool == PoolKind::Strict
+            && known_by_hash(upstream, &tx.hash, policy, deadline_ms).await
         {
             break (AnswerClass::AlreadyKnown, None, None);
         }
         attempts += 1;
         let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(request, Route::Send, timeout_ms).await;
+        let reply = upstream.post(&request, Route::Send, timeout_ms).await;
         let (class, answer) = classify(&reply);
         if class.retryable() {
             maybe_in |= may_have_arrived(&reply);
@@ -104,11 +81,11 @@ pub async fn submit<U: Platform + ?Sized>(
                     Ok(_) => class.label().to_string(),
                 };
                 upstream.emit(
-                    &Metric::new("tx_retried", tx.sender, why)
+                    &Metric::new("tx_retried", sender, why)
                         .value("attempt", f64::from(attempts))
                         .value("delay_ms", delay_ms as f64)
                         .field("nonce", tx.nonce)
-                        .field("tx_hash", hex::encode(tx.hash)),
+                        .field("tx_hash", hex::encode(&tx.hash)),
                 );
                 upstream.sleep(delay_ms).await;
                 continue;
@@ -118,22 +95,22 @@ pub async fn submit<U: Platform + ?Sized>(
     };
     let mut unknown = false;
     if class.check_by_hash() {
-        if known_by_hash(upstream, tx.hash, policy, deadline_ms).await {
+        if known_by_hash(upstream, &tx.hash, policy, deadline_ms).await {
             class = AnswerClass::AlreadyKnown;
         } else if maybe_in {
             upstream.emit(
-                &Metric::new("tx_outcome_unknown", tx.sender, class.label())
+                &Metric::new("tx_outcome_unknown", sender, class.label())
                     .value("count", 1.0)
                     .field("nonce", tx.nonce)
-                    .field("tx_hash", hex::encode(tx.hash)),
+                    .field("tx_hash", hex::encode(&tx.hash)),
             );
             class = AnswerClass::Unavailable;
             unknown = true;
         }
     }
     let answer = match (class, answer, failure) {
-        (AnswerClass::AlreadyKnown, _, _) => Answer::hash(tx.hash),
-        _ if unknown => outcome_unknown(tx.hash),
+        (AnswerClass::AlreadyKnown, _, _) => Answer::hash(&tx.hash),
+        _ if unknown => outcome_unknown(&tx.hash),
         (_, Some(answer), _) => answer,
         (_, None, Some(error)) => {
             upstream.emit(&error_metric(METHOD, &error).field("attempts", attempts));
@@ -141,7 +118,7 @@ pub async fn submit<U: Platform + ?Sized>(
         }
         (_, None, None) => Answer::error(&UpstreamError::Invalid.to_rpc()),
     };
-    Submission {
+    Sent {
         class,
         answer,
         attempts,
@@ -185,6 +162,8 @@ pub async fn known_by_hash<U: Platform + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ordering::tx::SendMethod;
+    use crate::transaction::TxHash;
     use crate::upstream::UpstreamReply;
     use std::cell::{Cell, RefCell};
     use std::collections::VecDeque;
@@ -250,14 +229,21 @@ mod tests {
         attempt_timeout_ms: 60_000,
     };
     const HASH: TxHash = [0xab; 32];
-    const TX: Sending = Sending {
-        hash: &HASH,
-        nonce: 4,
-        sender: "0xsender",
-        pool: PoolKind::Mempool,
-    };
+
+    /// The transaction the tests send: its request is [`REQUEST`].
+    fn signed() -> SignedTx {
+        SignedTx {
+            hash: HASH,
+            nonce: 4,
+            chain_id: Some(1),
+            raw: vec![0x02],
+            method: SendMethod::Plain,
+        }
+    }
+    const SENDER: &str = "0xsender";
+    const MEMPOOL: PoolKind = PoolKind::Mempool;
     const REQUEST: &str =
-        r#"{"jsonrpc":"2.0","id":9,"method":"eth_sendRawTransaction","params":["0x02"]}"#;
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x02"]}"#;
 
     fn ok(body: &str) -> Result<UpstreamReply, UpstreamError> {
         Ok(UpstreamReply::ok(body))
@@ -293,7 +279,7 @@ mod tests {
             ],
             vec![],
         );
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!(s.class, AnswerClass::Accepted);
         assert_eq!(s.answer, Answer::Result("\"0xabab\"".into()));
         assert_eq!(s.attempts, 3);
@@ -324,7 +310,7 @@ mod tests {
         }));
         sends.push(ok(r#"{"id":9,"result":"0xabab"}"#));
         let up = upstream(sends, vec![]);
-        let s = run(submit(&up, REQUEST, TX, &policy, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &policy, 30_000));
         assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 14));
         let delays: Vec<f64> = up
             .metrics
@@ -341,7 +327,7 @@ mod tests {
         assert_eq!(delays[12], 3_000.0, "Retry-After waited out");
         // An upstream down for good: the last error at the deadline, about a retry a second.
         let up = upstream((0..40).map(|_| lost()).collect(), vec![]);
-        let s = run(submit(&up, REQUEST, TX, &policy, 10_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &policy, 10_000));
         assert_eq!(s.class, AnswerClass::Unavailable);
         assert!(
             (12..=16).contains(&s.attempts),
@@ -354,7 +340,7 @@ mod tests {
     #[test]
     fn the_budget_ends_with_the_last_error() {
         let up = upstream(vec![lost(), lost(), lost(), lost()], vec![]);
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!((s.class, s.attempts), (AnswerClass::Unavailable, 4));
         assert_eq!(s.answer.error_parts().unwrap().0, -32002);
         assert!(up
@@ -369,9 +355,15 @@ mod tests {
             ..POLICY
         };
         let up = upstream(vec![lost()], vec![]);
-        assert_eq!(run(submit(&up, REQUEST, TX, &none, 30_000)).attempts, 1);
+        assert_eq!(
+            run(submit(&up, &signed(), SENDER, MEMPOOL, &none, 30_000)).attempts,
+            1
+        );
         let up = upstream(vec![lost()], vec![]);
-        assert_eq!(run(submit(&up, REQUEST, TX, &POLICY, 60)).attempts, 1);
+        assert_eq!(
+            run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 60)).attempts,
+            1
+        );
         assert_eq!(
             up.posts.borrow()[0].1,
             60,
@@ -382,7 +374,7 @@ mod tests {
     #[test]
     fn already_known_is_the_hash() {
         let up = upstream(vec![error("already known")], vec![]);
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!(
             (s.class, s.answer),
             (AnswerClass::AlreadyKnown, Answer::hash(&HASH))
@@ -399,7 +391,7 @@ mod tests {
                 ok(r#"{"id":1,"result":{"hash":"0xabab","blockNumber":null}}"#),
             ],
         );
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!(
             (s.class, s.answer),
             (AnswerClass::AlreadyKnown, Answer::hash(&HASH))
@@ -409,7 +401,7 @@ mod tests {
             vec![error("nonce too low")],
             vec![ok(r#"{"id":1,"result":null}"#)],
         );
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!(s.class, AnswerClass::NonceTooLow);
         assert_eq!(s.answer.error_parts().unwrap().1, "nonce too low");
     }
@@ -420,7 +412,7 @@ mod tests {
             vec![error("insufficient funds for gas * price + value")],
             vec![],
         );
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!((s.class, s.attempts), (AnswerClass::Rejected, 1));
         assert!(up.posts.borrow().len() == 1 && up.metrics.borrow().is_empty());
     }
@@ -452,7 +444,7 @@ mod tests {
             vec![lost(), error("nonce too low: next nonce 22, tx nonce 21")],
             vec![missing()],
         );
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!(s.class, AnswerClass::Unavailable, "unknown, not refused");
         let (code, message) = s.answer.error_parts().unwrap();
         assert_eq!(code, RESOURCE_UNAVAILABLE);
@@ -469,20 +461,23 @@ mod tests {
             ))
         };
         let up = upstream(vec![refused(), error("nonce too low")], vec![missing()]);
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!(s.class, AnswerClass::NonceTooLow);
         assert_eq!(s.answer.error_parts().unwrap().1, "nonce too low");
     }
 
     #[test]
     fn on_a_strict_upstream_a_send_that_may_have_arrived_is_looked_up_before_it_is_sent_again() {
-        let strict = Sending {
-            pool: PoolKind::Strict,
-            ..TX
-        };
         // It went in: found by hash, never sent twice (a second copy is a charged refusal).
         let up = upstream(vec![lost()], vec![found()]);
-        let s = run(submit(&up, REQUEST, strict, &POLICY, 30_000));
+        let s = run(submit(
+            &up,
+            &signed(),
+            SENDER,
+            PoolKind::Strict,
+            &POLICY,
+            30_000,
+        ));
         assert_eq!(
             (s.class, s.answer),
             (AnswerClass::AlreadyKnown, Answer::hash(&HASH))
@@ -496,7 +491,14 @@ mod tests {
             vec![lost(), ok(r#"{"id":9,"result":"0xabab"}"#)],
             vec![missing()],
         );
-        let s = run(submit(&up, REQUEST, strict, &POLICY, 30_000));
+        let s = run(submit(
+            &up,
+            &signed(),
+            SENDER,
+            PoolKind::Strict,
+            &POLICY,
+            30_000,
+        ));
         assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 2));
         assert_eq!(
             methods(&up),
@@ -509,14 +511,21 @@ mod tests {
         // A busy node (an answer: nothing went in) or a refused connection: no lookup.
         let busy = error("txpool is full");
         let up = upstream(vec![busy, ok(r#"{"id":9,"result":"0xabab"}"#)], vec![]);
-        run(submit(&up, REQUEST, strict, &POLICY, 30_000));
+        run(submit(
+            &up,
+            &signed(),
+            SENDER,
+            PoolKind::Strict,
+            &POLICY,
+            30_000,
+        ));
         assert_eq!(
             methods(&up),
             ["eth_sendRawTransaction", "eth_sendRawTransaction"]
         );
         // On a mempool the resend is the lookup: no extra call.
         let up = upstream(vec![lost(), error("already known")], vec![]);
-        let s = run(submit(&up, REQUEST, TX, &POLICY, 30_000));
+        let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
         assert_eq!(s.class, AnswerClass::AlreadyKnown);
         assert_eq!(
             methods(&up),

@@ -1,83 +1,232 @@
 //! The driver of one sender's machine in its Durable Object: the tickets clients wait on, the
-//! actions carried out (storage through [`Store`], the upstream calls as tasks of their own, the
-//! alarm, metrics), and the one timer at the machine's due time. Nothing is decided here.
+//! machine's actions carried out ([`Effects`]: storage through [`Store`], the upstream calls as
+//! tasks of their own, the alarm, metrics), and one timer, re-armed at the machine's due time.
+//! Nothing is decided here.
 
 use crate::config::Config;
 use crate::edge::rotation::HttpUpstream;
 use crate::edge::runtime::{emit, now_ms};
-use crate::edge::sender_lock::store::{storage_error, Store};
+use crate::edge::sender_lock::store::{StorageError, Store};
+use crate::jsonrpc::Answer;
 use crate::log;
-use crate::ordering::sender::{Action, Arrival, Sender, Sent, Ticket};
+use crate::metrics::Metric;
+use crate::ordering::sender::{Arrival, Effects, LookupId, Query, Row, Sender, SessionKey, Ticket};
+use crate::ordering::tx::SignedTx;
 use crate::relay::wire::{self, WireAnswer};
-#[cfg(feature = "test-faults")]
 use crate::transaction::TxHash;
 use crate::upstream::lookup::look_up;
-use crate::upstream::submit::{submit, Sending};
-use futures_util::future::join_all;
+use crate::upstream::submit::submit;
+use futures_channel::{mpsc, oneshot};
+use futures_util::future::{join_all, select, Either};
+use futures_util::StreamExt;
+use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
+use std::pin::pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use worker::wasm_bindgen_futures::spawn_local;
 use worker::{
     console_log, js_sys, wasm_bindgen::JsValue, Delay, Env, Response, ScheduledTime, State,
 };
 
-/// One client's wait for its answer; `None` when a newer instance superseded this one meanwhile.
-#[derive(Default)]
-struct Wait {
-    answer: RefCell<Option<Option<WireAnswer>>>,
-    waker: RefCell<Option<Waker>>,
+/// The machine and everything the object's tasks share.
+pub struct Driver {
+    state: Rc<State>,
+    env: Env,
+    config: Config,
+    machine: RefCell<Sender>,
+    store: Store,
+    /// Each open ticket's answer channel; dropped (the client's call ends with HTTP 503) when a
+    /// newer instance supersedes this one.
+    waits: RefCell<HashMap<Ticket, oneshot::Sender<WireAnswer>>>,
+    tickets: Cell<u64>,
+    /// The due time the one timer is armed for, Unix ms.
+    timer_due: Cell<Option<u64>>,
+    /// Tells the timer's task that the due time moved earlier; `None` until the task runs.
+    rearm: RefCell<Option<mpsc::UnboundedSender<()>>>,
+    /// Storage failed: a newer instance superseded this one.
+    superseded: Cell<bool>,
+    /// Test builds only: transactions whose send is followed by a crash of the object.
+    #[cfg(feature = "test-faults")]
+    crash: RefCell<std::collections::HashSet<TxHash>>,
+    /// Test builds only: the object crashed (its open requests throw).
+    #[cfg(feature = "test-faults")]
+    crashed: Cell<bool>,
 }
 
-impl Wait {
-    fn resolve(&self, answer: Option<WireAnswer>) {
-        *self.answer.borrow_mut() = Some(answer);
-        if let Some(waker) = self.waker.borrow_mut().take() {
-            waker.wake();
+/// The machine's actions carried out by the object (see [`Effects`]); made for one
+/// [`Driver::pump`], so that nothing here borrows the machine while it runs.
+struct Carry<'a> {
+    driver: &'a Rc<Driver>,
+    /// The sender, lowercase 0x address.
+    sender: String,
+}
+
+impl Carry<'_> {
+    /// After a storage call: a failure means a newer instance superseded this one.
+    fn stored(&self, written: Result<(), StorageError>) {
+        if let Err(e) = written {
+            e.log();
+            self.driver.supersede();
         }
+    }
+
+    fn live(&self) -> bool {
+        !self.driver.superseded.get()
     }
 }
 
-struct Answered(Rc<Wait>);
+impl Effects for Carry<'_> {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
 
-impl Future for Answered {
-    type Output = Option<WireAnswer>;
+    fn answer(&mut self, ticket: Ticket, answer: Answer, retry_after_s: Option<u64>) {
+        if let Some(wait) = self.driver.waits.borrow_mut().remove(&ticket) {
+            let _ = wait.send(WireAnswer {
+                answer,
+                retry_after_s,
+            });
+        }
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.0.answer.borrow_mut().take() {
-            Some(answer) => Poll::Ready(answer),
-            None => {
-                *self.0.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
+    fn store(&mut self, row: Row) {
+        if self.live() {
+            self.stored(self.driver.store.store(&row));
+        }
+    }
+
+    fn forget(&mut self, hashes: Vec<TxHash>) {
+        if self.live() {
+            self.stored(self.driver.store.forget(&hashes));
+        }
+    }
+
+    fn wipe(&mut self) {
+        if self.live() {
+            self.stored(self.driver.store.wipe());
+        }
+    }
+
+    fn vacate(&mut self) {
+        if !self.live() {
+            return;
+        }
+        // The tables go with it; the next write makes them again (`Store`).
+        let driver = self.driver.clone();
+        spawn_local(async move {
+            if let Err(e) = driver.state.storage().delete_all().await {
+                StorageError {
+                    op: "vacate",
+                    message: e.to_string(),
+                }
+                .log();
+            }
+        });
+    }
+
+    fn store_chain(&mut self, genesis: String) {
+        if self.live() {
+            self.stored(self.driver.store.store_chain(&genesis, &self.sender));
+        }
+    }
+
+    fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
+        if !self.live() {
+            return Vec::new();
+        }
+        match self.driver.store.load(&self.sender, hashes) {
+            Ok(txs) => txs,
+            Err(e) => {
+                e.log();
+                self.driver.supersede();
+                Vec::new()
             }
         }
     }
-}
 
-/// The machine and everything the object's tasks share.
-pub struct Driver {
-    pub state: Rc<State>,
-    pub env: Env,
-    pub config: Config,
-    pub machine: RefCell<Sender>,
-    store: Store,
-    waits: RefCell<HashMap<Ticket, Rc<Wait>>>,
-    tickets: Cell<u64>,
-    /// The due time of the armed timer, Unix ms.
-    timer_due: Cell<Option<u64>>,
-    /// Storage failed: a newer instance superseded this one.
-    pub superseded: Cell<bool>,
-    sender: RefCell<String>,
-    /// Test builds only: transactions whose send is followed by a crash of the object.
-    #[cfg(feature = "test-faults")]
-    pub crash: RefCell<std::collections::HashSet<TxHash>>,
-    /// Test builds only: the object crashed (its open requests throw).
-    #[cfg(feature = "test-faults")]
-    pub crashed: Cell<bool>,
+    fn send(
+        &mut self,
+        session_key: SessionKey,
+        tx: Rc<SignedTx>,
+        deadline_ms: u64,
+        request_id: Option<Rc<str>>,
+    ) {
+        if !self.live() {
+            return;
+        }
+        let driver = self.driver.clone();
+        let sender = self.sender.clone();
+        spawn_local(async move {
+            let upstream = driver.upstream(request_id.as_deref());
+            let pool = driver.machine.borrow().settings().pool;
+            let policy = driver.config.retry_policy();
+            let sent = submit(&upstream, &tx, &sender, pool, &policy, deadline_ms).await;
+            #[cfg(feature = "test-faults")]
+            if driver.crash.borrow_mut().remove(&tx.hash) {
+                // As a crash would leave it: sent, never reported; the open requests throw, and
+                // the next request meets a new instance on the same storage.
+                driver.crashed.set(true);
+                driver.supersede();
+                return;
+            }
+            if driver.superseded.get() {
+                return;
+            }
+            driver
+                .machine
+                .borrow_mut()
+                .sent(session_key, &tx, sent, now_ms());
+            driver.pump();
+        });
+    }
+
+    fn lookup(&mut self, id: LookupId, query: Query, deadline_ms: u64) {
+        if !self.live() {
+            return;
+        }
+        let driver = self.driver.clone();
+        let sender = self.sender.clone();
+        spawn_local(async move {
+            let upstream = driver.upstream(None);
+            let policy = driver.config.retry_policy();
+            let outcome = look_up(&upstream, &sender, &query, &policy, deadline_ms).await;
+            if driver.superseded.get() {
+                return;
+            }
+            driver.machine.borrow_mut().looked_up(id, outcome, now_ms());
+            driver.pump();
+        });
+    }
+
+    fn alarm(&mut self, at_ms: Option<u64>) {
+        if !self.live() {
+            return;
+        }
+        let driver = self.driver.clone();
+        spawn_local(async move {
+            let storage = driver.state.storage();
+            let done = match at_ms {
+                Some(at) => {
+                    let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
+                    storage.set_alarm(ScheduledTime::new(date)).await
+                }
+                None => storage.delete_alarm().await,
+            };
+            if let Err(e) = done {
+                StorageError {
+                    op: "alarm",
+                    message: e.to_string(),
+                }
+                .log();
+            }
+        });
+    }
+
+    fn emit(&mut self, metric: Metric) {
+        emit(&self.driver.env, &metric, None);
+    }
 }
 
 impl Driver {
@@ -102,8 +251,8 @@ impl Driver {
             waits: RefCell::new(HashMap::new()),
             tickets: Cell::new(0),
             timer_due: Cell::new(None),
+            rearm: RefCell::new(None),
             superseded: Cell::new(false),
-            sender: RefCell::new(sender),
             #[cfg(feature = "test-faults")]
             crash: RefCell::new(Default::default()),
             #[cfg(feature = "test-faults")]
@@ -111,8 +260,36 @@ impl Driver {
         }
     }
 
+    /// Test builds only: the object's state (a platform handle).
+    #[cfg(feature = "test-faults")]
+    pub fn state(&self) -> &Rc<State> {
+        &self.state
+    }
+
+    /// Test builds only: a new instance on the same storage, as the runtime starts after a crash.
+    #[cfg(feature = "test-faults")]
+    pub fn restarted(&self) -> Driver {
+        Driver::new(self.state.clone(), self.env.clone(), self.config.clone())
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether a newer instance superseded this one (it sends nothing more).
+    pub fn superseded(&self) -> bool {
+        self.superseded.get()
+    }
+
+    /// The sender, lowercase 0x address.
     pub fn sender(&self) -> String {
-        self.sender.borrow().clone()
+        self.machine.borrow().address().to_string()
+    }
+
+    /// Names the sender (from the Worker's header), in refusals and metrics.
+    pub fn set_sender(&self, sender: &str) {
+        self.machine.borrow_mut().set_address(sender);
     }
 
     /// The upstream, its metrics tagged with `request_id` (the client request the work is for).
@@ -124,194 +301,35 @@ impl Driver {
         }
     }
 
-    pub fn set_sender(&self, sender: &str) {
-        if *self.sender.borrow() != sender {
-            *self.sender.borrow_mut() = sender.to_string();
-            self.machine.borrow_mut().set_address(sender);
-        }
-    }
-
-    /// A new ticket and its wait.
-    fn ticket(&self) -> (Ticket, Answered) {
+    /// A new ticket and the channel its answer comes on.
+    fn ticket(&self) -> (Ticket, oneshot::Receiver<WireAnswer>) {
         self.tickets.set(self.tickets.get() + 1);
         let ticket = Ticket(self.tickets.get());
-        let wait = Rc::new(Wait::default());
-        self.waits.borrow_mut().insert(ticket, wait.clone());
-        (ticket, Answered(wait))
+        let (answer, answered) = oneshot::channel();
+        self.waits.borrow_mut().insert(ticket, answer);
+        (ticket, answered)
     }
 
-    /// Carries out every action the machine has, then keeps the timer at its due time.
+    /// Carries out every action the machine has ([`Sender::run`]), then keeps the one timer at
+    /// its due time.
     pub fn pump(self: &Rc<Self>) {
-        loop {
-            let action = self.machine.borrow_mut().poll_action();
-            let Some(action) = action else {
-                break;
-            };
-            if !self.superseded.get() {
-                self.run(action);
-            }
-        }
+        let sender = self.sender();
+        self.machine.borrow_mut().run(&mut Carry {
+            driver: self,
+            sender,
+        });
         self.arm_timer();
     }
 
-    fn run(self: &Rc<Self>, action: Action) {
-        match action {
-            Action::Answer {
-                ticket,
-                answer,
-                retry_after_s,
-            } => {
-                if let Some(wait) = self.waits.borrow_mut().remove(&ticket) {
-                    wait.resolve(Some(WireAnswer {
-                        answer,
-                        retry_after_s,
-                    }));
-                }
-            }
-            Action::Store(row) => {
-                let written = self.store.store(&row);
-                self.stored(written);
-            }
-            Action::Forget(hashes) => {
-                let written = self.store.forget(&hashes);
-                self.stored(written);
-            }
-            Action::Wipe => {
-                let written = self.store.wipe();
-                self.stored(written);
-            }
-            Action::Vacate => {
-                // The tables go with it; the next write makes them again (`Store`).
-                let core = self.clone();
-                spawn_local(async move {
-                    if let Err(e) = core.state.storage().delete_all().await {
-                        storage_error("vacate", &e);
-                    }
-                });
-            }
-            Action::StoreChain(genesis) => {
-                let written = self.store.store_chain(&genesis, &self.sender());
-                self.stored(written);
-            }
-            Action::Load(hashes) => match self.store.load(&hashes) {
-                Ok(rows) => {
-                    // What is sent again is what the relay reads in the row, never its text.
-                    let rows = rows
-                        .into_iter()
-                        .filter_map(|mut row| {
-                            match crate::relay::sync::stored_request(&row.request, &row.hash) {
-                                Ok(request) => {
-                                    row.request = request.into();
-                                    Some(row)
-                                }
-                                Err(why) => {
-                                    console_log!(
-                                        "{}",
-                                        log::line(
-                                            "stored_request_refused",
-                                            &[
-                                                ("sender", self.sender().into()),
-                                                ("tx_hash", crate::hex::encode(&row.hash).into()),
-                                                ("error", why.into()),
-                                            ]
-                                        )
-                                    );
-                                    None
-                                }
-                            }
-                        })
-                        .collect();
-                    self.machine.borrow_mut().loaded(rows, now_ms());
-                }
-                Err(()) => self.supersede(),
-            },
-            Action::Send {
-                session_key,
-                hash,
-                nonce,
-                request,
-                deadline_ms,
-                request_id,
-            } => {
-                let core = self.clone();
-                spawn_local(async move {
-                    let upstream = core.upstream(request_id.as_deref());
-                    let sender = core.sender();
-                    let pool = core.machine.borrow().settings().pool;
-                    let sending = Sending {
-                        hash: &hash,
-                        nonce,
-                        sender: &sender,
-                        pool,
-                    };
-                    let policy = core.config.retry_policy();
-                    let submission =
-                        submit(&upstream, &request, sending, &policy, deadline_ms).await;
-                    #[cfg(feature = "test-faults")]
-                    if core.crash.borrow_mut().remove(&hash) {
-                        // As a crash would leave it: sent, never reported; the open requests
-                        // throw, and the next request meets a new instance on the same storage.
-                        core.crashed.set(true);
-                        core.supersede();
-                        return;
-                    }
-                    if core.superseded.get() {
-                        return;
-                    }
-                    let sent = Sent {
-                        class: submission.class,
-                        answer: submission.answer,
-                        attempts: submission.attempts,
-                    };
-                    core.machine
-                        .borrow_mut()
-                        .sent(session_key, hash, nonce, sent, now_ms());
-                    core.pump();
-                });
-            }
-            Action::Lookup {
-                id,
-                query,
-                deadline_ms,
-            } => {
-                let core = self.clone();
-                spawn_local(async move {
-                    let upstream = core.upstream(None);
-                    let policy = core.config.retry_policy();
-                    let sender = core.sender();
-                    let outcome = look_up(&upstream, &sender, &query, &policy, deadline_ms).await;
-                    if core.superseded.get() {
-                        return;
-                    }
-                    core.machine.borrow_mut().looked_up(id, outcome, now_ms());
-                    core.pump();
-                });
-            }
-            Action::Alarm(at) => {
-                let core = self.clone();
-                spawn_local(async move {
-                    let storage = core.state.storage();
-                    let done = match at {
-                        Some(at) => {
-                            let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
-                            storage.set_alarm(ScheduledTime::new(date)).await
-                        }
-                        None => storage.delete_alarm().await,
-                    };
-                    if let Err(e) = done {
-                        storage_error("alarm", &e);
-                    }
-                });
-            }
-            Action::Emit(metric) => emit(&self.env, &metric, None),
-        }
+    /// The storage alarm fired: the machine is told, and its actions carried out.
+    pub fn alarm(self: &Rc<Self>) {
+        self.machine.borrow_mut().alarm(now_ms());
+        self.pump();
     }
 
-    /// After a storage call: a failure means a newer instance superseded this one.
-    fn stored(&self, written: Result<(), ()>) {
-        if written.is_err() {
-            self.supersede();
-        }
+    /// Whether nothing is in flight or waiting in the machine.
+    pub fn is_quiet(&self) -> bool {
+        self.machine.borrow().is_quiet()
     }
 
     /// This instance can no longer use its storage: every open request is told to try the
@@ -324,31 +342,55 @@ impl Driver {
             "{}",
             log::line("object_superseded", &[("sender", self.sender().into())])
         );
-        for (_, wait) in self.waits.borrow_mut().drain() {
-            wait.resolve(None);
-        }
+        self.waits.borrow_mut().clear();
+        self.rearm.borrow_mut().take();
     }
 
-    /// One timer for the whole sender, at the machine's due time.
+    /// The one timer, re-armed at the machine's due time: a task of its own that sleeps until
+    /// then (or until the due time moves earlier), then feeds the machine a timeout.
     fn arm_timer(self: &Rc<Self>) {
-        let Some(due) = self.machine.borrow().poll_timeout() else {
+        let due = self.machine.borrow().poll_timeout();
+        let armed = self.timer_due.replace(due);
+        let Some(due) = due else {
             return;
         };
-        if self.timer_due.get().is_some_and(|armed| armed <= due) {
+        if let Some(rearm) = self.rearm.borrow().as_ref() {
+            if armed.is_none_or(|armed| due < armed) {
+                let _ = rearm.unbounded_send(());
+            }
             return;
         }
-        self.timer_due.set(Some(due));
-        let core = self.clone();
+        if self.superseded.get() {
+            return;
+        }
+        let (rearm, mut rearmed) = mpsc::unbounded();
+        *self.rearm.borrow_mut() = Some(rearm);
+        let driver = self.clone();
         spawn_local(async move {
-            Delay::from(Duration::from_millis(due.saturating_sub(now_ms()))).await;
-            if core.timer_due.get() == Some(due) {
-                core.timer_due.set(None);
+            loop {
+                let Some(due) = driver.timer_due.get() else {
+                    if rearmed.next().await.is_none() {
+                        return;
+                    }
+                    continue;
+                };
+                let sleep = pin!(Delay::from(Duration::from_millis(
+                    due.saturating_sub(now_ms())
+                )));
+                match select(sleep, rearmed.next()).await {
+                    Either::Left(_) => {}
+                    Either::Right((Some(()), _)) => continue,
+                    Either::Right((None, _)) => return, // superseded
+                }
+                if driver.superseded.get() {
+                    return;
+                }
+                if driver.timer_due.get().is_some_and(|due| due <= now_ms()) {
+                    driver.timer_due.set(None);
+                    driver.machine.borrow_mut().timeout(now_ms());
+                    driver.pump();
+                }
             }
-            if core.superseded.get() {
-                return;
-            }
-            core.machine.borrow_mut().timeout(now_ms());
-            core.pump();
         });
     }
 
@@ -361,7 +403,7 @@ impl Driver {
     ) -> worker::Result<Response> {
         let txs = match wire::decode_send(body) {
             Ok(txs) => txs,
-            Err(why) => return Response::error(why, 400),
+            Err(why) => return Response::error(why.to_string(), 400),
         };
         // UPSTREAM_POOL=auto (and the replacement policy that follows) from the chain id.
         if let Some(chain_id) = txs.iter().find_map(|tx| tx.chain_id) {
@@ -376,20 +418,15 @@ impl Driver {
         for tx in txs {
             let (ticket, wait) = self.ticket();
             waits.push(wait);
-            arrivals.push((
-                ticket,
-                Arrival {
-                    hash: tx.hash,
-                    nonce: tx.nonce,
-                    request: tx.request.into(),
-                    request_id: rid.clone(),
-                    sync: tx.sync,
-                },
-            ));
+            let arrival = Arrival {
+                tx: Rc::new(tx),
+                request_id: rid.clone(),
+            };
+            arrivals.push((ticket, arrival));
         }
         self.machine.borrow_mut().arrive_all(arrivals, now_ms());
         self.pump();
-        let answers: Option<Vec<WireAnswer>> = join_all(waits).await.into_iter().collect();
+        let answers: Result<Vec<WireAnswer>, _> = join_all(waits).await.into_iter().collect();
         #[cfg(feature = "test-faults")]
         if self.crashed.get() {
             return Err(worker::Error::RustError(
@@ -397,8 +434,8 @@ impl Driver {
             ));
         }
         match answers {
-            Some(answers) => Response::ok(wire::encode_answers(&answers)),
-            None => superseded_response(),
+            Ok(answers) => Response::ok(wire::encode_answers(&answers)),
+            Err(_) => superseded_response(),
         }
     }
 
@@ -408,9 +445,42 @@ impl Driver {
         self.machine.borrow_mut().count(ticket, now_ms());
         self.pump();
         match wait.await {
-            Some(answer) => Response::ok(answer.encode()),
-            None => superseded_response(),
+            Ok(answer) => Response::ok(answer.encode()),
+            Err(_) => superseded_response(),
         }
+    }
+
+    /// The per-sender view (`GET /state`), with the alarm as storage has it (the machine's
+    /// `alarm_ms` is what it asked for).
+    pub async fn view(&self) -> Value {
+        let now = now_ms();
+        let mut view = self.machine.borrow().view(now);
+        view["sender"] = self.sender().into();
+        let stored = self.state.storage().get_alarm().await.ok().flatten();
+        view["storage_alarm_ms"] = stored
+            .map(|at| (at.max(0) as u64).saturating_sub(now))
+            .into();
+        view
+    }
+
+    /// What became of transaction `hash` (`GET /tx/{hash}`), `None` when the object knows
+    /// nothing of it.
+    pub fn status(&self, hash: &TxHash) -> Option<Value> {
+        let mut status = self.machine.borrow().status(hash, now_ms())?;
+        status["sender"] = self.sender().into();
+        Some(status)
+    }
+
+    /// Test builds only: a crash of the object follows the send of each of `txs`.
+    #[cfg(feature = "test-faults")]
+    pub fn mark_crash(&self, txs: &[SignedTx]) {
+        self.crash.borrow_mut().extend(txs.iter().map(|tx| tx.hash));
+    }
+
+    /// Test builds only: whether the object crashed (a new instance then takes its place).
+    #[cfg(feature = "test-faults")]
+    pub fn crashed(&self) -> bool {
+        self.crashed.get()
     }
 }
 

@@ -49,7 +49,7 @@ fn reset_once(core: &Driver) {
     if DONE.swap(true, Ordering::SeqCst) {
         return;
     }
-    let state: &JsValue = core.state.as_raw().as_ref();
+    let state: &JsValue = core.state().as_raw().as_ref();
     if let Ok(abort) = Reflect::get(state, &JsValue::from_str("abort")) {
         if let Ok(abort) = abort.dyn_into::<Function>() {
             // From a microtask of its own: abort's exception can't be caught, and must not
@@ -95,7 +95,7 @@ impl DurableObject for SenderLock {
             Ok(core) => core,
             Err(e) => return Response::error(e.to_string(), 500),
         };
-        if core.superseded.get() {
+        if core.superseded() {
             return superseded_response();
         }
         #[cfg(feature = "test-faults")]
@@ -122,39 +122,22 @@ impl DurableObject for SenderLock {
                     == Some("throw-after-forward")
                 {
                     if let Ok(txs) = wire::decode_send(&body) {
-                        core.crash.borrow_mut().extend(txs.iter().map(|tx| tx.hash));
+                        core.mark_crash(&txs);
                     }
                 }
                 let response = core.send(&body, rid).await;
                 #[cfg(feature = "test-faults")]
-                if core.crashed.get() {
-                    // A new instance on the same storage, as the runtime starts after a crash.
-                    let fresh =
-                        Driver::new(core.state.clone(), core.env.clone(), core.config.clone());
-                    *self.core.borrow_mut() = Ok(Rc::new(fresh));
+                if core.crashed() {
+                    *self.core.borrow_mut() = Ok(Rc::new(core.restarted()));
                 }
                 response
             }
             (Method::Get, wire::PENDING_COUNT_PATH) => core.pending_count().await,
-            (Method::Get, wire::STATE_PATH) => {
-                let now = now_ms();
-                let mut view = core.machine.borrow().view(now);
-                view["sender"] = core.sender().into();
-                // The alarm as storage has it (the machine's `alarm_ms` is what it asked for).
-                let stored = core.state.storage().get_alarm().await.ok().flatten();
-                view["storage_alarm_ms"] = stored
-                    .map(|at| (at.max(0) as u64).saturating_sub(now))
-                    .into();
-                Response::ok(view.to_string())
-            }
+            (Method::Get, wire::STATE_PATH) => Response::ok(core.view().await.to_string()),
             (Method::Get, path) if path.starts_with(wire::TX_PREFIX) => {
                 let hash = crate::relay::status::hash_of_path(path).and_then(Result::ok);
-                let status = hash.and_then(|hash| core.machine.borrow().status(&hash, now_ms()));
-                match status {
-                    Some(mut status) => {
-                        status["sender"] = core.sender().into();
-                        Response::ok(status.to_string())
-                    }
+                match hash.and_then(|hash| core.status(&hash)) {
+                    Some(status) => Response::ok(status.to_string()),
                     None => Response::error("unknown transaction", 404),
                 }
             }
@@ -166,12 +149,11 @@ impl DurableObject for SenderLock {
         let Ok(core) = self.core() else {
             return Response::ok("");
         };
-        core.machine.borrow_mut().alarm(now_ms());
-        core.pump();
+        core.alarm();
         // An object the alarm woke has no client keeping it alive: stay until the work it started
         // is done, at most one maximum hold (the machine sets the alarm again if work is left).
-        let until = now_ms().saturating_add(core.config.lock_max_hold_ms);
-        while !core.machine.borrow().is_quiet() && !core.superseded.get() && now_ms() < until {
+        let until = now_ms().saturating_add(core.config().lock_max_hold_ms);
+        while !core.is_quiet() && !core.superseded() && now_ms() < until {
             Delay::from(Duration::from_millis(ALARM_POLL_MS)).await;
         }
         Response::ok("")

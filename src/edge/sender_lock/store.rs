@@ -1,26 +1,29 @@
 //! The object's SQLite storage: the stored transactions (table `txs`) and what they belong to
 //! (table `meta`). Every call is synchronous SQL; the platform's output gate holds any later send
-//! until the writes are on disk. An error means the instance can no longer use its storage.
+//! until the writes are on disk. An error ([`StorageError`]) means the instance can no longer use
+//! its storage.
 
 use crate::hex;
 use crate::log;
-use crate::ordering::sender::{Loaded, Row};
+use crate::ordering::sender::{Row, StoredTx};
+use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use serde::Deserialize;
 use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
 use worker::{console_log, SqlStorage, SqlStorageValue};
 
 #[derive(Deserialize)]
-struct StoredRow {
+struct RowKey {
     hash: String,
     nonce: f64,
     at_ms: f64,
 }
 
 #[derive(Deserialize)]
-struct StoredRequest {
+struct RowRequest {
     hash: String,
-    nonce: f64,
     request: String,
 }
 
@@ -30,26 +33,53 @@ struct MetaRow {
     value: String,
 }
 
-/// Logs a storage call that failed.
-pub fn storage_error(op: &str, e: &worker::Error) {
-    console_log!(
-        "{}",
-        log::line(
-            "storage_error",
-            &[("op", op.into()), ("error", e.to_string().into())]
-        )
-    );
+/// A storage call that failed: which one, and the runtime's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageError {
+    /// The call (`store`, `forget`, `wipe`, `chain`, `load_request`, `vacate`, `alarm`...).
+    pub op: &'static str,
+    /// The runtime's message.
+    pub message: String,
+}
+
+impl StorageError {
+    fn of(op: &'static str, e: &worker::Error) -> Self {
+        StorageError {
+            op,
+            message: e.to_string(),
+        }
+    }
+
+    /// Logs it (`storage_error`).
+    pub fn log(&self) {
+        console_log!(
+            "{}",
+            log::line(
+                "storage_error",
+                &[
+                    ("op", self.op.into()),
+                    ("error", self.message.clone().into())
+                ]
+            )
+        );
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.op, self.message)
+    }
 }
 
 /// What an earlier instance stored: the chain's genesis hash, the sender, and the transactions
-/// (`hash`, `nonce`, stored at Unix ms), oldest first.
+/// (without their bytes), oldest first.
 pub struct Stored {
     /// The genesis hash of the chain the transactions belong to.
     pub chain: Option<String>,
     /// The sender (lowercase 0x address).
     pub sender: Option<String>,
     /// The stored transactions.
-    pub rows: Vec<(TxHash, u64, u64)>,
+    pub rows: Vec<StoredTx>,
 }
 
 /// The object's tables.
@@ -71,24 +101,22 @@ impl Store {
         e.to_string().contains("no such table")
     }
 
-    fn create(&self) {
+    fn create(&self) -> Result<(), StorageError> {
         let sql = &self.sql;
-        let created = sql
-            .exec(
-                "CREATE TABLE IF NOT EXISTS txs (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, request TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS txs (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, request TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
+            None,
+        )
+        .and_then(|_| {
+            sql.exec(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
                 None,
             )
-            .and_then(|_| {
-                sql.exec(
-                    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-                    None,
-                )
-            })
-            // The accepted hashes of releases before `txs`: answered by the upstream now.
-            .and_then(|_| sql.exec("DROP TABLE IF EXISTS accepted", None));
-        if let Err(e) = created {
-            storage_error("create", &e);
-        }
+        })
+        // The accepted hashes of releases before `txs`: answered by the upstream now.
+        .and_then(|_| sql.exec("DROP TABLE IF EXISTS accepted", None))
+        .map(|_| ())
+        .map_err(|e| StorageError::of("create", &e))
     }
 
     /// What is stored (nothing, where nothing was ever written or it can't be read).
@@ -96,23 +124,23 @@ impl Store {
         let logged = |op: &'static str| {
             move |e: worker::Error| {
                 if !Self::missing(&e) {
-                    storage_error(op, &e);
+                    StorageError::of(op, &e).log();
                 }
             }
         };
         let rows = self
             .sql
             .exec("SELECT hash, nonce, at_ms FROM txs ORDER BY at_ms", None)
-            .and_then(|cursor| cursor.to_array::<StoredRow>())
+            .and_then(|cursor| cursor.to_array::<RowKey>())
             .map_err(logged("load"))
             .unwrap_or_default()
             .into_iter()
             .filter_map(|row| {
-                Some((
-                    hex::decode_array(&row.hash)?,
-                    row.nonce as u64,
-                    row.at_ms as u64,
-                ))
+                Some(StoredTx {
+                    hash: hex::decode_array(&row.hash)?,
+                    nonce: row.nonce as u64,
+                    at_ms: row.at_ms as u64,
+                })
             })
             .collect();
         let mut meta: HashMap<String, String> = self
@@ -133,39 +161,41 @@ impl Store {
 
     /// Runs one write. The tables are made when the write finds them missing (never made yet,
     /// or deleted with `deleteAll` while the object was idle), and the write is run once more.
-    fn exec(&self, op: &str, sql: &str, bindings: Vec<SqlStorageValue>) -> Result<(), ()> {
+    fn exec(
+        &self,
+        op: &'static str,
+        sql: &str,
+        bindings: Vec<SqlStorageValue>,
+    ) -> Result<(), StorageError> {
         match self.sql.exec(sql, bindings.clone()) {
             Ok(_) => Ok(()),
             Err(e) if Self::missing(&e) => {
-                self.create();
+                self.create()?;
                 self.sql
                     .exec(sql, bindings)
                     .map(|_| ())
-                    .map_err(|e| storage_error(op, &e))
+                    .map_err(|e| StorageError::of(op, &e))
             }
-            Err(e) => {
-                storage_error(op, &e);
-                Err(())
-            }
+            Err(e) => Err(StorageError::of(op, &e)),
         }
     }
 
-    /// Stores a holder's transaction before its first send.
-    pub fn store(&self, row: &Row) -> Result<(), ()> {
+    /// Stores a holder's transaction before its first send, as its upstream request.
+    pub fn store(&self, row: &Row) -> Result<(), StorageError> {
         self.exec(
             "store",
             "INSERT OR REPLACE INTO txs (hash, nonce, request, at_ms) VALUES (?, ?, ?, ?)",
             vec![
-                hex::encode(&row.hash).into(),
-                (row.nonce as i64).into(),
-                row.request.to_string().into(),
+                hex::encode(&row.tx.hash).into(),
+                (row.tx.nonce as i64).into(),
+                row.tx.request().into(),
                 (row.at_ms as i64).into(),
             ],
         )
     }
 
     /// Deletes these transactions.
-    pub fn forget(&self, hashes: &[TxHash]) -> Result<(), ()> {
+    pub fn forget(&self, hashes: &[TxHash]) -> Result<(), StorageError> {
         for hash in hashes {
             self.exec(
                 "forget",
@@ -177,46 +207,57 @@ impl Store {
     }
 
     /// Deletes everything (the state of another chain).
-    pub fn wipe(&self) -> Result<(), ()> {
+    pub fn wipe(&self) -> Result<(), StorageError> {
         self.exec("wipe", "DELETE FROM txs", Vec::new())?;
         self.exec("wipe", "DELETE FROM meta", Vec::new())
     }
 
     /// Stores the chain's genesis hash and the sender.
-    pub fn store_chain(&self, genesis: &str, sender: &str) -> Result<(), ()> {
+    pub fn store_chain(&self, genesis: &str, sender: &str) -> Result<(), StorageError> {
         let sql = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)";
         self.exec("chain", sql, vec!["chain".into(), genesis.into()])?;
         self.exec("chain", sql, vec!["sender".into(), sender.into()])
     }
 
-    /// The stored requests of `hashes` (missing ones left out).
-    pub fn load(&self, hashes: &[TxHash]) -> Result<Vec<Loaded>, ()> {
-        let mut rows = Vec::with_capacity(hashes.len());
+    /// The stored transactions of `hashes`, read as the relay reads any request
+    /// ([`SignedTx::from_stored`]): missing ones left out, and one that is not a send of its own
+    /// hash (a row of an older release) left out and logged (`stored_request_refused`).
+    pub fn load(&self, sender: &str, hashes: &[TxHash]) -> Result<Vec<Rc<SignedTx>>, StorageError> {
+        let mut txs = Vec::with_capacity(hashes.len());
         for hash in hashes {
             let found = self
                 .sql
                 .exec(
-                    "SELECT hash, nonce, request FROM txs WHERE hash = ?",
+                    "SELECT hash, request FROM txs WHERE hash = ?",
                     vec![SqlStorageValue::from(hex::encode(hash))],
                 )
-                .and_then(|cursor| cursor.to_array::<StoredRequest>());
+                .and_then(|cursor| cursor.to_array::<RowRequest>());
             let found = match found {
                 Ok(found) => found,
                 // Never written, or deleted since: nothing stored.
                 Err(e) if Self::missing(&e) => Vec::new(),
-                Err(e) => {
-                    storage_error("load_request", &e);
-                    return Err(());
-                }
+                Err(e) => return Err(StorageError::of("load_request", &e)),
             };
-            rows.extend(found.into_iter().filter_map(|row| {
-                Some(Loaded {
-                    hash: hex::decode_array(&row.hash)?,
-                    nonce: row.nonce as u64,
-                    request: row.request.into(),
-                })
-            }));
+            for row in found {
+                let Some(hash) = hex::decode_array(&row.hash) else {
+                    continue;
+                };
+                match SignedTx::from_stored(&row.request, &hash) {
+                    Ok(tx) => txs.push(Rc::new(tx)),
+                    Err(why) => console_log!(
+                        "{}",
+                        log::line(
+                            "stored_request_refused",
+                            &[
+                                ("sender", sender.into()),
+                                ("tx_hash", row.hash.into()),
+                                ("error", why.to_string().into()),
+                            ]
+                        )
+                    ),
+                }
+            }
         }
-        Ok(rows)
+        Ok(txs)
     }
 }

@@ -13,6 +13,7 @@
 //! upstream does not come back in time, the client's socket is closed with 1013
 //! ([`Close::UpstreamLost`]).
 
+mod gaps;
 mod reader;
 mod socket;
 mod subscribe;

@@ -1,69 +1,24 @@
 //! What the sender's machine and its Durable Object say to each other: the events the object
 //! feeds in (a client's transaction with its [`Ticket`], a [`Found`] lookup, a [`Sent`] answer,
-//! [`Loaded`] rows) and the [`Action`]s it hands back for the object to carry out.
+//! transactions read back from storage) and the [`Action`]s it hands back for the object to carry out.
 
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::answer::AnswerClass;
+pub use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
+use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
-use uuid::Uuid;
-
-/// One client's wait for one answer: a copy of a transaction, or a pending-count question. The
-/// object numbers them; the machine answers each exactly once ([`Action::Answer`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Ticket(pub u64);
-
-/// One upstream lookup the machine asked for ([`Action::Lookup`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LookupId(pub u64);
-
-/// Identifies one holding of a sender's lock (a UUID v4): only the holding it names can release
-/// the lock; an answer that names another holding is late and answers nobody.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SessionKey(pub Uuid);
-
-impl SessionKey {
-    /// A fresh random (v4) session key.
-    pub fn new() -> Self {
-        SessionKey(Uuid::new_v4())
-    }
-}
-
-impl Default for SessionKey {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Display for SessionKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.hyphenated().fmt(f)
-    }
-}
-
-impl fmt::Debug for SessionKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
 
 /// A transaction arriving at its sender's object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Arrival {
-    /// The transaction hash (keccak-256 of the EIP-2718 envelope).
-    pub hash: TxHash,
-    /// Its nonce.
-    pub nonce: u64,
-    /// The `eth_sendRawTransaction` request text sent upstream, with the original signed bytes.
-    pub request: Rc<str>,
+    /// The transaction.
+    pub tx: Rc<SignedTx>,
     /// The client request's `X-Request-Id`, put on the metrics about it.
     pub request_id: Option<Rc<str>>,
-    /// A send-and-wait call (`eth_sendRawTransactionSync`, EIP-7966): a nonce gap at its turn is
-    /// answered with code 6 and the expected nonce instead of being sent.
-    pub sync: bool,
 }
 
 /// What one lookup asks the upstream, as one JSON-RPC batch.
@@ -119,54 +74,60 @@ impl Found {
     }
 }
 
-/// A lookup's outcome: what it found (maybe in part), or why the upstream could not be used by
-/// the lookup's deadline.
-pub type Outcome = Result<Found, String>;
+/// A lookup's outcome: what it found (maybe in part), or why it found nothing.
+pub type Outcome = Result<Found, LookupError>;
 
-/// The final answer to a holder's send (after retries and the lookup by hash).
+/// Why a lookup found nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    /// The upstream could not be used by the lookup's deadline: its last error (redacted).
+    Unavailable(String),
+    /// Its task never reported back by its deadline and grace (the object lost it).
+    NeverReported,
+}
+
+impl fmt::Display for LookupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LookupError::Unavailable(why) => f.write_str(why),
+            LookupError::NeverReported => f.write_str("the lookup never reported back"),
+        }
+    }
+}
+
+/// The final answer to one transaction's send (after retries and the lookup by hash), from
+/// [`crate::upstream::submit::submit`] to the machine ([`Sender::sent`](super::Sender::sent)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sent {
     /// What the answer means.
     pub class: AnswerClass,
-    /// What the client gets.
+    /// What the client gets: the upstream's `result` or `error`, the hash for an already-known
+    /// transaction, or the relay's -32002/-32603 error when there was no usable answer.
     pub answer: Answer,
     /// How many times the bytes were sent.
     pub attempts: u32,
 }
 
-/// A transaction read back from storage for a resend ([`Action::Load`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Loaded {
-    /// The transaction hash.
-    pub hash: TxHash,
-    /// Its nonce.
-    pub nonce: u64,
-    /// The request text stored before its first send.
-    pub request: Rc<str>,
-}
-
 /// A transaction kept in the object's storage (table `txs`) from before its first send until it
 /// leaves the idempotency window.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// The transaction hash.
-    pub hash: TxHash,
-    /// Its nonce.
-    pub nonce: u64,
-    /// The request text with the original signed bytes.
-    pub request: Rc<str>,
+    /// The transaction (stored as its upstream request, [`SignedTx::request`]).
+    pub tx: Rc<SignedTx>,
     /// When it was stored, Unix ms.
     pub at_ms: u64,
 }
 
-impl From<&Row> for Loaded {
-    fn from(row: &Row) -> Self {
-        Loaded {
-            hash: row.hash,
-            nonce: row.nonce,
-            request: row.request.clone(),
-        }
-    }
+/// A stored transaction as a restarted object first reads it: what it needs to ask the upstream
+/// about it, without its bytes (read back with [`Action::Load`] when it is to be sent again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredTx {
+    /// The transaction hash.
+    pub hash: TxHash,
+    /// Its nonce.
+    pub nonce: u64,
+    /// When it was stored, Unix ms.
+    pub at_ms: u64,
 }
 
 /// What the object is to do, in the order given. Storage actions are synchronous SQL; the
@@ -195,17 +156,13 @@ pub enum Action {
     StoreChain(String),
     /// Read these stored transactions back and report them with `loaded` (missing ones left out).
     Load(Vec<TxHash>),
-    /// Send the holder's transaction: its original request text, retried while the answer says
+    /// Send the holder's transaction: its original signed bytes, retried while the answer says
     /// nothing about it, until `deadline_ms` (Unix ms); report with `sent`.
     Send {
         /// The holding's session key.
         session_key: SessionKey,
-        /// The transaction hash.
-        hash: TxHash,
-        /// Its nonce.
-        nonce: u64,
-        /// The request text.
-        request: Rc<str>,
+        /// The transaction.
+        tx: Rc<SignedTx>,
         /// The holder's deadline, Unix ms.
         deadline_ms: u64,
         /// The `X-Request-Id` of the client request that brought it, for the send's metrics.
@@ -225,4 +182,41 @@ pub enum Action {
     Alarm(Option<u64>),
     /// Record an operator metric.
     Emit(Metric),
+}
+
+/// What carries out the machine's actions: the Durable Object's driver, and the native tests'
+/// rigs. [`Sender::run`](super::Sender::run) polls every action and calls the method of each,
+/// in order; storage methods are synchronous, and `load`'s transactions go back to the machine
+/// at once.
+pub trait Effects {
+    /// The time, Unix ms.
+    fn now_ms(&self) -> u64;
+    /// [`Action::Answer`].
+    fn answer(&mut self, ticket: Ticket, answer: Answer, retry_after_s: Option<u64>);
+    /// [`Action::Store`].
+    fn store(&mut self, row: Row);
+    /// [`Action::Forget`].
+    fn forget(&mut self, hashes: Vec<TxHash>);
+    /// [`Action::Wipe`].
+    fn wipe(&mut self);
+    /// [`Action::Vacate`].
+    fn vacate(&mut self);
+    /// [`Action::StoreChain`].
+    fn store_chain(&mut self, genesis: String);
+    /// [`Action::Load`]: the stored transactions of `hashes` (missing ones left out).
+    fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>>;
+    /// [`Action::Send`]: report with [`Sender::sent`](super::Sender::sent).
+    fn send(
+        &mut self,
+        session_key: SessionKey,
+        tx: Rc<SignedTx>,
+        deadline_ms: u64,
+        request_id: Option<Rc<str>>,
+    );
+    /// [`Action::Lookup`]: report with [`Sender::looked_up`](super::Sender::looked_up).
+    fn lookup(&mut self, id: LookupId, query: Query, deadline_ms: u64);
+    /// [`Action::Alarm`].
+    fn alarm(&mut self, at_ms: Option<u64>);
+    /// [`Action::Emit`].
+    fn emit(&mut self, metric: Metric);
 }

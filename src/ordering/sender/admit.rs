@@ -1,5 +1,4 @@
-//! Admission: what becomes of a transaction that arrives at its sender's object, and of a
-//! pending-count question.
+//! Admission: what becomes of a transaction that arrives at its sender's object.
 //!
 //! In order: a copy of a hash the object holds joins it and gets its answer; an accepted hash known
 //! to be in a block is answered with its hash, a pending one is asked by hash first (the pool may
@@ -10,83 +9,38 @@
 //! highest nonce waiting, never one that would go now or that is below every waiter; anything
 //! else waits for the lock.
 
-use super::{tagged, Check, Entry, Purpose, ReplacementPolicy, Sender, Stage};
+use super::{tagged, Purpose, ReplacementPolicy, Sender};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::accepted::Status;
-use crate::ordering::sender::{
-    Action, Arrival, Found, LookupId, Outcome, Query, Refusal, Seen, Ticket,
-};
+use crate::ordering::queue::{Check, Entry, EntryId, Stage};
+use crate::ordering::sender::{Arrival, Found, Outcome, Query, Refusal, Seen, Ticket};
 use crate::transaction::TxHash;
 use std::rc::Rc;
 
 impl Sender {
-    /// A client's transaction (`arrival`), answered through `ticket`, at `now_ms`. See the module
-    /// documentation.
-    pub fn arrive(&mut self, ticket: Ticket, arrival: Arrival, now_ms: u64) {
-        self.admit(ticket, arrival, now_ms);
-        self.step(now_ms);
-    }
-
-    /// The transactions of one request, admitted in one turn (a shuffled batch is sorted by nonce
-    /// without gap waits).
-    pub fn arrive_all(&mut self, arrivals: Vec<(Ticket, Arrival)>, now_ms: u64) {
-        for (ticket, arrival) in arrivals {
-            self.admit(ticket, arrival, now_ms);
-        }
-        self.step(now_ms);
-    }
-
-    /// A pending-count question (`eth_getTransactionCount(sender, "pending")`), answered through
-    /// `ticket` with the upstream's count raised to the next nonce after the accepted transactions
-    /// it still holds (a quantity), or -32002 when the upstream can't be asked.
-    pub fn count(&mut self, ticket: Ticket, now_ms: u64) {
-        self.nonces.counts.push(ticket);
-        if self.nonces.running.is_none() {
-            self.start_nonces(now_ms);
-        }
-        self.step(now_ms);
-    }
-
-    fn admit(&mut self, ticket: Ticket, arrival: Arrival, now_ms: u64) {
-        if let Some(&id) = self.by_hash.get(&arrival.hash) {
-            if let Some(entry) = self.entries.get_mut(&id) {
+    /// A client's transaction. See the module documentation.
+    pub(super) fn admit(&mut self, ticket: Ticket, arrival: Arrival, now_ms: u64) {
+        let Arrival { tx, request_id } = arrival;
+        if let Some(id) = self.queue.find(&tx.hash) {
+            if let Some(entry) = self.queue.get_mut(id) {
                 entry.tickets.push(ticket);
-                let request_id = arrival.request_id;
-                self.deduplicated(arrival.nonce, &arrival.hash, "in_flight", &request_id);
+                self.deduplicated(tx.nonce, &tx.hash, "in_flight", &request_id);
                 return;
             }
         }
         // Known to be in a block: its hash at once. Accepted and pending (it may have been dropped
         // since), or read back after a restart: asked by hash first. The upstream is the truth,
         // and a hash it still has costs no send.
-        let accepted = self.accepted.get(&arrival.hash, now_ms);
+        let accepted = self.accepted.get(&tx.hash, now_ms);
         if accepted.is_some_and(|tx| matches!(tx.status, Status::Included { .. })) {
-            self.deduplicated(
-                arrival.nonce,
-                &arrival.hash,
-                "accepted",
-                &arrival.request_id,
-            );
-            self.answer(&[ticket], &Answer::hash(&arrival.hash), None);
+            self.deduplicated(tx.nonce, &tx.hash, "accepted", &request_id);
+            self.answer(&[ticket], &Answer::hash(&tx.hash), None);
             return;
         }
-        let id = self.id();
-        self.by_hash.insert(arrival.hash, id);
-        self.entries.insert(
-            id,
-            Entry {
-                hash: arrival.hash,
-                nonce: arrival.nonce,
-                request: arrival.request,
-                arrived_ms: now_ms,
-                tickets: vec![ticket],
-                stage: Stage::Waiting,
-                stored: false,
-                request_id: arrival.request_id,
-                sync: arrival.sync,
-            },
-        );
+        let mut entry = Entry::new(tx, now_ms, request_id);
+        entry.tickets.push(ticket);
+        let id = self.queue.insert(entry);
         if accepted.is_some_and(|tx| !tx.status.is_final()) {
             self.start_check(id, Check::Accepted, now_ms);
         } else {
@@ -113,12 +67,12 @@ impl Sender {
 
     /// The checks of a transaction the object does not hold: stale, replacement, the bound.
     /// Passed, it waits for the lock.
-    fn screen(&mut self, id: u64, now_ms: u64) {
-        let Some(entry) = self.entries.get(&id) else {
+    fn screen(&mut self, id: EntryId, now_ms: u64) {
+        let Some(entry) = self.queue.get(id) else {
             return;
         };
-        let (hash, nonce) = (entry.hash, entry.nonce);
-        if self.mined.is_some_and(|mined| nonce < mined) {
+        let (hash, nonce) = (entry.hash(), entry.nonce());
+        if self.nonces.mined.is_some_and(|mined| nonce < mined) {
             self.start_check(id, Check::Stale, now_ms);
             return;
         }
@@ -129,15 +83,13 @@ impl Sender {
                 return;
             }
         }
-        if let Some(entry) = self.entries.get_mut(&id) {
-            entry.stage = Stage::Waiting;
-        }
+        self.queue.set_stage(id, Stage::Waiting);
         self.bound();
     }
 
     /// The hash of another accepted transaction with this nonce, not known to be mined.
     pub(super) fn nonce_holder(&self, hash: &TxHash, nonce: u64, now_ms: u64) -> Option<TxHash> {
-        if self.mined.is_some_and(|mined| nonce < mined) {
+        if self.nonces.mined.is_some_and(|mined| nonce < mined) {
             return None;
         }
         self.accepted
@@ -150,18 +102,17 @@ impl Sender {
     /// is refused with -32005 and `Retry-After`, before any send. The lowest nonce waiting, the
     /// one that would be granted next, is never refused.
     fn bound(&mut self) {
-        let mut waiting: Vec<(u64, u64)> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.stage == Stage::Waiting && !e.tickets.is_empty())
-            .map(|(&id, e)| (e.nonce, id))
+        let waiting: Vec<EntryId> = self
+            .queue
+            .waiting()
+            .filter(|place| self.queue.get(place.entry).is_some_and(Entry::has_clients))
+            .map(|place| place.entry)
             .collect();
         if waiting.len() <= self.settings.max_queue {
             return;
         }
-        waiting.sort_unstable();
         let over = waiting.len() - self.settings.max_queue;
-        for &(_, id) in waiting.iter().skip(1).rev().take(over) {
+        for &id in waiting.iter().skip(1).rev().take(over) {
             self.counters.queue_full += 1;
             self.refuse(
                 id,
@@ -173,38 +124,31 @@ impl Sender {
     }
 
     /// Asks the upstream whether it has the entry's hash before deciding.
-    fn start_check(&mut self, id: u64, check: Check, now_ms: u64) {
-        let lookup = LookupId(self.id());
-        let Some(entry) = self.entries.get_mut(&id) else {
+    fn start_check(&mut self, id: EntryId, check: Check, now_ms: u64) {
+        let Some(hash) = self.queue.get(id).map(Entry::hash) else {
             return;
         };
-        entry.stage = Stage::Checking(lookup, check);
-        let hash = entry.hash;
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
-        self.lookups
-            .insert(lookup, (Purpose::Entry(id), deadline_ms));
-        self.push(Action::Lookup {
-            id: lookup,
-            query: Query {
-                hashes: vec![hash],
-                ..Query::default()
-            },
-            deadline_ms,
-        });
+        let query = Query {
+            hashes: vec![hash],
+            ..Query::default()
+        };
+        let lookup = self.ask(Purpose::Entry(id), query, deadline_ms);
+        self.queue.set_stage(id, Stage::Checking(lookup, check));
     }
 
     /// The answer to an entry's check by hash: the upstream has it (its hash, no send); it does
     /// not (a stale nonce is refused; an accepted hash it forgot is admitted anew, and kept as
-    /// the relay's own until it is sent again); the upstream could not be asked (a stale nonce is refused as unchecked, -32002; an
-    /// accepted hash is answered from memory).
-    pub(super) fn on_entry_check(&mut self, id: u64, outcome: Outcome, now_ms: u64) {
-        let Some(entry) = self.entries.get(&id) else {
+    /// the relay's own until it is sent again); the upstream could not be asked (a stale nonce is
+    /// refused as unchecked, -32002; an accepted hash is answered from memory).
+    pub(super) fn on_entry_check(&mut self, id: EntryId, outcome: Outcome, now_ms: u64) {
+        let Some(entry) = self.queue.get(id) else {
             return;
         };
-        let Stage::Checking(_, check) = entry.stage else {
+        let Stage::Checking(_, check) = entry.stage() else {
             return;
         };
-        let (hash, nonce) = (entry.hash, entry.nonce);
+        let (hash, nonce) = (entry.hash(), entry.nonce());
         let seen = outcome
             .ok()
             .and_then(|found: Found| found.known.get(&hash).copied());
@@ -217,14 +161,14 @@ impl Sender {
                     Some(Seen::Included { block }) => self.included(&hash, &block, now_ms),
                     _ => self.tracked(now_ms),
                 }
-                if let Some(e) = self.remove_entry(id) {
+                if let Some(e) = self.queue.remove(id) {
                     self.deduplicated(nonce, &hash, "upstream", &e.request_id);
                     self.answer(&e.tickets, &Answer::hash(&hash), None);
                 }
             }
             (Some(false), Check::Stale) => {
                 self.counters.stale_refused += 1;
-                let mined = self.mined.unwrap_or(nonce + 1).max(nonce + 1);
+                let mined = self.nonces.mined.unwrap_or(nonce + 1).max(nonce + 1);
                 self.refuse(id, Refusal::Stale { mined, nonce });
             }
             (Some(false), Check::Accepted) => {

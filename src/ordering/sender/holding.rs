@@ -15,25 +15,24 @@
 //! sender's counts) what became of it: held, it is accepted; its nonce used by another, it is
 //! refused; neither, its stored bytes are sent again (at most [`MAX_RECOVERIES`] times).
 
-use super::{tagged, Holding, Phase, PoolKind, Purpose, Sender, SessionKey, Stage};
+use super::{tagged, Holding, Phase, PoolKind, Purpose, Sender, SessionKey};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::answer::{AnswerClass, NonceEffect};
-use crate::ordering::sender::{Action, LookupId, Outcome, Query, Refusal, Sent};
-use crate::transaction::TxHash;
+use crate::ordering::sender::{Outcome, Query, Refusal, Sent};
+use crate::ordering::tx::SignedTx;
 
 /// How many times a force-released holder's transaction is sent again before its clients get
 /// -32002 (outcome unknown).
 pub const MAX_RECOVERIES: u32 = 2;
 
 impl Sender {
-    /// The final answer (`result`, after retries) of the send made under `session_key` for the
-    /// transaction (`hash`, `nonce`), at `now_ms`.
-    pub fn sent(
+    /// The final answer (`result`, after retries) of the send made under `session_key` for
+    /// `tx`: the holder's, or a late one's.
+    pub(super) fn on_sent(
         &mut self,
         session_key: SessionKey,
-        hash: TxHash,
-        nonce: u64,
+        tx: &SignedTx,
         result: Sent,
         now_ms: u64,
     ) {
@@ -45,26 +44,25 @@ impl Sender {
                 self.counters.retried += u64::from(result.attempts.saturating_sub(1));
                 self.settle(holding, result, now_ms);
             }
-            _ => self.late(session_key, hash, nonce, result, now_ms),
+            _ => self.late(session_key, tx, result, now_ms),
         }
-        self.step(now_ms);
     }
 
     /// Records the holder's final answer, answers its clients and passes the lock on.
     fn settle(&mut self, holding: Holding, result: Sent, now_ms: u64) {
         self.holder = None;
-        let Some(entry) = self.remove_entry(holding.entry) else {
+        let Some(entry) = self.queue.remove(holding.entry) else {
             return;
         };
-        let (hash, nonce) = (entry.hash, entry.nonce);
+        let (hash, nonce) = (entry.hash(), entry.nonce());
         let class = result.class;
         if class.went_in() {
-            self.resends.remove(&hash);
+            self.stored.resends.remove(&hash);
             let pruned = self.accepted.record(hash, nonce, now_ms, true);
             self.pruned(pruned, now_ms);
             let pruned = self
                 .accepted
-                .sized(&hash, entry.request.len() as u64, now_ms);
+                .sized(&hash, entry.tx.stored_len() as u64, now_ms);
             self.pruned(pruned, now_ms);
             self.tracked(now_ms);
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
@@ -72,7 +70,7 @@ impl Sender {
             // and sends it again if the upstream does not have it.
             let pruned = self.accepted.record(hash, nonce, now_ms, false);
             self.pruned(pruned, now_ms);
-            self.unverified = true;
+            self.stored.unverified = true;
         } else {
             self.forget_rows(vec![hash]);
             self.untrack_refused(&hash, class, now_ms);
@@ -84,7 +82,7 @@ impl Sender {
         }
         self.counters.forwarded += 1;
         self.answer(&entry.tickets, &result.answer, None);
-        let waiting = self.waiting_count();
+        let waiting = self.queue.waiting_len();
         self.emit(tagged(
             Metric::new("tx_forwarded", "", class.label())
                 .value(
@@ -102,7 +100,7 @@ impl Sender {
                 .field("resubmitted", entry.tickets.is_empty()),
             &entry.request_id,
         ));
-        let gap = self.next == Some(nonce);
+        let gap = self.nonces.next == Some(nonce);
         self.apply(class.effect(), nonce, now_ms);
         if class == AnswerClass::Rejected && gap && self.settings.pool == PoolKind::Strict {
             self.refuse_above(nonce);
@@ -113,15 +111,13 @@ impl Sender {
     /// transaction waiting above it is refused now, unsent (a send-and-wait call with EIP-7966's
     /// code 6). Those that arrive later wait for a corrected `next` as long as their gap wait.
     fn refuse_above(&mut self, next: u64) {
-        let mut above: Vec<(u64, u64)> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.stage == Stage::Waiting && e.nonce > next)
-            .map(|(&id, e)| (e.nonce, id))
+        let above: Vec<_> = self
+            .queue
+            .waiting()
+            .filter(|place| place.nonce > next)
             .collect();
-        above.sort_unstable();
-        for (_, id) in above {
-            self.refuse_over_gap(id, next, true);
+        for place in above {
+            self.refuse_over_gap(place.entry, next, true);
         }
     }
 
@@ -129,41 +125,27 @@ impl Sender {
     fn apply(&mut self, effect: NonceEffect, nonce: u64, now_ms: u64) {
         match effect {
             NonceEffect::Advance => {
-                if let Some(next) = self.next {
-                    self.next = Some(next.max(nonce + 1));
+                if let Some(next) = self.nonces.next {
+                    self.nonces.next = Some(next.max(nonce + 1));
                 }
             }
-            NonceEffect::Keep => self.gap_opened_ms = now_ms,
+            NonceEffect::Keep => self.nonces.gap_opened_ms = now_ms,
             NonceEffect::Relearn => self.relearn(now_ms),
         }
-    }
-
-    /// How many transactions wait for the lock.
-    pub(super) fn waiting_count(&self) -> usize {
-        self.entries
-            .values()
-            .filter(|e| e.stage == super::Stage::Waiting)
-            .count()
     }
 
     /// The holder is answered `refusal` without a send; the lock passes on with `effect`.
     fn release_refused(&mut self, refusal: Refusal, effect: NonceEffect, now_ms: u64) {
         if let Some(holding) = self.holder.take() {
-            let nonce = self.entries.get(&holding.entry).map_or(0, |e| e.nonce);
+            let nonce = self.queue.get(holding.entry).map_or(0, |e| e.nonce());
             self.refuse(holding.entry, refusal);
             self.apply(effect, nonce, now_ms);
         }
     }
 
     /// An answer from a holding that is no longer the holder.
-    fn late(
-        &mut self,
-        session_key: SessionKey,
-        hash: TxHash,
-        nonce: u64,
-        result: Sent,
-        now_ms: u64,
-    ) {
+    fn late(&mut self, session_key: SessionKey, tx: &SignedTx, result: Sent, now_ms: u64) {
+        let (hash, nonce) = (tx.hash, tx.nonce);
         self.counters.late_answers += 1;
         self.emit(
             Metric::new("late_release_ignored", "", result.class.label())
@@ -178,17 +160,16 @@ impl Sender {
         let pruned = self.accepted.record(hash, nonce, now_ms, true);
         self.pruned(pruned, now_ms);
         self.tracked(now_ms);
-        if let Some(next) = self.next {
-            self.next = Some(next.max(nonce + 1));
+        if let Some(next) = self.nonces.next {
+            self.nonces.next = Some(next.max(nonce + 1));
         }
         // A resend of the same bytes that is still waiting or being checked: it went in.
         let waiting = self
-            .by_hash
-            .get(&hash)
-            .copied()
+            .queue
+            .find(&hash)
             .filter(|id| self.holder.is_none_or(|holding| holding.entry != *id));
         if let Some(id) = waiting {
-            if let Some(entry) = self.remove_entry(id) {
+            if let Some(entry) = self.queue.remove(id) {
                 self.lookups
                     .retain(|_, (purpose, _)| *purpose != Purpose::Entry(id));
                 self.deduplicated(nonce, &hash, "late_answer", &entry.request_id);
@@ -206,10 +187,10 @@ impl Sender {
         else {
             return;
         };
-        let Some(entry) = self.entries.get(&holding.entry) else {
+        let Some(entry) = self.queue.get(holding.entry) else {
             return;
         };
-        let (hash, nonce) = (entry.hash, entry.nonce);
+        let (hash, nonce) = (entry.hash(), entry.nonce());
         let found = match outcome {
             Ok(found) => found,
             Err(_) => {
@@ -250,13 +231,13 @@ impl Sender {
         let Some(mut holding) = self.holder else {
             return;
         };
-        let Some(entry) = self.entries.get(&holding.entry) else {
+        let Some(entry) = self.queue.get(holding.entry) else {
             self.holder = None;
             return;
         };
-        let (hash, nonce, request_id) = (entry.hash, entry.nonce, entry.request_id.clone());
+        let (hash, nonce, request_id) = (entry.hash(), entry.nonce(), entry.request_id.clone());
         self.counters.force_releases += 1;
-        let waiting = self.waiting_count();
+        let waiting = self.queue.waiting_len();
         self.emit(tagged(
             Metric::new("force_release", "", "max_hold")
                 .value("held_ms", now_ms.saturating_sub(holding.acquired_ms) as f64)
@@ -265,26 +246,20 @@ impl Sender {
                 .field("nonce", nonce),
             &request_id,
         ));
-        let lookup = LookupId(self.id());
         let session_key = SessionKey::new();
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        let query = Query {
+            pending: true,
+            latest: true,
+            genesis: false,
+            hashes: vec![hash],
+            ..Query::default()
+        };
+        let lookup = self.ask(Purpose::Recover(session_key), query, deadline_ms);
         holding.session_key = session_key;
         holding.phase = Phase::Recovering(lookup);
         holding.recoveries += 1;
         self.holder = Some(holding);
-        self.lookups
-            .insert(lookup, (Purpose::Recover(session_key), deadline_ms));
-        self.push(Action::Lookup {
-            id: lookup,
-            query: Query {
-                pending: true,
-                latest: true,
-                genesis: false,
-                hashes: vec![hash],
-                ..Query::default()
-            },
-            deadline_ms,
-        });
     }
 
     /// What the upstream says of a force-released holder's transaction.
@@ -295,11 +270,11 @@ impl Sender {
         else {
             return;
         };
-        let Some(entry) = self.entries.get(&holding.entry) else {
+        let Some(entry) = self.queue.get(holding.entry) else {
             self.holder = None;
             return;
         };
-        let (hash, nonce) = (entry.hash, entry.nonce);
+        let (hash, nonce) = (entry.hash(), entry.nonce());
         let found = outcome.ok();
         let known = found.as_ref().and_then(|f| f.holds(&hash));
         let latest = found.as_ref().and_then(|f| f.latest);
@@ -333,10 +308,10 @@ impl Sender {
             _ => {
                 // Nothing to go on: the outcome stays unknown. Remembered, not vouched for.
                 self.holder = None;
-                if let Some(entry) = self.remove_entry(holding.entry) {
+                if let Some(entry) = self.queue.remove(holding.entry) {
                     let pruned = self.accepted.record(hash, nonce, now_ms, false);
                     self.pruned(pruned, now_ms);
-                    self.unverified = true;
+                    self.stored.unverified = true;
                     let unknown = Answer::error(&RpcError::new(
                         RESOURCE_UNAVAILABLE,
                         format!(

@@ -13,10 +13,11 @@
 use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
-use crate::ordering::sender::{
-    Action, Entry, Found, Loaded, LookupId, Outcome, Query, Seen, Stage,
-};
+use crate::ordering::queue::{Entry, EntryId, Stage};
+use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen};
+use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
+use std::rc::Rc;
 
 /// The first pause after a failed nonce lookup, ms; it doubles with each failure in a row.
 pub const LOOKUP_BACKOFF_MS: u64 = 1_000;
@@ -30,59 +31,40 @@ pub const MAX_VERIFIED: usize = 100;
 pub const MAX_RESENDS: u32 = 2;
 
 impl Sender {
-    /// The outcome of the lookup `id`, at `now_ms`.
-    pub fn looked_up(&mut self, id: LookupId, outcome: Outcome, now_ms: u64) {
-        self.on_lookup(id, outcome, now_ms);
-        self.step(now_ms);
-    }
-
     /// Stored transactions read back for a resend ([`Action::Load`]): each that the object does
     /// not hold already waits for the lock, in nonce order with everyone else.
-    pub fn loaded(&mut self, rows: Vec<Loaded>, now_ms: u64) {
-        self.loading = false;
-        for row in rows {
+    pub(super) fn on_loaded(&mut self, txs: Vec<Rc<SignedTx>>, now_ms: u64) {
+        self.stored.loading = false;
+        for tx in txs {
             // A client's copy queued meanwhile goes instead, and carries the relay's own (stored:
             // refused unsent, it stays followed); one found final meanwhile is done.
             if let Some(entry) = self
-                .by_hash
-                .get(&row.hash)
-                .and_then(|id| self.entries.get_mut(id))
+                .queue
+                .find(&tx.hash)
+                .and_then(|id| self.queue.get_mut(id))
             {
                 entry.stored = true;
                 continue;
             }
             if self
                 .accepted
-                .get(&row.hash, now_ms)
+                .get(&tx.hash, now_ms)
                 .is_some_and(|tx| tx.status.is_final())
             {
                 continue;
             }
-            let id = self.id();
-            self.by_hash.insert(row.hash, id);
-            self.entries.insert(
-                id,
-                Entry {
-                    hash: row.hash,
-                    nonce: row.nonce,
-                    request: row.request,
-                    arrived_ms: now_ms,
-                    tickets: Vec::new(),
-                    stage: Stage::Waiting,
-                    stored: true,
-                    request_id: None,
-                    sync: false,
-                },
-            );
+            let (hash, nonce) = (tx.hash, tx.nonce);
+            let mut entry = Entry::new(tx, now_ms, None);
+            entry.stored = true;
+            self.queue.insert(entry);
             self.counters.resubmitted += 1;
             self.emit(
                 Metric::new("tx_resubmitted", "", "upstream_forgot")
                     .value("count", 1.0)
-                    .field("nonce", row.nonce)
-                    .field("tx_hash", crate::hex::encode(&row.hash)),
+                    .field("nonce", nonce)
+                    .field("tx_hash", crate::hex::encode(&hash)),
             );
         }
-        self.step(now_ms);
     }
 
     pub(super) fn on_lookup(&mut self, id: LookupId, outcome: Outcome, now_ms: u64) {
@@ -103,17 +85,17 @@ impl Sender {
     /// Whether the sender's counts are wanted: the next nonce is unknown with transactions
     /// waiting, stored transactions are to be checked, or a client asks.
     pub(super) fn needs_nonces(&self) -> bool {
-        (self.next.is_none() && self.entries.values().any(|e| e.stage == Stage::Waiting))
-            || self.unverified
-            || !self.nonces.counts.is_empty()
+        (self.nonces.next.is_none() && self.queue.waiting_len() > 0)
+            || self.stored.unverified
+            || !self.nonces.lookup.counts.is_empty()
     }
 
     /// Starts the nonce lookup when it is wanted and none runs (after a failure, not before its
     /// backoff).
     pub(super) fn want_nonces(&mut self, now_ms: u64) {
-        if self.nonces.running.is_none()
+        if self.nonces.lookup.running.is_none()
             && self.needs_nonces()
-            && now_ms >= self.nonces.not_before_ms
+            && now_ms >= self.nonces.lookup.not_before_ms
         {
             self.start_nonces(now_ms);
         }
@@ -123,47 +105,41 @@ impl Sender {
         let query = Query {
             pending: true,
             latest: true,
-            genesis: !self.chain.checked,
+            genesis: !self.stored.chain.checked,
             ..Query::default()
         };
         self.start_nonce_lookup(Purpose::Nonces, query, now_ms);
     }
 
     fn start_nonce_lookup(&mut self, purpose: Purpose, query: Query, now_ms: u64) {
-        let id = LookupId(self.id());
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
-        self.nonces.running = Some(id);
+        let id = self.ask(purpose, query, deadline_ms);
+        self.nonces.lookup.running = Some(id);
         if purpose == Purpose::Nonces {
-            self.nonces.rerun = false;
+            self.nonces.lookup.rerun = false;
         }
-        self.lookups.insert(id, (purpose, deadline_ms));
-        self.push(Action::Lookup {
-            id,
-            query,
-            deadline_ms,
-        });
     }
 
     /// The next nonce is no longer to be trusted (a nonce error, an unknown outcome): nothing is
     /// granted until it is learned anew.
     pub(super) fn relearn(&mut self, now_ms: u64) {
-        if self.next.is_some() {
-            self.unknown_since_ms = now_ms;
+        if self.nonces.next.is_some() {
+            self.nonces.unknown_since_ms = now_ms;
         }
-        self.next = None;
+        self.nonces.next = None;
         self.counters.relearned += 1;
-        if self.nonces.running.is_some() {
-            self.nonces.rerun = true;
+        if self.nonces.lookup.running.is_some() {
+            self.nonces.lookup.rerun = true;
         }
     }
 
     /// The sender's counts (and the genesis hash, until checked).
     fn on_counts(&mut self, outcome: Outcome, now_ms: u64) {
-        self.nonces.running = None;
+        self.nonces.lookup.running = None;
         let found = match outcome {
             Ok(found) if found.pending.is_some() => found,
             Ok(_) => return self.nonces_failed("no usable pending count", now_ms),
-            Err(why) => return self.nonces_failed(&why, now_ms),
+            Err(why) => return self.nonces_failed(&why.to_string(), now_ms),
         };
         if let Some(genesis) = &found.genesis {
             self.check_chain(genesis, now_ms);
@@ -174,7 +150,7 @@ impl Sender {
         let pending = found.pending.unwrap_or(0);
         let verify = self.to_verify(pending, now_ms);
         if verify.is_empty() {
-            self.unverified = false;
+            self.stored.unverified = false;
             self.learned(pending, now_ms);
             return;
         }
@@ -192,7 +168,7 @@ impl Sender {
     /// The accepted hashes to ask for: every one not vouched for and not known to be mined, and
     /// every one whose nonce the upstream's pending count does not cover (lowest first).
     fn to_verify(&self, pending: u64, now_ms: u64) -> Vec<TxHash> {
-        let from = self.mined.unwrap_or(pending).min(pending);
+        let from = self.nonces.mined.unwrap_or(pending).min(pending);
         self.accepted
             .from_nonce(from, now_ms)
             .into_iter()
@@ -207,10 +183,10 @@ impl Sender {
     /// The accepted hashes asked by hash: held ones are vouched for; forgotten ones are
     /// forgotten here too, and sent again when their nonce is still free.
     fn on_verify(&mut self, outcome: Outcome, pending: u64, latest: Option<u64>, now_ms: u64) {
-        self.nonces.running = None;
+        self.nonces.lookup.running = None;
         let found: Found = match outcome {
             Ok(found) => found,
-            Err(why) => return self.nonces_failed(&why, now_ms),
+            Err(why) => return self.nonces_failed(&why.to_string(), now_ms),
         };
         let mut resend = Vec::new();
         let mut gone = Vec::new();
@@ -236,10 +212,10 @@ impl Sender {
                 gone.push(*hash);
                 continue;
             }
-            let resends = self.resends.entry(*hash).or_insert(0);
+            let resends = self.stored.resends.entry(*hash).or_insert(0);
             *resends += 1;
             if *resends > MAX_RESENDS {
-                self.resends.remove(hash);
+                self.stored.resends.remove(hash);
                 self.counters.abandoned += 1;
                 self.emit(
                     Metric::new("tx_abandoned", "", "upstream_never_kept")
@@ -253,9 +229,9 @@ impl Sender {
             }
         }
         self.forget_rows(gone);
-        self.unverified = false;
+        self.stored.unverified = false;
         if !resend.is_empty() {
-            self.loading = true;
+            self.stored.loading = true;
             self.push(Action::Load(resend));
         }
         self.learned(pending, now_ms);
@@ -278,8 +254,8 @@ impl Sender {
     /// upstream holds in a row). What tracking learns thus moves the queue: a transaction the
     /// relay could not vouch for, found in a block, no longer holds the sender's next one back.
     pub(super) fn mined_count(&mut self, latest: u64, now_ms: u64) {
-        self.mined = Some(latest);
-        if let Some(next) = self.next.filter(|&next| next < latest) {
+        self.nonces.mined = Some(latest);
+        if let Some(next) = self.nonces.next.filter(|&next| next < latest) {
             let raised = self.past_held(latest, now_ms);
             self.emit(
                 Metric::new("next_nonce_raised", "", "mined")
@@ -287,7 +263,7 @@ impl Sender {
                     .field("from", next)
                     .field("to", raised),
             );
-            self.next = Some(raised);
+            self.nonces.next = Some(raised);
         }
     }
 
@@ -295,10 +271,10 @@ impl Sender {
     /// nonce it holds, in a row; never below the mined count. Answers the pending-count
     /// questions.
     fn learned(&mut self, pending: u64, now_ms: u64) {
-        let next = self.past_held(pending.max(self.mined.unwrap_or(0)), now_ms);
-        self.nonces.failures = 0;
-        self.nonces.not_before_ms = 0;
-        let counts = std::mem::take(&mut self.nonces.counts);
+        let next = self.past_held(pending.max(self.nonces.mined.unwrap_or(0)), now_ms);
+        self.nonces.lookup.failures = 0;
+        self.nonces.lookup.not_before_ms = 0;
+        let counts = std::mem::take(&mut self.nonces.lookup.counts);
         if !counts.is_empty() {
             if next > pending {
                 self.emit(
@@ -310,57 +286,57 @@ impl Sender {
             let quantity = Answer::Result(format!("\"{}\"", crate::hex::encode_quantity(next)));
             self.answer(&counts, &quantity, None);
         }
-        if self.nonces.rerun {
+        if self.nonces.lookup.rerun {
             // These counts may be older than what made the next nonce unknown: ask again.
             self.start_nonces(now_ms);
             return;
         }
-        if self.next != Some(next) {
-            self.gap_opened_ms = now_ms;
+        if self.nonces.next != Some(next) {
+            self.nonces.gap_opened_ms = now_ms;
         }
-        self.next = Some(next);
+        self.nonces.next = Some(next);
     }
 
     fn nonces_failed(&mut self, why: &str, now_ms: u64) {
-        self.nonces.failures += 1;
+        self.nonces.lookup.failures += 1;
         let backoff = LOOKUP_BACKOFF_MS
-            .saturating_mul(1 << self.nonces.failures.saturating_sub(1).min(16))
+            .saturating_mul(1 << self.nonces.lookup.failures.saturating_sub(1).min(16))
             .min(LOOKUP_BACKOFF_MAX_MS);
-        self.nonces.not_before_ms = now_ms.saturating_add(backoff);
+        self.nonces.lookup.not_before_ms = now_ms.saturating_add(backoff);
         self.emit(
             Metric::new("nonce_lookup_failed", "", "counts")
                 .value("count", 1.0)
-                .field("failures", self.nonces.failures)
+                .field("failures", self.nonces.lookup.failures)
                 .field("error", why.to_string()),
         );
-        let counts = std::mem::take(&mut self.nonces.counts);
+        let counts = std::mem::take(&mut self.nonces.lookup.counts);
         let error = Answer::error(&RpcError::new(
             RESOURCE_UNAVAILABLE,
             format!("upstream unavailable: cannot learn the sender's pending nonce ({why})"),
         ));
         self.answer(&counts, &error, None);
-        if self.nonces.rerun {
-            self.nonces.rerun = false;
+        if self.nonces.lookup.rerun {
+            self.nonces.lookup.rerun = false;
         }
     }
 
     /// Compares the upstream's genesis hash with the stored one. Another chain: everything stored
     /// is dropped (nothing of it is ever sent), and the state starts anew on this chain.
     fn check_chain(&mut self, genesis: &str, now_ms: u64) {
-        self.chain.checked = true;
-        match self.chain.genesis.as_deref() {
+        self.stored.chain.checked = true;
+        match self.stored.chain.genesis.as_deref() {
             Some(known) if known == genesis => return,
             Some(_) => {
                 self.counters.chain_changes += 1;
                 let dropped = self.accepted.clear().len();
-                let resends: Vec<u64> = self
-                    .entries
+                let resends: Vec<EntryId> = self
+                    .queue
                     .iter()
-                    .filter(|(_, e)| e.tickets.is_empty() && e.stage == Stage::Waiting)
-                    .map(|(&id, _)| id)
+                    .filter(|(_, e)| !e.has_clients() && e.stage() == Stage::Waiting)
+                    .map(|(id, _)| id)
                     .collect();
                 for id in resends {
-                    self.remove_entry(id);
+                    self.queue.remove(id);
                 }
                 self.emit(
                     Metric::new("chain_changed", "", "genesis")
@@ -368,18 +344,18 @@ impl Sender {
                         .value("dropped", dropped as f64)
                         .field("genesis", genesis.to_string()),
                 );
-                self.mined = None;
-                self.next = None;
-                self.unknown_since_ms = now_ms;
-                self.unverified = false;
-                self.resends.clear();
-                if self.chain.persisted {
+                self.nonces.mined = None;
+                self.nonces.next = None;
+                self.nonces.unknown_since_ms = now_ms;
+                self.stored.unverified = false;
+                self.stored.resends.clear();
+                if self.stored.chain.persisted {
                     self.push(Action::Wipe);
-                    self.chain.persisted = false;
+                    self.stored.chain.persisted = false;
                 }
             }
             None => {}
         }
-        self.chain.genesis = Some(genesis.to_string());
+        self.stored.chain.genesis = Some(genesis.to_string());
     }
 }

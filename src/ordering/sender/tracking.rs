@@ -10,11 +10,12 @@
 //! geth's local transaction tracker resubmit the same way, never re-signing). A transaction still
 //! pending after `TRACK_TTL_S` is given up (expired).
 
-use super::{Purpose, Sender, Stage};
+use super::{Purpose, Sender};
 use crate::hex;
 use crate::metrics::Metric;
 use crate::ordering::accepted::Status;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::queue::Stage;
 use crate::ordering::sender::{Action, LookupId, Outcome, Query, Seen};
 use crate::transaction::TxHash;
 use serde_json::{json, Value};
@@ -22,14 +23,14 @@ use serde_json::{json, Value};
 impl Sender {
     /// A transaction just became pending: the next check is one interval away (if none is due).
     pub(super) fn tracked(&mut self, now_ms: u64) {
-        if self.settings.track_interval_ms > 0 && self.track_due_ms.is_none() {
-            self.track_due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
+        if self.settings.track_interval_ms > 0 && self.tracking.due_ms.is_none() {
+            self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
         }
     }
 
     /// Starts the tracking check when it is due and none runs.
     pub(super) fn want_track(&mut self, now_ms: u64) {
-        if self.tracking || self.track_due_ms.is_none_or(|due| now_ms < due) {
+        if self.tracking.running || self.tracking.due_ms.is_none_or(|due| now_ms < due) {
             return;
         }
         let pending: Vec<TxHash> = self
@@ -37,26 +38,21 @@ impl Sender {
             .pending()
             .into_iter()
             .map(|(_, hash)| hash)
-            .filter(|hash| !self.by_hash.contains_key(hash))
+            .filter(|hash| self.queue.find(hash).is_none())
             .take(super::knowledge::MAX_VERIFIED)
             .collect();
         if pending.is_empty() {
-            self.track_due_ms = None;
+            self.tracking.due_ms = None;
             return;
         }
-        self.tracking = true;
-        let id = LookupId(self.id());
+        self.tracking.running = true;
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
-        self.lookups.insert(id, (Purpose::Track, deadline_ms));
-        self.push(Action::Lookup {
-            id,
-            query: Query {
-                latest: true,
-                hashes: pending,
-                ..Query::default()
-            },
-            deadline_ms,
-        });
+        let query = Query {
+            latest: true,
+            hashes: pending,
+            ..Query::default()
+        };
+        self.ask(Purpose::Track, query, deadline_ms);
     }
 
     /// `hash` is in `block`: included, its row no longer needed.
@@ -88,8 +84,8 @@ impl Sender {
 
     /// The tracking check's answer.
     pub(super) fn on_track(&mut self, outcome: Outcome, now_ms: u64) {
-        self.tracking = false;
-        self.track_due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
+        self.tracking.running = false;
+        self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
         let Ok(found) = outcome else {
             return;
         };
@@ -102,7 +98,7 @@ impl Sender {
             let Some(tx) = self.accepted.get(hash, now_ms) else {
                 continue;
             };
-            if tx.status.is_final() || self.by_hash.contains_key(hash) {
+            if tx.status.is_final() || self.queue.find(hash).is_some() {
                 continue;
             }
             match seen {
@@ -132,11 +128,11 @@ impl Sender {
             for hash in &hashes {
                 self.accepted.resent(hash);
             }
-            self.loading = true;
+            self.stored.loading = true;
             self.push(Action::Load(hashes));
         }
         if self.accepted.pending().is_empty() {
-            self.track_due_ms = None;
+            self.tracking.due_ms = None;
         }
     }
 
@@ -175,25 +171,20 @@ impl Sender {
     /// events go out with the answer.
     fn ask_replaced_by(&mut self, replaced: Vec<(u64, TxHash)>, now_ms: u64) {
         let nonces: Vec<u64> = replaced.iter().map(|(nonce, _)| *nonce).collect();
-        let id = LookupId(self.id());
-        self.replaced.insert(id, replaced);
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
-        self.lookups.insert(id, (Purpose::ReplacedBy, deadline_ms));
-        self.push(Action::Lookup {
-            id,
-            query: Query {
-                nonces,
-                ..Query::default()
-            },
-            deadline_ms,
-        });
+        let query = Query {
+            nonces,
+            ..Query::default()
+        };
+        let id = self.ask(Purpose::ReplacedBy, query, deadline_ms);
+        self.tracking.replaced.insert(id, replaced);
     }
 
     /// The answer to [`Purpose::ReplacedBy`]: each replaced transaction learns which took its
     /// nonce (an upstream without `eth_getTransactionBySenderAndNonce` leaves it unknown), and
     /// its `tx_replaced` event goes out.
     pub(super) fn on_replaced_by(&mut self, id: LookupId, outcome: Outcome) {
-        let asked = self.replaced.remove(&id).unwrap_or_default();
+        let asked = self.tracking.replaced.remove(&id).unwrap_or_default();
         let found = outcome.unwrap_or_default();
         for (nonce, hash) in asked {
             let by = found
@@ -222,14 +213,14 @@ impl Sender {
     /// `failed` (`error`: why). `None` when the object knows nothing of it.
     pub fn status(&self, hash: &TxHash, now_ms: u64) -> Option<Value> {
         let text = hex::encode(hash);
-        if let Some(entry) = self.by_hash.get(hash).and_then(|id| self.entries.get(id)) {
-            let status = match entry.stage {
+        if let Some(entry) = self.queue.find(hash).and_then(|id| self.queue.get(id)) {
+            let status = match entry.stage() {
                 Stage::Waiting | Stage::Checking(..) => "queued",
                 Stage::Holding => "sent",
             };
             let resent = self.accepted.get(hash, now_ms).map_or(0, |tx| tx.resent);
             return Some(json!({
-                "hash": text, "nonce": entry.nonce, "status": status, "resubmitted": resent,
+                "hash": text, "nonce": entry.nonce(), "status": status, "resubmitted": resent,
             }));
         }
         if let Some(tx) = self.accepted.get(hash, now_ms) {
@@ -237,10 +228,10 @@ impl Sender {
             v["accepted_ms_ago"] = now_ms.saturating_sub(tx.at_ms).into();
             return Some(v);
         }
-        let (_, nonce, at, why) = self.failures.iter().rev().find(|(h, ..)| h == hash)?;
+        let failure = self.failures.iter().rev().find(|f| f.hash == *hash)?;
         Some(json!({
-            "hash": text, "nonce": nonce, "status": "failed", "error": why,
-            "failed_ms_ago": now_ms.saturating_sub(*at),
+            "hash": text, "nonce": failure.nonce, "status": "failed", "error": failure.why,
+            "failed_ms_ago": now_ms.saturating_sub(failure.at_ms),
         }))
     }
 }

@@ -1,4 +1,4 @@
-//! The turn: who gets the lock and when, and the one due time of the whole sender.
+//! The turn: who gets the lock and when, and the one table of deadlines of the whole sender.
 //!
 //! The lock goes to the waiting transaction with the lowest nonce (the earliest arrival among equal
 //! nonces), so transactions that overtook each other on the way in leave in nonce order. Nothing
@@ -8,56 +8,163 @@
 //! queue learned of the gap, whichever is later); under `UPSTREAM_POOL=strict` it is refused then
 //! instead (`nonce too high`), never sent. While the next nonce can't be learned, a
 //! client's transaction waits at most `LOCK_MAX_HOLD_MS` and is then answered -32002, unsent.
+//!
+//! Every time-driven rule has one row in [`Sender::deadlines`] (quinn-proto's timer table): the
+//! machine's due time ([`Sender::poll_timeout`]) is the earliest of them, and [`Sender::expire`]
+//! acts on those that came. A gap wait's end, a lookup to start again, the tracking check and the
+//! accepted set's pruning are acted on by the rules that run after it in each step.
 
-use super::{
-    tagged, Holding, Phase, PoolKind, Purpose, ReplacementPolicy, Sender, SessionKey, Stage,
-};
+use super::{tagged, Holding, Phase, PoolKind, ReplacementPolicy, Sender, SessionKey};
 use crate::metrics::Metric;
-use crate::ordering::sender::{Action, LookupId, Query, Refusal, Row};
+use crate::ordering::queue::{EntryId, Place, Stage};
+use crate::ordering::sender::{Action, LookupError, LookupId, Query, Refusal, Row};
+
+/// What a deadline is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Deadline {
+    /// A client's transaction has waited `LOCK_MAX_HOLD_MS` for a next nonce that can't be
+    /// learned: refused, unsent.
+    NonceUnknown(EntryId),
+    /// A lookup never reported back by its deadline and grace: it failed.
+    LookupLost(LookupId),
+    /// The holder never reported back by its deadline and grace: force-released.
+    HolderLost,
+    /// The lowest waiter's wait for a missing lower nonce runs out ([`Sender::advance`]).
+    GapWait,
+    /// The nonce lookup may start again after a failure ([`Sender::want_nonces`]).
+    NonceRetry,
+    /// The tracking check is due ([`Sender::want_track`]).
+    Track,
+    /// Accepted transactions leave the window or expire (the step's pruning).
+    Prune,
+}
 
 impl Sender {
-    /// The lowest waiting transaction: (nonce, entry), the earliest arrival among equal nonces.
-    pub(super) fn lowest_waiting(&self) -> Option<(u64, u64)> {
-        self.entries
-            .iter()
-            .filter(|(_, e)| e.stage == Stage::Waiting)
-            .map(|(&id, e)| (e.nonce, id))
-            .min()
+    /// The waiting transaction the lock goes to next.
+    pub(super) fn lowest_waiting(&self) -> Option<Place> {
+        self.queue.lowest_waiting()
     }
 
     /// When the entry's wait for a missing lower nonce runs out, Unix ms.
     fn gap_deadline_ms(&self, arrived_ms: u64) -> u64 {
         arrived_ms
-            .max(self.gap_opened_ms)
+            .max(self.nonces.gap_opened_ms)
             .saturating_add(self.settings.gap_wait_ms)
+    }
+
+    /// The one table: every deadline the sender has now, with its time (Unix ms).
+    pub(super) fn deadlines(&self) -> Vec<(Deadline, u64)> {
+        let mut table = Vec::new();
+        let grace_ms = self.settings.grace_ms();
+        if self.nonces.next.is_none() {
+            for (id, e) in self.queue.iter() {
+                if e.stage() == Stage::Waiting && e.has_clients() {
+                    let since = e.arrived_ms.max(self.nonces.unknown_since_ms);
+                    table.push((
+                        Deadline::NonceUnknown(id),
+                        since.saturating_add(self.settings.max_hold_ms),
+                    ));
+                }
+            }
+        }
+        for (&id, (_, deadline)) in &self.lookups {
+            table.push((Deadline::LookupLost(id), deadline.saturating_add(grace_ms)));
+        }
+        if let Some(Holding {
+            phase: Phase::Sending { deadline_ms },
+            ..
+        }) = self.holder
+        {
+            table.push((Deadline::HolderLost, deadline_ms.saturating_add(grace_ms)));
+        }
+        if self.holder.is_none() && !self.stored.loading {
+            if let (Some(next), Some(place)) = (self.nonces.next, self.lowest_waiting()) {
+                if place.nonce > next {
+                    let arrived_ms = self.queue.get(place.entry).map_or(0, |e| e.arrived_ms);
+                    table.push((Deadline::GapWait, self.gap_deadline_ms(arrived_ms)));
+                }
+            }
+        }
+        if self.nonces.lookup.running.is_none() && self.needs_nonces() {
+            table.push((Deadline::NonceRetry, self.nonces.lookup.not_before_ms));
+        }
+        if let Some(due) = self.tracking.due_ms.filter(|_| !self.tracking.running) {
+            table.push((Deadline::Track, due));
+        }
+        if let Some(prune) = self.accepted.next_due_ms() {
+            table.push((Deadline::Prune, prune));
+        }
+        table
+    }
+
+    /// The earliest time anything is due by time alone (see [`Sender::poll_timeout`]).
+    pub(super) fn due_ms(&self) -> Option<u64> {
+        self.deadlines().into_iter().map(|(_, at)| at).min()
+    }
+
+    /// What time alone ends, from the table: clients' waits for an unknown next nonce, lookups
+    /// and holders that never reported back.
+    pub(super) fn expire(&mut self, now_ms: u64) {
+        for (deadline, at) in self.deadlines() {
+            if at > now_ms {
+                continue;
+            }
+            match deadline {
+                Deadline::NonceUnknown(id) => {
+                    let arrived_ms = self.queue.get(id).map_or(now_ms, |e| e.arrived_ms);
+                    let waited_ms = now_ms.saturating_sub(arrived_ms);
+                    self.refuse(id, Refusal::NonceUnknown { waited_ms });
+                }
+                Deadline::LookupLost(id) => {
+                    self.on_lookup(id, Err(LookupError::NeverReported), now_ms)
+                }
+                Deadline::HolderLost => {
+                    let grace_ms = self.settings.grace_ms();
+                    if let Some(Holding {
+                        phase: Phase::Sending { deadline_ms },
+                        ..
+                    }) = self.holder
+                    {
+                        if now_ms >= deadline_ms.saturating_add(grace_ms) {
+                            self.force_release(now_ms);
+                        }
+                    }
+                }
+                Deadline::GapWait | Deadline::NonceRetry | Deadline::Track | Deadline::Prune => {}
+            }
+        }
     }
 
     /// Grants the lock while it is free and the lowest waiter may go.
     pub(super) fn advance(&mut self, now_ms: u64) {
-        while self.holder.is_none() && !self.loading {
-            let Some(next) = self.next else {
+        while self.holder.is_none() && !self.stored.loading {
+            let Some(next) = self.nonces.next else {
                 return;
             };
-            let Some((nonce, id)) = self.lowest_waiting() else {
+            let Some(place) = self.lowest_waiting() else {
                 return;
             };
-            let arrived_ms = self.entries[&id].arrived_ms;
-            if nonce > next && now_ms < self.gap_deadline_ms(arrived_ms) {
+            let arrived_ms = self.queue.get(place.entry).map_or(0, |e| e.arrived_ms);
+            if place.nonce > next && now_ms < self.gap_deadline_ms(arrived_ms) {
                 return;
             }
-            self.grant(id, next, now_ms);
+            self.grant(place.entry, next, now_ms);
         }
     }
 
     /// The lock to entry `id`, with the sender's next nonce `next` known.
-    fn grant(&mut self, id: u64, next: u64, now_ms: u64) {
-        let Some(entry) = self.entries.get_mut(&id) else {
+    fn grant(&mut self, id: EntryId, next: u64, now_ms: u64) {
+        let Some(entry) = self.queue.get(id) else {
             return;
         };
-        entry.stage = Stage::Holding;
-        let (hash, nonce, arrived_ms, sync) =
-            (entry.hash, entry.nonce, entry.arrived_ms, entry.sync);
+        let (hash, nonce, arrived_ms, sync) = (
+            entry.hash(),
+            entry.nonce(),
+            entry.arrived_ms,
+            entry.tx.method.is_sync(),
+        );
         let request_id = entry.request_id.clone();
+        self.queue.set_stage(id, Stage::Holding);
         if self.settings.replacement == ReplacementPolicy::Reject {
             // Accepted meanwhile by another transaction with this nonce.
             if let Some(holder) = self.nonce_holder(&hash, nonce, now_ms) {
@@ -96,20 +203,14 @@ impl Sender {
             // A replacement, or a resend of a used nonce: is that nonce mined already, and does the
             // upstream have this very transaction? (On Hedera each send of a used nonce is a
             // charged WRONG_NONCE.)
-            let lookup = LookupId(self.id());
+            let query = Query {
+                latest: true,
+                hashes: vec![hash],
+                ..Query::default()
+            };
+            let lookup = self.ask(super::Purpose::Holder(session_key), query, deadline_ms);
             holding.phase = Phase::Checking(lookup);
             self.holder = Some(holding);
-            self.lookups
-                .insert(lookup, (Purpose::Holder(session_key), deadline_ms));
-            self.push(Action::Lookup {
-                id: lookup,
-                query: Query {
-                    latest: true,
-                    hashes: vec![hash],
-                    ..Query::default()
-                },
-                deadline_ms,
-            });
         } else {
             self.holder = Some(holding);
             self.send(deadline_ms, now_ms);
@@ -119,12 +220,12 @@ impl Sender {
     /// Entry `id`, above the sender's next nonce `next`, is refused without a send: a
     /// send-and-wait call with EIP-7966's code 6, any other with geth's `nonce too high` saying
     /// whether `next` was `refused` by the upstream or did not arrive in time.
-    pub(super) fn refuse_over_gap(&mut self, id: u64, next: u64, refused: bool) {
-        let Some(entry) = self.entries.get(&id) else {
+    pub(super) fn refuse_over_gap(&mut self, id: EntryId, next: u64, refused: bool) {
+        let Some(entry) = self.queue.get(id) else {
             return;
         };
-        let nonce = entry.nonce;
-        let refusal = if entry.sync {
+        let nonce = entry.nonce();
+        let refusal = if entry.tx.method.is_sync() {
             Refusal::NonceGap {
                 expected: next,
                 nonce,
@@ -146,131 +247,44 @@ impl Sender {
         let Some(holding) = self.holder.as_mut() else {
             return;
         };
+        let id = holding.entry;
         if self.settings.pool == PoolKind::Strict {
-            let entry = holding.entry;
-            let above = self.entries.get(&entry).map(|e| e.nonce);
-            if above.is_some_and(|nonce| self.next.is_some_and(|next| nonce > next)) {
+            let above = self.queue.get(id).map(|e| e.nonce());
+            if above.is_some_and(|nonce| self.nonces.next.is_some_and(|next| nonce > next)) {
                 // A force-released holder found missing while a lower nonce is missing too (the
                 // pool dropped it): back to the queue behind it, with a new gap wait.
                 self.holder = None;
-                self.gap_opened_ms = now_ms;
-                if let Some(e) = self.entries.get_mut(&entry) {
-                    e.stage = Stage::Waiting;
-                }
+                self.nonces.gap_opened_ms = now_ms;
+                self.queue.set_stage(id, Stage::Waiting);
                 return;
             }
         }
         holding.phase = Phase::Sending { deadline_ms };
         let session_key = holding.session_key;
-        let Some(entry) = self.entries.get_mut(&holding.entry) else {
+        let Some(entry) = self.queue.get_mut(id) else {
             return;
         };
-        let (hash, nonce, request) = (entry.hash, entry.nonce, entry.request.clone());
+        let tx = entry.tx.clone();
         let request_id = entry.request_id.clone();
         let store = !entry.stored;
         entry.stored = true;
         if store {
-            if !self.chain.persisted {
-                if let Some(genesis) = self.chain.genesis.clone() {
-                    self.chain.persisted = true;
+            if !self.stored.chain.persisted {
+                if let Some(genesis) = self.stored.chain.genesis.clone() {
+                    self.stored.chain.persisted = true;
                     self.push(Action::StoreChain(genesis));
                 }
             }
             self.push(Action::Store(Row {
-                hash,
-                nonce,
-                request: request.clone(),
+                tx: tx.clone(),
                 at_ms: now_ms,
             }));
         }
         self.push(Action::Send {
             session_key,
-            hash,
-            nonce,
-            request,
+            tx,
             deadline_ms,
             request_id,
         });
-    }
-
-    /// What time alone ends: clients' waits for an unknown next nonce, lookups and holders that
-    /// never reported back.
-    pub(super) fn expire(&mut self, now_ms: u64) {
-        if self.next.is_none() {
-            let max_hold_ms = self.settings.max_hold_ms;
-            let since = self.unknown_since_ms;
-            let overdue: Vec<(u64, u64)> = self
-                .entries
-                .iter()
-                .filter(|(_, e)| {
-                    e.stage == Stage::Waiting
-                        && !e.tickets.is_empty()
-                        && now_ms >= e.arrived_ms.max(since).saturating_add(max_hold_ms)
-                })
-                .map(|(&id, e)| (id, now_ms.saturating_sub(e.arrived_ms)))
-                .collect();
-            for (id, waited_ms) in overdue {
-                self.refuse(id, Refusal::NonceUnknown { waited_ms });
-            }
-        }
-        let grace_ms = self.settings.grace_ms();
-        let lost: Vec<LookupId> = self
-            .lookups
-            .iter()
-            .filter(|(_, (_, deadline))| now_ms >= deadline.saturating_add(grace_ms))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in lost {
-            self.on_lookup(id, Err("the lookup never reported back".into()), now_ms);
-        }
-        if let Some(holding) = self.holder {
-            if let Phase::Sending { deadline_ms } = holding.phase {
-                if now_ms >= deadline_ms.saturating_add(grace_ms) {
-                    self.force_release(now_ms);
-                }
-            }
-        }
-    }
-
-    /// The earliest time anything is due by time alone (see [`Sender::poll_timeout`]).
-    pub(super) fn due_ms(&self) -> Option<u64> {
-        let mut due: Option<u64> = None;
-        let mut at = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
-        if self.holder.is_none() && !self.loading {
-            if let (Some(next), Some((nonce, id))) = (self.next, self.lowest_waiting()) {
-                if nonce > next {
-                    at(self.gap_deadline_ms(self.entries[&id].arrived_ms));
-                }
-            }
-        }
-        if self.next.is_none() {
-            for e in self.entries.values() {
-                if e.stage == Stage::Waiting && !e.tickets.is_empty() {
-                    let since = e.arrived_ms.max(self.unknown_since_ms);
-                    at(since.saturating_add(self.settings.max_hold_ms));
-                }
-            }
-        }
-        if self.nonces.running.is_none() && self.needs_nonces() {
-            at(self.nonces.not_before_ms);
-        }
-        let grace_ms = self.settings.grace_ms();
-        if let Some(Holding {
-            phase: Phase::Sending { deadline_ms },
-            ..
-        }) = self.holder
-        {
-            at(deadline_ms.saturating_add(grace_ms));
-        }
-        for (_, deadline) in self.lookups.values() {
-            at(deadline.saturating_add(grace_ms));
-        }
-        if let Some(track) = self.track_due_ms.filter(|_| !self.tracking) {
-            at(track);
-        }
-        if let Some(prune) = self.accepted.next_due_ms() {
-            at(prune);
-        }
-        due
     }
 }

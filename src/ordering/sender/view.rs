@@ -1,6 +1,7 @@
 //! The per-sender view for operators (`GET /senders/{address}`).
 
-use super::{Phase, Sender, Stage};
+use super::{Phase, Sender};
+use crate::ordering::queue::Stage;
 use serde_json::{json, Value};
 
 impl Sender {
@@ -14,7 +15,7 @@ impl Sender {
     /// are due (ms from now), and the counters.
     pub fn view(&self, now_ms: u64) -> Value {
         let holder = self.holder.map(|holding| {
-            let nonce = self.entries.get(&holding.entry).map(|e| e.nonce);
+            let nonce = self.queue.get(holding.entry).map(|e| e.nonce());
             let phase = match holding.phase {
                 Phase::Checking(_) => "checking",
                 Phase::Sending { .. } => "sending",
@@ -28,17 +29,11 @@ impl Sender {
                 "phase": phase,
             })
         });
-        let mut queued: Vec<u64> = self
-            .entries
-            .values()
-            .filter(|e| e.stage == Stage::Waiting)
-            .map(|e| e.nonce)
-            .collect();
-        queued.sort_unstable();
+        let queued: Vec<u64> = self.queue.waiting().map(|place| place.nonce).collect();
         let checking = self
-            .entries
-            .values()
-            .filter(|e| matches!(e.stage, Stage::Checking(..)))
+            .queue
+            .iter()
+            .filter(|(_, e)| matches!(e.stage(), Stage::Checking(..)))
             .count();
         let accepted: Vec<Value> = self
             .accepted
@@ -56,15 +51,15 @@ impl Sender {
             "queue_depth": queued.len(),
             "queued_nonces": queued,
             "checking": checking,
-            "next_nonce": self.next,
-            "mined_nonce": self.mined,
-            "looking_up_nonce": self.nonces.running.is_some(),
-            "in_flight": self.entries.len(),
+            "next_nonce": self.nonces.next,
+            "mined_nonce": self.nonces.mined,
+            "looking_up_nonce": self.nonces.lookup.running.is_some(),
+            "in_flight": self.queue.len(),
             "accepted": accepted,
-            "chain": self.chain.genesis,
+            "chain": self.stored.chain.genesis,
             "upstream_pool": self.settings.pool.label(),
             "tracked": self.accepted.pending().len(),
-            "next_check_ms": self.track_due_ms.map(|due| due.saturating_sub(now_ms)),
+            "next_check_ms": self.tracking.due_ms.map(|due| due.saturating_sub(now_ms)),
             "alarm_ms": (self.alarm_until_ms != 0)
                 .then(|| self.alarm_until_ms.saturating_sub(now_ms)),
             "counters": self.counters,

@@ -9,6 +9,7 @@ mod tracking;
 
 use super::*;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::tx::SendMethod;
 use std::collections::BTreeMap;
 
 const SETTINGS: Settings = Settings {
@@ -32,16 +33,16 @@ fn h(nonce: u64, variant: u8) -> TxHash {
 #[derive(Debug, Clone)]
 struct SendCall {
     key: SessionKey,
+    tx: Rc<SignedTx>,
     hash: TxHash,
     nonce: u64,
     deadline_ms: u64,
 }
 
-/// The object's side: carries out the actions and records them.
-struct Rig {
-    s: Sender,
+/// What the rig's effects recorded.
+#[derive(Default)]
+struct Recorded {
     now: u64,
-    tickets: u64,
     answers: BTreeMap<Ticket, Vec<(Answer, Option<u64>)>>,
     sends: Vec<SendCall>,
     lookups: Vec<(LookupId, Query)>,
@@ -53,101 +54,147 @@ struct Rig {
     log: Vec<String>,
 }
 
+impl Effects for Recorded {
+    fn now_ms(&self) -> u64 {
+        self.now
+    }
+    fn answer(&mut self, ticket: Ticket, answer: Answer, retry_after_s: Option<u64>) {
+        self.log.push(format!("answer {}", ticket.0));
+        self.answers
+            .entry(ticket)
+            .or_default()
+            .push((answer, retry_after_s));
+    }
+    fn store(&mut self, row: Row) {
+        self.log.push(format!("store {}", row.tx.nonce));
+        self.rows.insert(row.tx.hash, row);
+    }
+    fn forget(&mut self, hashes: Vec<TxHash>) {
+        for hash in hashes {
+            self.rows.remove(&hash);
+        }
+    }
+    fn wipe(&mut self) {
+        self.log.push("wipe".into());
+        self.rows.clear();
+        self.chain = None;
+    }
+    fn vacate(&mut self) {
+        self.log.push("vacate".into());
+        self.rows.clear();
+        self.chain = None;
+        self.alarm = None;
+    }
+    fn store_chain(&mut self, genesis: String) {
+        self.chain = Some(genesis);
+    }
+    fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
+        self.log.push(format!("load {}", hashes.len()));
+        hashes
+            .iter()
+            .filter_map(|hash| self.rows.get(hash))
+            .map(|row| row.tx.clone())
+            .collect()
+    }
+    fn send(
+        &mut self,
+        key: SessionKey,
+        tx: Rc<SignedTx>,
+        deadline_ms: u64,
+        _request_id: Option<Rc<str>>,
+    ) {
+        self.log.push(format!("send {}", tx.nonce));
+        self.sends.push(SendCall {
+            key,
+            hash: tx.hash,
+            nonce: tx.nonce,
+            tx,
+            deadline_ms,
+        });
+    }
+    fn lookup(&mut self, id: LookupId, query: Query, _deadline_ms: u64) {
+        self.log.push("lookup".into());
+        self.lookups.push((id, query));
+    }
+    fn alarm(&mut self, at_ms: Option<u64>) {
+        self.alarm = at_ms;
+    }
+    fn emit(&mut self, metric: Metric) {
+        self.metrics.push(metric);
+    }
+}
+
+/// The object's side: carries out the actions ([`Sender::run`]) and records them.
+struct Rig {
+    s: Sender,
+    tickets: u64,
+    fx: Recorded,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = Recorded;
+    fn deref(&self) -> &Recorded {
+        &self.fx
+    }
+}
+
+impl std::ops::DerefMut for Rig {
+    fn deref_mut(&mut self) -> &mut Recorded {
+        &mut self.fx
+    }
+}
+
+/// The transaction `nonce`/`variant` (its hash [`h`]).
+fn tx(nonce: u64, variant: u8) -> Rc<SignedTx> {
+    Rc::new(SignedTx {
+        hash: h(nonce, variant),
+        nonce,
+        chain_id: Some(1),
+        raw: format!("request {nonce}/{variant}").into_bytes(),
+        method: SendMethod::Plain,
+    })
+}
+
+/// A stored row of the transaction `nonce`/`variant`, stored at `at_ms`.
+fn row(nonce: u64, variant: u8, at_ms: u64) -> Row {
+    Row {
+        tx: tx(nonce, variant),
+        at_ms,
+    }
+}
+
 impl Rig {
     fn new(settings: Settings) -> Self {
         let mut s = Sender::new(settings);
         s.set_address("0xabc");
         Rig {
             s,
-            now: 1_000,
             tickets: 0,
-            answers: BTreeMap::new(),
-            sends: Vec::new(),
-            lookups: Vec::new(),
-            rows: BTreeMap::new(),
-            chain: None,
-            alarm: None,
-            metrics: Vec::new(),
-            log: Vec::new(),
+            fx: Recorded {
+                now: 1_000,
+                ..Recorded::default()
+            },
         }
     }
 
     fn drain(&mut self) {
-        while let Some(action) = self.s.poll_action() {
-            match action {
-                Action::Answer {
-                    ticket,
-                    answer,
-                    retry_after_s,
-                } => {
-                    self.log.push(format!("answer {}", ticket.0));
-                    self.answers
-                        .entry(ticket)
-                        .or_default()
-                        .push((answer, retry_after_s));
-                }
-                Action::Store(row) => {
-                    self.log.push(format!("store {}", row.nonce));
-                    self.rows.insert(row.hash, row);
-                }
-                Action::Forget(hashes) => {
-                    for hash in hashes {
-                        self.rows.remove(&hash);
-                    }
-                }
-                Action::Wipe => {
-                    self.log.push("wipe".into());
-                    self.rows.clear();
-                    self.chain = None;
-                }
-                Action::Vacate => {
-                    self.log.push("vacate".into());
-                    self.rows.clear();
-                    self.chain = None;
-                    self.alarm = None;
-                }
-                Action::StoreChain(genesis) => self.chain = Some(genesis),
-                Action::Load(hashes) => {
-                    self.log.push(format!("load {}", hashes.len()));
-                    let rows: Vec<Loaded> = hashes
-                        .iter()
-                        .filter_map(|hash| self.rows.get(hash))
-                        .map(Loaded::from)
-                        .collect();
-                    self.s.loaded(rows, self.now);
-                }
-                Action::Send {
-                    session_key,
-                    hash,
-                    nonce,
-                    deadline_ms,
-                    ..
-                } => {
-                    self.log.push(format!("send {nonce}"));
-                    self.sends.push(SendCall {
-                        key: session_key,
-                        hash,
-                        nonce,
-                        deadline_ms,
-                    });
-                }
-                Action::Lookup { id, query, .. } => {
-                    self.log.push("lookup".into());
-                    self.lookups.push((id, query));
-                }
-                Action::Alarm(at) => self.alarm = at,
-                Action::Emit(metric) => self.metrics.push(metric),
-            }
-        }
+        self.s.run(&mut self.fx);
     }
 
     fn arrival(nonce: u64, variant: u8) -> Arrival {
         Arrival {
-            hash: h(nonce, variant),
-            nonce,
-            request: format!("request {nonce}/{variant}").into(),
+            tx: tx(nonce, variant),
             request_id: None,
-            sync: false,
+        }
+    }
+
+    /// A send-and-wait call (EIP-7966) of the transaction `nonce`/`variant`.
+    fn sync_arrival(nonce: u64, variant: u8) -> Arrival {
+        let mut tx = (*tx(nonce, variant)).clone();
+        tx.method = SendMethod::Sync { timeout_ms: 2_000 };
+        Arrival {
+            tx: Rc::new(tx),
+            request_id: None,
         }
     }
 
@@ -230,8 +277,7 @@ impl Rig {
         };
         self.s.sent(
             call.key,
-            call.hash,
-            call.nonce,
+            &call.tx,
             Sent {
                 class,
                 answer,

@@ -167,7 +167,10 @@ fn no_send_on_a_guessed_nonce_while_the_upstream_can_not_tell_it() {
     let start = r.now;
     let tickets: Vec<Ticket> = (0..3).map(|n| r.arrive(n)).collect();
     let (id, _) = r.lookup();
-    r.reply(id, Err("connection refused".into()));
+    r.reply(
+        id,
+        Err(LookupError::Unavailable("connection refused".into())),
+    );
     assert_eq!(r.events("nonce_lookup_failed").len(), 1);
     assert_eq!(
         r.s.poll_timeout(),
@@ -176,7 +179,10 @@ fn no_send_on_a_guessed_nonce_while_the_upstream_can_not_tell_it() {
     );
     r.at(r.now + 1_000);
     let (id, _) = r.lookup();
-    r.reply(id, Err("connection refused".into()));
+    r.reply(
+        id,
+        Err(LookupError::Unavailable("connection refused".into())),
+    );
     assert_eq!(r.s.poll_timeout(), Some(r.now + 2_000), "then after 2 s");
     // Until each client's wait runs out, nothing is sent; then each gets -32002, unsent.
     while r.now < start + SETTINGS.max_hold_ms {
@@ -184,7 +190,10 @@ fn no_send_on_a_guessed_nonce_while_the_upstream_can_not_tell_it() {
         r.at(due);
         while let Some((id, _)) = r.lookups.first().cloned() {
             r.lookups.remove(0);
-            r.reply(id, Err("connection refused".into()));
+            r.reply(
+                id,
+                Err(LookupError::Unavailable("connection refused".into())),
+            );
         }
     }
     assert!(r.sends.is_empty());

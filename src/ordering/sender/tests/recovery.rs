@@ -16,7 +16,7 @@ fn defect_2_a_late_holders_answer_answers_nobody_and_settles_a_waiting_resend() 
     let (recovery, query) = r.lookup_for(|q| !q.hashes.is_empty());
     assert_eq!(query.hashes, vec![h(0, 0)]);
     // The upstream can't be asked: the outcome stays unknown.
-    r.reply(recovery, Err("refused".into()));
+    r.reply(recovery, Err(LookupError::Unavailable("refused".into())));
     let (code, message) = r.error_of(first);
     assert_eq!(code, -32002);
     assert!(message.contains("outcome unknown"), "{message}");
@@ -102,23 +102,19 @@ fn defect_3_a_relearn_below_the_accepted_nonces_asks_for_them_by_hash() {
 #[test]
 fn a_restarted_object_checks_its_stored_transactions_and_resends_what_the_upstream_forgot() {
     let mut r = Rig::new(SETTINGS);
-    let rows = [(h(0, 0), 0, 900), (h(1, 0), 1, 950)];
-    for (hash, nonce, at) in rows {
-        r.rows.insert(
-            hash,
-            Row {
-                hash,
-                nonce,
-                request: format!("stored {nonce}").into(),
-                at_ms: at,
-            },
-        );
+    let rows = [row(0, 0, 900), row(1, 0, 950)];
+    for row in &rows {
+        r.rows.insert(row.tx.hash, row.clone());
     }
-    r.s.restore(
-        Some("0xgenesis".into()),
-        &rows.map(|(h, n, a)| (h, n, a)),
-        r.now,
-    );
+    let stored: Vec<StoredTx> = rows
+        .iter()
+        .map(|row| StoredTx {
+            hash: row.tx.hash,
+            nonce: row.tx.nonce,
+            at_ms: row.at_ms,
+        })
+        .collect();
+    r.s.restore(Some("0xgenesis".into()), &stored, r.now);
     r.drain();
     // At once, without a client: counts and the genesis hash.
     let (id, query) = r.lookup();
@@ -160,16 +156,13 @@ fn state_of_another_chain_is_dropped_never_sent() {
     let mut r = Rig::new(SETTINGS);
     r.chain = Some("0xold".into());
     let hash = h(0, 0);
-    r.rows.insert(
+    r.rows.insert(hash, row(0, 0, 900));
+    let stored = StoredTx {
         hash,
-        Row {
-            hash,
-            nonce: 0,
-            request: "old".into(),
-            at_ms: 900,
-        },
-    );
-    r.s.restore(Some("0xold".into()), &[(hash, 0, 900)], r.now);
+        nonce: 0,
+        at_ms: 900,
+    };
+    r.s.restore(Some("0xold".into()), &[stored], r.now);
     r.drain();
     // `make dev` twice: a fresh chain asked for the pending count.
     let count = r.ticket();

@@ -137,14 +137,7 @@ fn a_refusal_below_the_next_nonce_refuses_nobody() {
 fn a_send_and_wait_call_above_a_refused_n_gets_eip_7966_code_6() {
     let mut r = Rig::new(STRICT);
     let ticket = r.ticket();
-    r.s.arrive(
-        ticket,
-        Arrival {
-            sync: true,
-            ..Rig::arrival(1, 0)
-        },
-        r.now,
-    );
+    r.s.arrive(ticket, Rig::sync_arrival(1, 0), r.now);
     r.drain();
     r.learn(0, 0);
     r.arrive(0);

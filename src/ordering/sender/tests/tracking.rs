@@ -187,7 +187,7 @@ fn a_resend_refused_because_the_nonce_is_taken_ends_replaced_and_is_not_sent_aga
     // Another transaction with nonce 4 sits in the pool at a higher fee.
     r.finish(&call, AnswerClass::ReplacementUnderpriced);
     let (id, _) = r.lookup_for(|q| q.nonces == vec![4]);
-    r.reply(id, Err("unsupported".into()));
+    r.reply(id, Err(LookupError::Unavailable("unsupported".into())));
     assert_eq!(r.s.status(&h(4, 0), r.now).unwrap()["status"], "replaced");
     assert_eq!(r.events("tx_replaced").len(), 1);
     // The next checks no longer ask for it, and nothing is sent again.
@@ -235,9 +235,7 @@ fn a_send_and_wait_call_over_a_nonce_gap_gets_code_6_and_the_expected_nonce_unse
     r.learn(0, 0);
     r.accept_next();
     let ticket = r.ticket();
-    let mut arrival = Rig::arrival(3, 0);
-    arrival.sync = true;
-    r.s.arrive(ticket, arrival, r.now);
+    r.s.arrive(ticket, Rig::sync_arrival(3, 0), r.now);
     r.drain();
     r.at(r.now + SETTINGS.gap_wait_ms);
     let (answer, _) = r.answer(ticket).clone();

@@ -1,8 +1,8 @@
 //! The platform as the pure core sees it ([`Platform`]): the upstream, a timer, the clock,
 //! randomness and metrics.
 
+use super::{Route, UpstreamError, UpstreamReply};
 use crate::metrics::Metric;
-use crate::upstream::{Route, UpstreamError, UpstreamReply};
 
 /// What the pure core needs of the platform it runs on: the upstream node (`post`), a timer
 /// (`sleep`), the clock, randomness for backoff jitter and metrics. The Worker and the Durable
@@ -10,7 +10,7 @@ use crate::upstream::{Route, UpstreamError, UpstreamReply};
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
 pub trait Platform {
     /// POSTs one JSON-RPC request (or batch) text to the upstream, waiting at most `timeout_ms`
-    /// for the whole answer, and returns it checked with [`crate::upstream::check_upstream_body`]. `route` says
+    /// for the whole answer, and returns it checked with [`super::check_upstream_body`]. `route` says
     /// what the request is, for the upstreams it may go to ([`Route`]); `body` is always text the
     /// relay made, never a client's.
     async fn post(

@@ -1,0 +1,199 @@
+use super::request::go_alias;
+use super::*;
+use serde_json::json;
+
+fn error_of(error: &RequestError) -> (Value, i64) {
+    let v: Value = serde_json::from_str(&error.response()).unwrap();
+    (v["id"].clone(), v["error"]["code"].as_i64().unwrap())
+}
+
+#[test]
+fn parses_single_and_batch() {
+    let Incoming::Single(Ok(req)) =
+        parse(br#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}"#, 10).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(req.id, Some(json!(7)));
+    assert_eq!(req.method, "eth_chainId");
+    let Incoming::Batch(entries) = parse(
+        br#"[{"jsonrpc":"2.0","id":"a","method":"m","params":[]}, 5, {"jsonrpc":"1.0","id":2,"method":"m"}]"#,
+        10,
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert_eq!(entries.len(), 3);
+    assert!(entries[0].is_ok());
+    assert_eq!(
+        error_of(entries[1].as_ref().unwrap_err()),
+        (Value::Null, INVALID_REQUEST)
+    );
+    assert_eq!(
+        error_of(entries[2].as_ref().unwrap_err()),
+        (json!(2), INVALID_REQUEST)
+    );
+}
+
+#[test]
+fn what_goes_upstream_is_made_from_the_parsed_members_only() {
+    let parse_one = |body: &str| match parse(body.as_bytes(), 10).unwrap() {
+        Incoming::Single(entry) => entry,
+        Incoming::Batch(_) => panic!(),
+    };
+    // Unknown members and escapes go; the method is the one the policy read.
+    let req = parse_one(
+        r#"{"params":[1],"method":"eth_sendRawTransactio\u006e","id":"a","jsonrpc":"2.0","x":{"y":1}}"#,
+    )
+    .unwrap();
+    assert_eq!(req.method, "eth_sendRawTransaction");
+    assert_eq!(
+        req.to_json(),
+        r#"{"jsonrpc":"2.0","id":"a","method":"eth_sendRawTransaction","params":[1]}"#
+    );
+    // A later duplicate wins, as in Go; what goes upstream has one of each.
+    let req = parse_one(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":"eth_call"}"#)
+        .unwrap();
+    assert_eq!(
+        req.to_json(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_call"}"#
+    );
+    // A notification has no id; no params when there were none.
+    let req = parse_one(r#"{"jsonrpc":"2.0","method":"eth_chainId"}"#).unwrap();
+    assert_eq!(req.to_json(), r#"{"jsonrpc":"2.0","method":"eth_chainId"}"#);
+    // A member a Go node reads as one of the four, in another case: refused.
+    for (body, key) in [
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId","Method":"debug_setHead","params":["0x0"]}"#,
+            "Method",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"eth_sendRawTransaction","params":["0x01"],"PARAMS":["0x02"]}"#,
+            "PARAMS",
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"eth_chainId\",\"param\u{17f}\":[]}",
+            "param\u{17f}",
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"eth_chainId\",\"Jsonrpc\":\"1.0\"}",
+            "Jsonrpc",
+        ),
+    ] {
+        let error = parse_one(body).unwrap_err();
+        assert_eq!(error_of(&error), (json!(7), INVALID_REQUEST), "{body}");
+        let message: Value = serde_json::from_str(&error.response()).unwrap();
+        let message = message["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("{key:?}")), "{message}");
+    }
+    assert!(!go_alias("methods", "method") && !go_alias("method", "method"));
+}
+
+#[test]
+fn body_level_errors() {
+    assert_eq!(
+        error_of(&parse(b"{not json", 10).unwrap_err()).1,
+        PARSE_ERROR
+    );
+    assert_eq!(error_of(&parse(b"[]", 10).unwrap_err()).1, INVALID_REQUEST);
+    assert_eq!(
+        error_of(&parse(b"[1,2,3]", 2).unwrap_err()).1,
+        LIMIT_EXCEEDED
+    );
+    let Incoming::Single(Err(e)) = parse(b"42", 10).unwrap() else {
+        panic!()
+    };
+    assert_eq!(error_of(&e).1, INVALID_REQUEST);
+}
+
+#[test]
+fn result_quantities() {
+    assert_eq!(
+        result_quantity(r#"{"jsonrpc":"2.0","id":1,"result":"0x7a69"}"#),
+        Some(31337)
+    );
+    for answer in [
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":"7a69"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":31337}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":"0x10000000000000000"}"#,
+        r#"[1]"#,
+        "not json",
+    ] {
+        assert_eq!(result_quantity(answer), None, "{answer}");
+    }
+}
+
+#[test]
+fn raw_transaction_params() {
+    assert_eq!(
+        raw_transaction_param(&json!(["0x01ff"])).unwrap(),
+        vec![1, 0xff]
+    );
+    for bad in [
+        json!([]),
+        json!(["0x1", "0x2"]),
+        json!([1]),
+        json!(["zz"]),
+        json!({}),
+    ] {
+        assert_eq!(
+            raw_transaction_param(&bad).unwrap_err().code,
+            INVALID_PARAMS
+        );
+    }
+}
+
+#[test]
+fn answers_parse_and_render_with_any_id() {
+    let ok = Answer::parse(r#"{"jsonrpc":"2.0","id":1,"result":"0xab"}"#).unwrap();
+    assert_eq!(ok, Answer::Result("\"0xab\"".into()));
+    assert_eq!(
+        ok.render(&json!("x")),
+        r#"{"jsonrpc":"2.0","id":"x","result":"0xab"}"#
+    );
+    let err = Answer::parse(
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"already known"}}"#,
+    )
+    .unwrap();
+    assert_eq!(err.error_parts(), Some((-32000, "already known".into())));
+    let with_data = Answer::parse(
+        r#"{"id":1,"error":{"code":-32010,"message":"rejected","data":"nonce too low"},"result":null}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        with_data.error_parts().unwrap().1,
+        "rejected: nonce too low"
+    );
+    assert_eq!(
+        Answer::parse(r#"{"id":1,"result":null}"#),
+        Some(Answer::Result("null".into()))
+    );
+    for bad in ["[]", "1", "{}", "nope", r#"[{"result":1}]"#] {
+        assert_eq!(Answer::parse(bad), None, "{bad}");
+    }
+    assert_eq!(
+        Answer::hash(&[0xab; 32]).render(&json!(7)),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":"0x{}"}}"#,
+            "ab".repeat(32)
+        )
+    );
+    let made = Answer::error(&RpcError::new(LIMIT_EXCEEDED, "full"));
+    assert_eq!(
+        made.to_wire(),
+        r#"{"error":{"code":-32005,"message":"full"}}"#
+    );
+    assert_eq!(Answer::parse(&made.to_wire()), Some(made));
+}
+
+#[test]
+fn error_responses_keep_the_id() {
+    let text = RpcError::new(INVALID_INPUT, "x").response(&json!("abc"));
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].as_i64()),
+        (json!("abc"), Some(INVALID_INPUT))
+    );
+    assert_eq!(batch(&["1".into(), "2".into()]), "[1,2]");
+}

@@ -1,0 +1,85 @@
+//! The object's storage and its alarm: the alarm set while durable work is under way or
+//! transactions are tracked, the storage vacated when nothing is left, and the rows pruning
+//! frees deleted.
+
+use super::{Action, Sender};
+use crate::metrics::Metric;
+use crate::ordering::accepted::Pruned;
+use crate::transaction::TxHash;
+
+impl Sender {
+    pub(super) fn forget_rows(&mut self, hashes: Vec<TxHash>) {
+        if !hashes.is_empty() {
+            self.push(Action::Forget(hashes));
+        }
+    }
+
+    /// Whether durable work is under way, work an evicted object must come back to: a stored
+    /// transaction queued or being sent, stored transactions to check or to load. Waiters and
+    /// lookups alone are not: their clients' requests end with the object, and a read (a
+    /// pending-count question, a transaction's status) must not write to storage (the alarm is
+    /// storage).
+    fn durable(&self) -> bool {
+        self.queue.iter().any(|(_, e)| e.stored) || self.stored.unverified || self.stored.loading
+    }
+
+    /// The storage alarm at the earliest time it is wanted: while durable work is under way, a
+    /// backstop one maximum hold and its grace ahead (an alarm already set serves); while
+    /// transactions are tracked, the next tracking check. Set only when none is set or an
+    /// earlier one is wanted (each set is a billed write); deleted when nothing is wanted.
+    pub(super) fn keep_alarm(&mut self, now_ms: u64) {
+        let backstop = self.durable().then(|| {
+            if self.alarm_until_ms > now_ms {
+                self.alarm_until_ms
+            } else {
+                now_ms
+                    .saturating_add(self.settings.max_hold_ms)
+                    .saturating_add(self.settings.grace_ms())
+            }
+        });
+        let wanted = match (backstop, self.tracking.due_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match wanted {
+            Some(at) if self.alarm_until_ms == 0 || at < self.alarm_until_ms => {
+                self.alarm_until_ms = at;
+                self.push(Action::Alarm(Some(at)));
+            }
+            None if self.alarm_until_ms != 0 => {
+                self.alarm_until_ms = 0;
+                self.push(Action::Alarm(None));
+            }
+            _ => {}
+        }
+    }
+
+    /// With nothing queued, in flight, tracked or stored left, the object's storage goes (the
+    /// chain's genesis hash and the sender with it): a sender seen once costs nothing for good.
+    pub(super) fn keep_storage(&mut self) {
+        if self.stored.chain.persisted && self.is_quiet() && self.accepted.pending().is_empty() {
+            self.stored.chain.persisted = false;
+            self.push(Action::Vacate);
+        }
+    }
+
+    /// Carries out what pruning the accepted set did: rows no longer needed are deleted, expired
+    /// ones reported.
+    pub(super) fn pruned(&mut self, pruned: Pruned, now_ms: u64) {
+        self.forget_rows(pruned.gone);
+        let mut rows = Vec::new();
+        for (hash, tx) in pruned.expired {
+            self.counters.expired += 1;
+            self.emit(
+                Metric::new("tx_expired", "", "track_ttl")
+                    .value("count", 1.0)
+                    .value("tracked_ms", now_ms.saturating_sub(tx.at_ms) as f64)
+                    .field("nonce", tx.nonce)
+                    .field("resent", tx.resent)
+                    .field("tx_hash", crate::hex::encode(&hash)),
+            );
+            rows.push(hash);
+        }
+        self.forget_rows(rows);
+    }
+}
