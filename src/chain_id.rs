@@ -127,32 +127,42 @@ pub struct Lookup {
 
 impl Lookup {
     /// Reports the lookup's `result`: the chain id is then known, or on an error unknown again so
-    /// that the next request retries; the waiters see the result at their next check.
-    pub fn finish(mut self, result: Result<u64, RpcError>) {
-        self.settle(result);
+    /// that the next request retries; the waiters see the outcome at their next check. Returns
+    /// the outcome: the chain id learned first when one was learned meanwhile
+    /// ([`ChainIdCache::learn`]).
+    pub fn finish(mut self, result: Result<u64, RpcError>) -> Result<u64, RpcError> {
+        self.settle(result)
     }
 
-    fn settle(&mut self, result: Result<u64, RpcError>) {
+    fn settle(&mut self, result: Result<u64, RpcError>) -> Result<u64, RpcError> {
         if self.finished {
-            return;
+            return result;
         }
         self.finished = true;
-        // A chain id is always welcome; a failure only ends the lookup if it is still the current
-        // one (its waiters may have given up on it and another may be under way).
-        match result {
-            Ok(id) => *self.cache.state.borrow_mut() = State::Known(id),
-            Err(_) if self.cache.is_current(&self.outcome) => {
-                *self.cache.state.borrow_mut() = State::Unknown
+        // The first chain id learned stays (the rotation may have checked upstreams by it), and
+        // is what the waiters get; a failure only ends the lookup if it is still the current one
+        // (its waiters may have given up on it and another may be under way).
+        let result = match (result, self.cache.known()) {
+            (Ok(_), Some(known)) => Ok(known),
+            (Ok(id), None) => {
+                *self.cache.state.borrow_mut() = State::Known(id);
+                Ok(id)
             }
-            Err(_) => {}
-        }
-        *self.outcome.borrow_mut() = Some(result);
+            (Err(e), _) => {
+                if self.cache.is_current(&self.outcome) {
+                    *self.cache.state.borrow_mut() = State::Unknown;
+                }
+                Err(e)
+            }
+        };
+        *self.outcome.borrow_mut() = Some(result.clone());
+        result
     }
 }
 
 impl Drop for Lookup {
     fn drop(&mut self) {
-        self.settle(Err(RpcError::new(
+        let _ = self.settle(Err(RpcError::new(
             INTERNAL_ERROR,
             "the chain id lookup was abandoned",
         )));
@@ -214,7 +224,7 @@ mod tests {
         let waits: Vec<Wait> = (1..4).map(|t| wait(cache.claim(t))).collect();
         assert!(waits.iter().all(|w| w.result(10, GIVE_UP).is_none()));
         assert_eq!(cache.known(), None);
-        first.finish(Ok(31337));
+        assert_eq!(first.finish(Ok(31337)), Ok(31337));
         assert!(waits
             .iter()
             .all(|w| w.result(11, GIVE_UP) == Some(Ok(31337))));
@@ -230,8 +240,8 @@ mod tests {
         assert_eq!(cache.learn(5), 5);
         assert!(matches!(cache.claim(2), Claim::Known(5)));
         assert_eq!(cache.learn(6), 5);
-        // The lookup under way still answers its waiters.
-        first.finish(Ok(5));
+        // The lookup under way still answers its waiters, with the chain id learned first.
+        assert_eq!(first.finish(Ok(7)), Ok(5));
         assert_eq!(a.result(3, GIVE_UP), Some(Ok(5)));
         assert_eq!(cache.known(), Some(5));
     }
@@ -242,10 +252,10 @@ mod tests {
         let first = lookup(cache.claim(0));
         let a = wait(cache.claim(1));
         let error = RpcError::new(-32002, "upstream unreachable");
-        first.finish(Err(error.clone()));
+        assert_eq!(first.finish(Err(error.clone())), Err(error.clone()));
         assert_eq!(a.result(2, GIVE_UP), Some(Err(error)));
         assert_eq!(cache.known(), None);
-        lookup(cache.claim(3)).finish(Ok(1));
+        assert_eq!(lookup(cache.claim(3)).finish(Ok(1)), Ok(1));
         assert_eq!(cache.known(), Some(1));
     }
 
@@ -273,7 +283,7 @@ mod tests {
         drop(lost);
         let b = wait(cache.claim(1_002));
         assert_eq!(b.result(1_003, GIVE_UP), None);
-        second.finish(Ok(5));
+        assert_eq!(second.finish(Ok(5)), Ok(5));
         assert_eq!(b.result(1_004, GIVE_UP), Some(Ok(5)));
         assert_eq!(cache.known(), Some(5));
     }

@@ -179,6 +179,31 @@ test("the Durable Object crashes after it forwarded: the client gets its hash, t
   }
 });
 
+test("a storage write fails under the machine (a newer instance took over): the object says it was superseded instead of trapping, and the client still gets its hash", async () => {
+  // test-faults: x-test-fault: storage-fails fails the object's next write (the holder's row,
+  // written while the machine runs).
+  const { post } = await import("./support/harness.mjs");
+  const account = devAccount(16);
+  const s = await stack({ buildDir: "build-faults" });
+  try {
+    const raw = await signTransfer(account, 0);
+    const answer = await post(
+      s.relay.url,
+      { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] },
+      { "x-test-fault": "storage-fails" },
+    );
+    assert.equal(answer.json?.result, keccak256(raw), answer.text);
+    const logs = s.relay.logs.join("\n");
+    assert.equal(s.relay.events("storage_error").length, 1, logs);
+    assert.equal(s.relay.events("object_superseded").length, 1, logs);
+    assert.ok(!/panicked|RuntimeError|unreachable/.test(logs), `the object trapped:\n${logs}`);
+    const count = await rpc(s.anvil.url, "eth_getTransactionCount", [account.address, "latest"]);
+    assert.equal(Number(count.result), 1, "mined once");
+  } finally {
+    await s.stop();
+  }
+});
+
 test("the sender's Durable Object is reset under a call (a deploy): the call is made again on a new stub, the client gets its hash, nothing fails open", async () => {
   // The compiled SenderLock in a worker of its own (as deployed); test-faults: the first call with
   // x-test-fault: reset-once resets the object, and the runtime's error reaches the Worker.

@@ -19,8 +19,8 @@ use nonce_relay::jsonrpc::{Answer, RpcError};
 use nonce_relay::metrics::Metric;
 use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::sender::{
-    Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy, Row, Seen,
-    Sender, Sent, SessionKey, Settings, StoredTx, Ticket,
+    Action, Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy,
+    Row, Seen, Sender, Sent, SessionKey, Settings, StoredTx, Ticket,
 };
 use nonce_relay::ordering::tx::{SendMethod, SignedTx};
 use nonce_relay::transaction::TxHash;
@@ -219,8 +219,6 @@ struct World {
     /// Transactions the relay gave up (`tx_abandoned`, `tx_expired`), that a send refused, or
     /// that a replacement sent after them superseded.
     given_up: HashSet<TxHash>,
-    /// Sends the last run asked for, checked against the machine's next nonce after it.
-    new_sends: Vec<(TxHash, u64)>,
     /// The first invariant an action broke.
     broken: Option<String>,
 }
@@ -306,7 +304,6 @@ impl Effects for World {
                 self.given_up.insert(*lost);
             }
         }
-        self.new_sends.push((hash, nonce));
         self.sends.push(InFlight {
             key,
             tx,
@@ -364,37 +361,44 @@ impl Model {
                 settings,
                 lost: HashMap::new(),
                 given_up: HashSet::new(),
-                new_sends: Vec::new(),
                 broken: None,
             },
         }
     }
 
-    /// Carries out the machine's actions on the world; then what only the machine can tell: no
-    /// send on a guessed nonce, none above the next one before its gap wait.
+    /// Carries out the machine's actions on the world, one at a time; before each send, what only
+    /// the machine can tell at that moment: no send on a guessed nonce, none above the next one
+    /// before its gap wait.
     fn drain(&mut self) -> Result<(), TestCaseError> {
-        self.s.run(&mut self.w);
-        if let Some(why) = self.w.broken.take() {
-            return Err(TestCaseError::fail(why));
-        }
-        for (hash, nonce) in std::mem::take(&mut self.w.new_sends) {
-            let next = self.s.nonces().0;
-            prop_assert!(next.is_some(), "a send of {nonce} on a guessed nonce");
-            let next = next.unwrap_or(0);
-            if nonce > next {
-                let waited = self
-                    .now
-                    .saturating_sub(*self.arrived.get(&hash).unwrap_or(&0));
-                prop_assert!(
-                    self.settings.pool == PoolKind::Mempool,
-                    "UPSTREAM_POOL=strict: {nonce} sent above next {next}"
-                );
-                prop_assert!(
-                    waited >= GAP_WAIT_MS || self.gap_expired.contains(&nonce),
-                    "{nonce} sent above next {next} after {waited} ms"
-                );
-                self.w.gap_expired.insert(nonce);
+        while let Some(action) = self.s.poll_action() {
+            if let Action::Send { tx, .. } = &action {
+                self.before_send(tx.hash, tx.nonce)?;
             }
+            self.s.carry(action, &mut self.w);
+            if let Some(why) = self.w.broken.take() {
+                return Err(TestCaseError::fail(why));
+            }
+        }
+        Ok(())
+    }
+
+    fn before_send(&mut self, hash: TxHash, nonce: u64) -> Result<(), TestCaseError> {
+        let next = self.s.nonces().0;
+        prop_assert!(next.is_some(), "a send of {nonce} on a guessed nonce");
+        let next = next.unwrap_or(0);
+        if nonce > next {
+            let waited = self
+                .now
+                .saturating_sub(*self.arrived.get(&hash).unwrap_or(&0));
+            prop_assert!(
+                self.settings.pool == PoolKind::Mempool,
+                "UPSTREAM_POOL=strict: {nonce} sent above next {next}"
+            );
+            prop_assert!(
+                waited >= GAP_WAIT_MS || self.gap_expired.contains(&nonce),
+                "{nonce} sent above next {next} after {waited} ms"
+            );
+            self.w.gap_expired.insert(nonce);
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
-//! The core's [`Upstream`] over HTTP ([`HttpUpstream`]), and several upstreams (wasm32 only): the
-//! calls the pure [`Rotation`] decides. One pool per isolate (the
+//! The core's [`Platform`] over HTTP ([`HttpUpstream`]), and several upstreams (wasm32 only): the
+//! calls the pure [`Rotation`] decides. One rotation per isolate (the
 //! Worker's, and each Durable Object's): it learns from every request the isolate makes, with no
 //! round trip to shared state; an isolate that starts learns within a few requests.
 //!
@@ -105,11 +105,11 @@ fn record(config: &Config, env: &Env, index: usize, kind: AttemptKind, started_m
 async fn ensure_chains(config: &Config, env: &Env) {
     let now = now_ms();
     let start: Vec<usize> = with(config, |s| {
-        let pool = s.rotation.as_ref().expect("made by with");
-        let list: Vec<usize> = pool
+        let upstreams = s.rotation.as_ref().expect("made by with");
+        let list: Vec<usize> = upstreams
             .unchecked()
             .into_iter()
-            .filter(|&i| !pool.cooling(i, now))
+            .filter(|&i| !upstreams.cooling(i, now))
             .filter(|&i| s.checking[i] == 0 || now > s.checking[i] + CHECK_TIMEOUT_MS)
             .collect();
         for &i in &list {
@@ -126,8 +126,8 @@ async fn ensure_chains(config: &Config, env: &Env) {
     let until = now.saturating_add(CHECK_TIMEOUT_MS);
     loop {
         let (usable_now, running) = with(config, |s| {
-            let pool = s.rotation.as_ref().expect("made by with");
-            (pool.any_checked(), s.checking.iter().any(|&t| t != 0))
+            let upstreams = s.rotation.as_ref().expect("made by with");
+            (upstreams.any_checked(), s.checking.iter().any(|&t| t != 0))
         });
         if usable_now || !running || now_ms() >= until {
             return;
@@ -172,13 +172,13 @@ async fn check_chain(config: &Config, env: &Env, index: usize) {
         s.checking[index] = 0;
         let id = id?;
         let want = config.chain_id.unwrap_or_else(|| chain_ids().learn(id));
-        let pool = s.rotation.as_mut().expect("made by with");
+        let upstreams = s.rotation.as_mut().expect("made by with");
         if id == want {
-            pool.checked(index);
+            upstreams.checked(index);
             None
         } else {
             let why = format!("eth_chainId {id}, the relay's chain is {want}");
-            pool.exclude(index, why.clone());
+            upstreams.exclude(index, why.clone());
             Some((id, want))
         }
     });
@@ -208,7 +208,7 @@ fn attempt<'a>(config: &'a Config, index: usize, body: &'a str, timeout_ms: u64)
 
 /// POSTs `body` (a request on `route`) to the upstreams of `config` (two or more). See the module
 /// documentation.
-pub async fn post_pooled(
+pub async fn post_rotated(
     config: &Config,
     env: &Env,
     body: &str,
@@ -442,7 +442,7 @@ pub struct HttpUpstream<'a> {
 }
 
 impl Platform for HttpUpstream<'_> {
-    /// One upstream: straight to it. Several: through the isolate's pool, by `route` (see the
+    /// One upstream: straight to it. Several: through the isolate's rotation, by `route` (see the
     /// module documentation).
     async fn post(
         &self,
@@ -452,7 +452,7 @@ impl Platform for HttpUpstream<'_> {
     ) -> Result<UpstreamReply, UpstreamError> {
         match self.config.upstream_urls.as_slice() {
             [one] => post_url(self.config, one, body, timeout_ms).await,
-            _ => post_pooled(self.config, self.env, body, route, timeout_ms).await,
+            _ => post_rotated(self.config, self.env, body, route, timeout_ms).await,
         }
     }
 

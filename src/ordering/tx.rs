@@ -115,7 +115,9 @@ impl SignedTx {
 
     /// A request a sender's object stored before a send, read back for a resend: parsed like any
     /// client's, a send whose raw transaction decodes to `hash`. Rows of earlier releases hold
-    /// the client's own text; what is sent again is what the relay reads in it.
+    /// the client's own text; what is sent again is what the relay reads in it. Nobody waits on a
+    /// stored transaction's receipt: one stored as a send-and-wait call comes back as a plain
+    /// send (it waits out a gap like any resend).
     ///
     /// # Errors
     /// [`StoredError`]: why it is not a send of that transaction.
@@ -129,6 +131,10 @@ impl SignedTx {
         }
         let (raw, method) =
             send_params(&req, SYNC_STORED).map_err(|e| StoredError::BadRaw(e.message))?;
+        let method = match method {
+            SendMethod::Sync { .. } => SendMethod::Plain,
+            other => other,
+        };
         let tx =
             crate::transaction::decode(&raw).map_err(|e| StoredError::BadRaw(e.to_string()))?;
         if &tx.hash != hash {

@@ -78,7 +78,7 @@ impl ObjectError {
     }
 }
 
-/// The platform: the upstream and clock ([`Upstream`]) and the senders' Durable Objects.
+/// The platform: the upstream and clock ([`Platform`]) and the senders' Durable Objects.
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
 pub trait Backend: Platform {
     /// Hands `sender`'s transactions of one HTTP request to its Durable Object, which sends them in
@@ -401,11 +401,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                 }
                 self.backend.sleep(chain_id::CHECK_EVERY_MS).await;
             },
-            Claim::Lookup(lookup) => {
-                let result = self.ask_chain_id().await;
-                lookup.finish(result.clone());
-                result
-            }
+            Claim::Lookup(lookup) => lookup.finish(self.ask_chain_id().await),
         }
     }
 

@@ -11,7 +11,7 @@
 //!   ([`crate::ordering::sender::Sender::status`]), or HTTP 404.
 
 use crate::jsonrpc::Answer;
-use crate::ordering::tx::SignedTx;
+use crate::ordering::tx::{SendMethod, SignedTx};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
@@ -121,18 +121,50 @@ pub fn encode_send(txs: &[SignedTx]) -> String {
     serde_json::to_string(&SendBody { txs }).expect("a transaction always serializes")
 }
 
-/// Reads the body of a send.
+/// A transaction of a send as the releases before [`SignedTx`] wrote it: its upstream request
+/// text, and whether it was a send-and-wait call. Read so that a Worker of the previous release
+/// still reaches an object of this one while a deploy rolls out.
+#[derive(Deserialize)]
+struct EarlierTx {
+    hash: String,
+    request: Box<RawValue>,
+    #[serde(default)]
+    sync: bool,
+}
+
+/// Reads one transaction of a send in either form (serde's untagged enums cannot hold a
+/// [`RawValue`], so the forms are tried in turn).
+fn read_tx(text: &RawValue) -> Result<SignedTx, WireError> {
+    let signed_error = match serde_json::from_str::<SignedTx>(text.get()) {
+        Ok(tx) => return Ok(tx),
+        Err(e) => e,
+    };
+    let Ok(earlier) = serde_json::from_str::<EarlierTx>(text.get()) else {
+        return Err(WireError::Malformed(signed_error.to_string()));
+    };
+    let hash = crate::hex::decode_array(&earlier.hash)
+        .ok_or_else(|| WireError::Malformed(format!("bad hash {:.80}", earlier.hash)))?;
+    let mut tx = SignedTx::from_stored(earlier.request.get(), &hash)
+        .map_err(|e| WireError::Malformed(e.to_string()))?;
+    if earlier.sync {
+        // The Worker waits for the receipt; the object only needs to know it is one.
+        tx.method = SendMethod::Sync { timeout_ms: 0 };
+    }
+    Ok(tx)
+}
+
+/// Reads the body of a send (in the earlier releases' form too).
 ///
 /// # Errors
-/// [`WireError::Malformed`] (not this format, a hash that is not 32 bytes of hex...),
-/// [`WireError::NoTransaction`].
+/// [`WireError::Malformed`] (not this format, a hash that is not 32 bytes of hex, a request of
+/// the earlier form that is not a send of that hash...), [`WireError::NoTransaction`].
 pub fn decode_send(body: &str) -> Result<Vec<SignedTx>, WireError> {
-    let parsed: SendBody<Vec<SignedTx>> =
+    let parsed: SendBody<Vec<&RawValue>> =
         serde_json::from_str(body).map_err(|e| WireError::Malformed(e.to_string()))?;
     if parsed.txs.is_empty() {
         return Err(WireError::NoTransaction);
     }
-    Ok(parsed.txs)
+    parsed.txs.into_iter().map(read_tx).collect()
 }
 
 /// The object's answer to a send.
@@ -164,7 +196,6 @@ pub fn decode_answers(body: &str, count: usize) -> Result<Vec<WireAnswer>, WireE
 mod tests {
     use super::*;
     use crate::jsonrpc::RpcError;
-    use crate::ordering::tx::SendMethod;
 
     #[test]
     fn a_send_round_trips_in_the_one_form() {
@@ -188,6 +219,32 @@ mod tests {
             ),
             Err(WireError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_send_of_the_earlier_form_is_read_as_a_signed_tx() {
+        // A legacy transfer (EIP-155, chain id 1) of the ethereum/tests vectors' shape, signed
+        // by the key 0x46..46 (EIP-155's example).
+        let raw = "0xf86c098504a817c800825208943535353535353535353535353535353535353535880de0b6b3a76400008025a028ef61340bd939bc2195fe537567866003e1a15d3c71ff63e1590620aa636276a067cbe9d8997f761aecb703304b3800ccf555c9f3dc64214b297fb1966a3b6d83";
+        let decoded = crate::transaction::decode(&crate::hex::decode(raw).unwrap()).unwrap();
+        let hash = crate::hex::encode(&decoded.hash);
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"eth_sendRawTransaction","params":["{raw}"]}}"#
+        );
+        let body = format!(
+            r#"{{"txs":[{{"hash":"{hash}","nonce":9,"request":{request},"sync":true,"chain_id":1}}]}}"#
+        );
+        let txs = decode_send(&body).unwrap();
+        assert_eq!(txs.len(), 1);
+        assert_eq!(
+            (txs[0].hash, txs[0].nonce, txs[0].chain_id),
+            (decoded.hash, 9, Some(1))
+        );
+        assert!(txs[0].method.is_sync());
+        assert_eq!(crate::hex::encode(&txs[0].raw), raw);
+        // Another hash than its bytes': refused, never trusted.
+        let wrong = body.replace(&hash, &format!("0x{}", "00".repeat(32)));
+        assert!(matches!(decode_send(&wrong), Err(WireError::Malformed(_))));
     }
 
     #[test]

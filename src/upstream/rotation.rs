@@ -11,8 +11,8 @@
 //!   ([`judge`]).
 //! - [`FAILURES_TO_COOL`] failures in a row take an upstream out of the rotation for a cool-down
 //!   ([`COOL_DOWN_MS`], doubling to [`COOL_DOWN_MAX_MS`] while it keeps failing); after it, one
-//!   request tries it again. With every upstream cooling, they are still tried, in order: a pool
-//!   never refuses on its own.
+//!   request tries it again. With every upstream cooling, they are still tried, in order: the
+//!   rotation never refuses on its own.
 //! - Order: the healthy upstreams by preference, except that one whose error rate is clearly
 //!   higher, or whose median latency is more than twice another's and [`LATENCY_SLACK_MS`] more,
 //!   goes behind it; then the cooling ones.
@@ -151,7 +151,7 @@ pub struct Rotation {
 }
 
 impl Rotation {
-    /// A pool of `count` upstreams, nothing known of any.
+    /// A rotation of `count` upstreams, nothing known of any.
     pub fn new(count: usize) -> Self {
         Rotation {
             health: vec![Health::default(); count],

@@ -68,7 +68,7 @@ impl Carry<'_> {
     fn stored(&self, written: Result<(), StorageError>) {
         if let Err(e) = written {
             e.log();
-            self.driver.supersede();
+            self.driver.superseded_as(&self.sender);
         }
     }
 
@@ -83,6 +83,9 @@ impl Effects for Carry<'_> {
     }
 
     fn answer(&mut self, ticket: Ticket, answer: Answer, retry_after_s: Option<u64>) {
+        if !self.live() {
+            return;
+        }
         if let Some(wait) = self.driver.waits.borrow_mut().remove(&ticket) {
             let _ = wait.send(WireAnswer {
                 answer,
@@ -140,7 +143,7 @@ impl Effects for Carry<'_> {
             Ok(txs) => txs,
             Err(e) => {
                 e.log();
-                self.driver.supersede();
+                self.driver.superseded_as(&self.sender);
                 Vec::new()
             }
         }
@@ -168,7 +171,7 @@ impl Effects for Carry<'_> {
                 // As a crash would leave it: sent, never reported; the open requests throw, and
                 // the next request meets a new instance on the same storage.
                 driver.crashed.set(true);
-                driver.supersede();
+                driver.superseded_as(&sender);
                 return;
             }
             if driver.superseded.get() {
@@ -225,7 +228,9 @@ impl Effects for Carry<'_> {
     }
 
     fn emit(&mut self, metric: Metric) {
-        emit(&self.driver.env, &metric, None);
+        if self.live() {
+            emit(&self.driver.env, &metric, None);
+        }
     }
 }
 
@@ -333,14 +338,15 @@ impl Driver {
     }
 
     /// This instance can no longer use its storage: every open request is told to try the
-    /// current one, and nothing more is sent from here.
-    pub fn supersede(&self) {
+    /// current one, and nothing more is sent, stored or logged from here. Called while the
+    /// machine runs (it is borrowed), so `sender` (lowercase 0x address) names it in the log line.
+    fn superseded_as(&self, sender: &str) {
         if self.superseded.replace(true) {
             return;
         }
         console_log!(
             "{}",
-            log::line("object_superseded", &[("sender", self.sender().into())])
+            log::line("object_superseded", &[("sender", sender.into())])
         );
         self.waits.borrow_mut().clear();
         self.rearm.borrow_mut().take();
@@ -475,6 +481,12 @@ impl Driver {
     #[cfg(feature = "test-faults")]
     pub fn mark_crash(&self, txs: &[SignedTx]) {
         self.crash.borrow_mut().extend(txs.iter().map(|tx| tx.hash));
+    }
+
+    /// Test builds only: the object's next storage write fails.
+    #[cfg(feature = "test-faults")]
+    pub fn fail_next_write(&self) {
+        self.store.fail_next_write();
     }
 
     /// Test builds only: whether the object crashed (a new instance then takes its place).

@@ -107,6 +107,20 @@ impl DurableObject for SenderLock {
         {
             reset_once(&core);
         }
+        // Test builds only: the first request with `x-test-fault: storage-fails` in this isolate
+        // fails the object's next write, as writes fail once a newer instance took over.
+        #[cfg(feature = "test-faults")]
+        if req
+            .headers()
+            .get(crate::edge::backend::TEST_FAULT_HEADER)?
+            .as_deref()
+            == Some("storage-fails")
+        {
+            static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if !DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                core.fail_next_write();
+            }
+        }
         if let Some(sender) = req.headers().get(SENDER_HEADER)? {
             core.set_sender(&sender);
         }
@@ -126,8 +140,10 @@ impl DurableObject for SenderLock {
                     }
                 }
                 let response = core.send(&body, rid).await;
+                // Test builds only: after a crash or a failed write, the next request meets a new
+                // instance on the same storage, as the runtime starts one.
                 #[cfg(feature = "test-faults")]
-                if core.crashed() {
+                if core.crashed() || core.superseded() {
                     *self.core.borrow_mut() = Ok(Rc::new(core.restarted()));
                 }
                 response

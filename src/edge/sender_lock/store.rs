@@ -85,6 +85,9 @@ pub struct Stored {
 /// The object's tables.
 pub struct Store {
     sql: SqlStorage,
+    /// Test builds only: the next write fails, as writes fail once a newer instance took over.
+    #[cfg(feature = "test-faults")]
+    fail_next: std::cell::Cell<bool>,
 }
 
 impl Store {
@@ -93,7 +96,17 @@ impl Store {
     /// row). Nothing is created here: the first write makes them ([`Store::exec`]), so an object
     /// that is only read (a pending count, a transaction's status) leaves no storage behind.
     pub fn open(sql: SqlStorage) -> Self {
-        Store { sql }
+        Store {
+            sql,
+            #[cfg(feature = "test-faults")]
+            fail_next: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Test builds only: the next write fails.
+    #[cfg(feature = "test-faults")]
+    pub fn fail_next_write(&self) {
+        self.fail_next.set(true);
     }
 
     /// Whether `e` says the tables are not there (never made, or deleted with the storage).
@@ -167,6 +180,13 @@ impl Store {
         sql: &str,
         bindings: Vec<SqlStorageValue>,
     ) -> Result<(), StorageError> {
+        #[cfg(feature = "test-faults")]
+        if self.fail_next.replace(false) {
+            return Err(StorageError {
+                op,
+                message: "test fault: storage-fails".into(),
+            });
+        }
         match self.sql.exec(sql, bindings.clone()) {
             Ok(_) => Ok(()),
             Err(e) if Self::missing(&e) => {

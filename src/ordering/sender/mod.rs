@@ -207,35 +207,42 @@ impl Sender {
     /// transactions are fed back at once, with `effects`' clock).
     pub fn run(&mut self, effects: &mut impl Effects) {
         while let Some(action) = self.poll_action() {
-            match action {
-                Action::Answer {
-                    ticket,
-                    answer,
-                    retry_after_s,
-                } => effects.answer(ticket, answer, retry_after_s),
-                Action::Store(row) => effects.store(row),
-                Action::Forget(hashes) => effects.forget(hashes),
-                Action::Wipe => effects.wipe(),
-                Action::Vacate => effects.vacate(),
-                Action::StoreChain(genesis) => effects.store_chain(genesis),
-                Action::Load(hashes) => {
-                    let txs = effects.load(&hashes);
-                    self.loaded(txs, effects.now_ms());
-                }
-                Action::Send {
-                    session_key,
-                    tx,
-                    deadline_ms,
-                    request_id,
-                } => effects.send(session_key, tx, deadline_ms, request_id),
-                Action::Lookup {
-                    id,
-                    query,
-                    deadline_ms,
-                } => effects.lookup(id, query, deadline_ms),
-                Action::Alarm(at_ms) => effects.alarm(at_ms),
-                Action::Emit(metric) => effects.emit(metric),
+            self.carry(action, effects);
+        }
+    }
+
+    /// Carries out one `action` (from [`Sender::poll_action`]) through `effects`: for a driver
+    /// that looks at the machine between actions (the property tests); others call
+    /// [`Sender::run`].
+    pub fn carry(&mut self, action: Action, effects: &mut impl Effects) {
+        match action {
+            Action::Answer {
+                ticket,
+                answer,
+                retry_after_s,
+            } => effects.answer(ticket, answer, retry_after_s),
+            Action::Store(row) => effects.store(row),
+            Action::Forget(hashes) => effects.forget(hashes),
+            Action::Wipe => effects.wipe(),
+            Action::Vacate => effects.vacate(),
+            Action::StoreChain(genesis) => effects.store_chain(genesis),
+            Action::Load(hashes) => {
+                let txs = effects.load(&hashes);
+                self.loaded(txs, effects.now_ms());
             }
+            Action::Send {
+                session_key,
+                tx,
+                deadline_ms,
+                request_id,
+            } => effects.send(session_key, tx, deadline_ms, request_id),
+            Action::Lookup {
+                id,
+                query,
+                deadline_ms,
+            } => effects.lookup(id, query, deadline_ms),
+            Action::Alarm(at_ms) => effects.alarm(at_ms),
+            Action::Emit(metric) => effects.emit(metric),
         }
     }
 
