@@ -1,17 +1,24 @@
 //! A property test of one sender's lock lifecycle (src/ordering/sender/), driven the way its
 //! Durable Object drives it, through random schedules: arrivals (shuffled nonces, copies,
-//! replacements, batches, pending-count questions), a strict upstream that refuses nonce gaps and
-//! answers lookups truthfully (or not at all), lost answers that went in or not, lost tasks, pool
-//! drops, mining, time, alarms and restarts from what the object stored. After every step:
+//! replacements, batches, pending-count questions), an upstream that refuses nonce gaps or keeps
+//! them queued (geth's and reth's pools) and answers lookups truthfully (or not at all), answers
+//! in any order, lost answers that went in or not, lost tasks, pool drops, mining, time, alarms and
+//! restarts from what the object stored, with a send window of 1 or 3 (`SEND_WINDOW`). After
+//! every step:
 //!
 //! - every ticket is answered at most once, and once nothing is in flight and nothing is due,
 //!   every ticket of the running object is answered (every waiter has a due time or a path);
 //! - nothing is sent while the next nonce is unknown, and nothing above the known next nonce
-//!   before the transaction waited `NONCE_GAP_WAIT_MS`;
+//!   before the transaction waited `NONCE_GAP_WAIT_MS`, unless every nonce between is in flight
+//!   and the window has room (`UPSTREAM_POOL=mempool` only);
+//! - the upstream never gets a transaction again while it holds it and told the relay so: a
+//!   nonce reaches it twice only when the first copy's outcome was unknown (or the pool dropped
+//!   it);
 //! - the bound never refuses the lowest nonce waiting;
 //! - the same bytes are never in flight twice (a task that was lost does not count);
-//! - the upstream refuses a nonce as too high only for a transaction that waited its gap wait;
-//!   under `UPSTREAM_POOL=strict` (half the schedules) never (nothing above a gap is sent).
+//! - the upstream refuses a nonce as too high only for a transaction that waited its gap wait or
+//!   was sent ahead in a window; under `UPSTREAM_POOL=strict` (half the schedules) never (nothing
+//!   above a gap is sent).
 //!
 //! `PROPTEST_CASES` sets the number of cases (10,000 by default).
 
@@ -33,6 +40,7 @@ const MAX_HOLD_MS: u64 = 1_000;
 const SETTINGS: Settings = Settings {
     gap_wait_ms: GAP_WAIT_MS,
     max_queue: 4,
+    send_window: 1,
     idempotency_ttl_ms: 20_000,
     replacement: ReplacementPolicy::Forward,
     max_hold_ms: MAX_HOLD_MS,
@@ -49,12 +57,12 @@ enum Op {
     Batch(Vec<(u8, u8)>),
     /// A pending-count question.
     Count,
-    /// The oldest send in flight gets its answer: 0 the truth; 1 lost after it went in
+    /// A send in flight (the oldest, or another: `pick` % in flight) gets its answer: 0 the truth; 1 lost after it went in
     /// (Unavailable); 2 lost before (Unavailable); 3 refused for itself (Rejected); 4 its task is
     /// lost (never reports); 5 lost after it went in, and the pool drops it before anything
     /// checked it (the holder's resend met a node that still counted it, "nonce too low", and its
     /// lookup by hash found nothing: the outcome is unknown, Unavailable).
-    Deliver(u8),
+    Deliver(u8, u8),
     /// The oldest lookup in flight is answered truthfully (true) or fails (false).
     Lookup(bool),
     /// Time passes (ms).
@@ -74,7 +82,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0u8..6, prop::bool::weighted(0.15)).prop_map(|(n, r)| Op::Arrive(n, u8::from(r))),
         1 => prop::collection::vec((0u8..6, 0u8..2), 1..5).prop_map(Op::Batch),
         1 => Just(Op::Count),
-        6 => (0u8..6).prop_map(Op::Deliver),
+        6 => (0u8..6, prop::sample::select(vec![0u8, 0, 1, 2])).prop_map(|(how, pick)| Op::Deliver(how, pick)),
         5 => any::<bool>().prop_map(Op::Lookup),
         4 => (1u16..600).prop_map(Op::Advance),
         1 => Just(Op::Alarm),
@@ -91,9 +99,15 @@ fn hash(nonce: u8, variant: u8) -> TxHash {
     h
 }
 
-/// A strict upstream: refuses nonce gaps, holds a pool, mines on request.
+/// An upstream that refuses nonce gaps (strict) or keeps a transaction above one queued and
+/// promotes it when the gap fills (`queues`, geth's and reth's pools); holds a pool, mines on
+/// request.
 #[derive(Default)]
 struct Chain {
+    /// Keeps nonces above a gap queued.
+    queues: bool,
+    /// Queued transactions above the pending count, by nonce.
+    queued: BTreeMap<u64, TxHash>,
     /// The pending count.
     next: u64,
     /// The mined count.
@@ -110,12 +124,24 @@ impl Chain {
             AnswerClass::AlreadyKnown
         } else if nonce < self.next {
             AnswerClass::NonceTooLow
-        } else if nonce > self.next {
+        } else if nonce > self.next && !self.queues {
             AnswerClass::NonceTooHigh
+        } else if nonce > self.next {
+            if self.queued.contains_key(&nonce) {
+                return AnswerClass::ReplacementUnderpriced;
+            }
+            self.holds.insert(h, nonce);
+            self.queued.insert(nonce, h);
+            AnswerClass::Accepted
         } else {
             self.holds.insert(h, nonce);
             self.by_nonce.insert(nonce, h);
             self.next += 1;
+            // A queued one whose gap this filled is promoted.
+            while let Some(h) = self.queued.remove(&self.next) {
+                self.by_nonce.insert(self.next, h);
+                self.next += 1;
+            }
             AnswerClass::Accepted
         }
     }
@@ -164,6 +190,8 @@ impl Chain {
 }
 
 struct InFlight {
+    /// Sent above the machine's next nonce, behind the window's other members.
+    ahead: bool,
     key: SessionKey,
     tx: Rc<SignedTx>,
     hash: TxHash,
@@ -219,6 +247,13 @@ struct World {
     /// Transactions the relay gave up (`tx_abandoned`, `tx_expired`), that a send refused, or
     /// that a replacement sent after them superseded.
     given_up: HashSet<TxHash>,
+    /// Whether the send being carried out goes above the machine's next nonce.
+    ahead: bool,
+    /// Transactions the upstream told the relay it holds (a send's answer): the relay must not
+    /// send them again while the upstream still holds them.
+    vouched: HashSet<TxHash>,
+    /// Sends whose report the machine has not had (a lost task's too), with their nonce.
+    outstanding: HashMap<SessionKey, u64>,
     /// The first invariant an action broke.
     broken: Option<String>,
 }
@@ -298,13 +333,21 @@ impl Effects for World {
         if self.sends.iter().any(|s| s.hash == hash) {
             return self.fail(format!("the same bytes in flight twice ({nonce})"));
         }
+        if self.vouched.contains(&hash) && self.chain.holds.contains_key(&hash) {
+            return self.fail(format!(
+                "{nonce} sent again although the upstream said it holds it, and does"
+            ));
+        }
+        self.outstanding.insert(key, nonce);
         // A replacement sent for a lost one: the relay follows the replacement.
         for (lost, n) in &self.lost {
             if *n == nonce && *lost != hash {
                 self.given_up.insert(*lost);
             }
         }
+        let ahead = self.ahead;
         self.sends.push(InFlight {
+            ahead,
             key,
             tx,
             hash,
@@ -361,6 +404,9 @@ impl Model {
                 settings,
                 lost: HashMap::new(),
                 given_up: HashSet::new(),
+                ahead: false,
+                vouched: HashSet::new(),
+                outstanding: HashMap::new(),
                 broken: None,
             },
         }
@@ -372,7 +418,7 @@ impl Model {
     fn drain(&mut self) -> Result<(), TestCaseError> {
         while let Some(action) = self.s.poll_action() {
             if let Action::Send { tx, .. } = &action {
-                self.before_send(tx.hash, tx.nonce)?;
+                self.w.ahead = self.before_send(tx.hash, tx.nonce)?;
             }
             self.s.carry(action, &mut self.w);
             if let Some(why) = self.w.broken.take() {
@@ -382,10 +428,24 @@ impl Model {
         Ok(())
     }
 
-    fn before_send(&mut self, hash: TxHash, nonce: u64) -> Result<(), TestCaseError> {
+    /// Whether it goes ahead: above the next nonce, behind members in flight.
+    fn before_send(&mut self, hash: TxHash, nonce: u64) -> Result<bool, TestCaseError> {
         let next = self.s.nonces().0;
         prop_assert!(next.is_some(), "a send of {nonce} on a guessed nonce");
         let next = next.unwrap_or(0);
+        let window = self.settings.window();
+        let in_flight = |n: u64| self.outstanding.values().any(|&m| m == n);
+        if nonce > next && window > 1 && (next..nonce).all(in_flight) {
+            prop_assert!(
+                self.settings.pool == PoolKind::Mempool,
+                "UPSTREAM_POOL=strict: {nonce} sent ahead of {next}"
+            );
+            prop_assert!(
+                nonce - next < window as u64,
+                "{nonce} sent ahead of {next}: more than the window of {window}"
+            );
+            return Ok(true);
+        }
         if nonce > next {
             let waited = self
                 .now
@@ -400,7 +460,7 @@ impl Model {
             );
             self.w.gap_expired.insert(nonce);
         }
-        Ok(())
+        Ok(false)
     }
 
     fn arrival(&mut self, nonce: u8, variant: u8) -> (Ticket, Arrival) {
@@ -428,16 +488,17 @@ impl Model {
         (ticket, arrival)
     }
 
-    fn deliver(&mut self, how: u8) -> Result<(), TestCaseError> {
+    fn deliver(&mut self, how: u8, pick: u8) -> Result<(), TestCaseError> {
         if self.sends.is_empty() {
             return Ok(());
         }
-        let send = self.sends.remove(0);
+        let at = usize::from(pick) % self.sends.len();
+        let send = self.sends.remove(at);
         let refused = |class: AnswerClass| Answer::error(&RpcError::new(-32000, class.label()));
         let (class, answer) = match how {
             0 => {
                 let class = self.chain.submit(send.hash, send.nonce);
-                if class == AnswerClass::NonceTooHigh && !self.dropped {
+                if class == AnswerClass::NonceTooHigh && !self.dropped && !send.ahead {
                     prop_assert!(
                         self.settings.pool == PoolKind::Mempool,
                         "UPSTREAM_POOL=strict sent above a gap: {}",
@@ -451,6 +512,7 @@ impl Model {
                     );
                 }
                 let answer = if class.went_in() {
+                    self.w.vouched.insert(send.hash);
                     Answer::hash(&send.hash)
                 } else {
                     self.given_up.insert(send.hash);
@@ -477,6 +539,7 @@ impl Model {
             }
             _ => return Ok(()), // lost: never reports
         };
+        self.w.outstanding.remove(&send.key);
         self.s.sent(
             send.key,
             &send.tx,
@@ -506,6 +569,7 @@ impl Model {
             };
             self.now = self.now.max(deadline_ms);
             let send = self.sends.remove(i);
+            self.w.outstanding.remove(&send.key);
             self.s.sent(
                 send.key,
                 &send.tx,
@@ -543,6 +607,7 @@ impl Model {
             }
         }
         self.lookups.clear();
+        self.outstanding.clear();
         // The clients of the old object lose their connections.
         self.open.clear();
         self.arrived.clear();
@@ -579,7 +644,7 @@ impl Model {
     fn settle(&mut self) -> Result<(), TestCaseError> {
         for _ in 0..10_000 {
             if !self.sends.is_empty() {
-                self.deliver(0)?;
+                self.deliver(0, 0)?;
             } else if !self.lookups.is_empty() {
                 self.lookup(true);
             } else if let Some(due) = self.s.poll_timeout() {
@@ -599,13 +664,18 @@ impl Model {
     }
 }
 
-fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, strict: bool, window: usize, queues: bool) -> Result<(), TestCaseError> {
     let pool = if strict {
         PoolKind::Strict
     } else {
         PoolKind::Mempool
     };
-    let mut m = Model::new(Settings { pool, ..SETTINGS });
+    let mut m = Model::new(Settings {
+        pool,
+        send_window: window,
+        ..SETTINGS
+    });
+    m.chain.queues = queues && !strict;
     for op in ops {
         match op {
             Op::Arrive(n, v) => {
@@ -623,7 +693,7 @@ fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
                 m.open.insert(ticket, None);
                 m.s.count(ticket, m.now);
             }
-            Op::Deliver(how) => m.deliver(how)?,
+            Op::Deliver(how, pick) => m.deliver(how, pick)?,
             Op::Lookup(truthful) => m.lookup(truthful),
             Op::Advance(ms) => m.advance(m.now + u64::from(ms))?,
             Op::Alarm => m.s.alarm(m.now),
@@ -666,7 +736,9 @@ proptest! {
     fn random_schedules_keep_the_lifecycle_invariants(
         ops in prop::collection::vec(op(), 1..150),
         strict in any::<bool>(),
+        window in prop::sample::select(vec![1usize, 3]),
+        queues in any::<bool>(),
     ) {
-        run(ops, strict)?;
+        run(ops, strict, window, queues)?;
     }
 }

@@ -68,6 +68,11 @@ pub struct Config {
     /// `MAX_QUEUE_PER_SENDER` (default 64): the most transactions that may wait per sender; one
     /// more gets -32005.
     pub max_queue_per_sender: usize,
+    /// `SEND_WINDOW` (default 16, 1 to [`MAX_SEND_WINDOW`]): under `UPSTREAM_POOL=mempool`, how
+    /// many of a sender's consecutive nonces may be with the upstream at once, unanswered (reth
+    /// keeps 16 pooled transactions of a non-local sender, geth 64 queued per account). 1 is one
+    /// at a time; a strict upstream always gets one at a time.
+    pub send_window: usize,
     /// `TRACK_INTERVAL_S` (default 12, about one slot) in ms: how often a sender's pending
     /// transactions are checked; 0 turns tracking off.
     pub track_interval_ms: u64,
@@ -118,6 +123,9 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// The largest `SEND_WINDOW`: geth's queue of one account (`AccountQueue`, 64).
+pub const MAX_SEND_WINDOW: usize = 64;
 
 fn number<T: std::str::FromStr>(
     get: &impl Fn(&str) -> Option<String>,
@@ -310,6 +318,15 @@ impl Config {
                 })?),
             },
             max_queue_per_sender: number(&get, "MAX_QUEUE_PER_SENDER", 64)?,
+            send_window: match number(&get, "SEND_WINDOW", 16)? {
+                n @ 1..=MAX_SEND_WINDOW => n,
+                n => {
+                    return Err(ConfigError {
+                        name: "SEND_WINDOW",
+                        problem: format!("must be 1 to {MAX_SEND_WINDOW}, got {n}"),
+                    })
+                }
+            },
             track_interval_ms: number::<u64>(&get, "TRACK_INTERVAL_S", 12)?.saturating_mul(1_000),
             track_ttl_ms: number::<u64>(&get, "TRACK_TTL_S", 600)?.saturating_mul(1_000),
             sync_timeout_ms: number(&get, "SYNC_TIMEOUT_MS", 2_000)?,
@@ -351,6 +368,7 @@ impl Config {
         Settings {
             gap_wait_ms: self.nonce_gap_wait_ms,
             max_queue: self.max_queue_per_sender,
+            send_window: self.send_window,
             idempotency_ttl_ms: self.idempotency_ttl_ms,
             replacement: self
                 .replacement_policy

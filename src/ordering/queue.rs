@@ -61,6 +61,9 @@ pub struct Entry {
     pub stored: bool,
     /// The `X-Request-Id` of the client request that brought it first.
     pub request_id: Option<Rc<str>>,
+    /// It was sent ahead in a send window and refused for a gap below it: it is sent again only
+    /// once the nonces below it are answered.
+    pub refused_ahead: bool,
 }
 
 impl Entry {
@@ -73,6 +76,7 @@ impl Entry {
             stage: Stage::Waiting,
             stored: false,
             request_id,
+            refused_ahead: false,
         }
     }
 

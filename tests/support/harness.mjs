@@ -372,9 +372,13 @@ export function asGoReads(request) {
  * Object storage in that folder, so a second relay on it is the same objects restarted.
  * `buildDir` is the worker build to run (default build/, or $RELAY_BUILD_DIR, to run the tests against
  * another build; build-faults/ has the test-faults feature).
+ * The tests' upstream is the strict-nonce proxy unless they say otherwise, an upstream that refuses
+ * nonce gaps: the relay gets SEND_WINDOW=1 (one at a time, as under UPSTREAM_POOL=strict) unless
+ * `vars` names SEND_WINDOW (undefined: the relay's default window).
  * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
  */
-export async function startRelay({ vars, lockHost, lockHostBuild, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
+export async function startRelay({ vars: given, lockHost, lockHostBuild, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
+  const vars = "SEND_WINDOW" in (given ?? {}) ? given : { SEND_WINDOW: "1", ...given };
   const logs = [];
   const collect = (stream) => {
     let buf = "";

@@ -19,6 +19,7 @@ use super::{tagged, Holding, Phase, PoolKind, Purpose, Sender, SessionKey};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::answer::{AnswerClass, NonceEffect};
+use crate::ordering::queue::Stage;
 use crate::ordering::sender::{Outcome, Query, Refusal, Sent};
 use crate::ordering::tx::SignedTx;
 
@@ -36,11 +37,8 @@ impl Sender {
         result: Sent,
         now_ms: u64,
     ) {
-        match self.holder {
-            Some(holding)
-                if holding.session_key == session_key
-                    && matches!(holding.phase, Phase::Sending { .. }) =>
-            {
+        match self.holding(session_key) {
+            Some(holding) if matches!(holding.phase, Phase::Sending { .. }) => {
                 self.counters.retried += u64::from(result.attempts.saturating_sub(1));
                 self.settle(holding, result, now_ms);
             }
@@ -48,9 +46,12 @@ impl Sender {
         }
     }
 
-    /// Records the holder's final answer, answers its clients and passes the lock on.
+    /// Records a holder's final answer, answers its clients and passes the lock on.
     fn settle(&mut self, holding: Holding, result: Sent, now_ms: u64) {
-        self.holder = None;
+        self.unhold(holding.entry);
+        if self.window_gap(&holding, result.class) {
+            return;
+        }
         let Some(entry) = self.queue.remove(holding.entry) else {
             return;
         };
@@ -107,6 +108,35 @@ impl Sender {
         }
     }
 
+    /// A window member sent ahead that the upstream refused for a gap below it (a node that
+    /// refuses gaps, or a lower member that was lost or refused): a one-at-a-time relay would not
+    /// have sent it yet. It goes back to the queue, its clients unanswered, and is sent again
+    /// from its bytes in its turn, never ahead again: refused then, the refusal is its answer.
+    /// Returns whether it went back.
+    fn window_gap(&mut self, holding: &Holding, class: AnswerClass) -> bool {
+        if !holding.ahead || !matches!(class, AnswerClass::NonceTooHigh | AnswerClass::WrongNonce) {
+            return false;
+        }
+        let Some(entry) = self.queue.get_mut(holding.entry) else {
+            return false;
+        };
+        if entry.refused_ahead {
+            return false;
+        }
+        entry.refused_ahead = true;
+        let request_id = entry.request_id.clone();
+        self.queue.set_stage(holding.entry, Stage::Waiting);
+        self.counters.window_requeued += 1;
+        self.emit(tagged(
+            Metric::new("window_requeued", "", class.label())
+                .value("count", 1.0)
+                .field("nonce", holding.nonce)
+                .field("expected_nonce", holding.expected),
+            &request_id,
+        ));
+        true
+    }
+
     /// The sender's next nonce `next` was refused as terminal and the upstream refuses gaps: every
     /// transaction waiting above it is refused now, unsent (a send-and-wait call with EIP-7966's
     /// code 6). Those that arrive later wait for a corrected `next` as long as their gap wait.
@@ -134,12 +164,18 @@ impl Sender {
         }
     }
 
-    /// The holder is answered `refusal` without a send; the lock passes on with `effect`.
-    fn release_refused(&mut self, refusal: Refusal, effect: NonceEffect, now_ms: u64) {
-        if let Some(holding) = self.holder.take() {
-            let nonce = self.queue.get(holding.entry).map_or(0, |e| e.nonce());
+    /// The holder `holding` is answered `refusal` without a send; the lock passes on with
+    /// `effect`.
+    fn release_refused(
+        &mut self,
+        holding: Holding,
+        refusal: Refusal,
+        effect: NonceEffect,
+        now_ms: u64,
+    ) {
+        if self.unhold(holding.entry).is_some() {
             self.refuse(holding.entry, refusal);
-            self.apply(effect, nonce, now_ms);
+            self.apply(effect, holding.nonce, now_ms);
         }
     }
 
@@ -167,7 +203,7 @@ impl Sender {
         let waiting = self
             .queue
             .find(&hash)
-            .filter(|id| self.holder.is_none_or(|holding| holding.entry != *id));
+            .filter(|id| self.holders.iter().all(|holding| holding.entry != *id));
         if let Some(id) = waiting {
             if let Some(entry) = self.queue.remove(id) {
                 self.lookups
@@ -182,8 +218,8 @@ impl Sender {
     /// without a send; below the mined count, it is stale; otherwise it is sent.
     pub(super) fn on_holder_check(&mut self, key: SessionKey, outcome: Outcome, now_ms: u64) {
         let Some(holding) = self
-            .holder
-            .filter(|h| h.session_key == key && matches!(h.phase, Phase::Checking(_)))
+            .holding(key)
+            .filter(|h| matches!(h.phase, Phase::Checking(_)))
         else {
             return;
         };
@@ -194,7 +230,12 @@ impl Sender {
         let found = match outcome {
             Ok(found) => found,
             Err(_) => {
-                self.release_refused(Refusal::CheckFailed { nonce }, NonceEffect::Keep, now_ms);
+                self.release_refused(
+                    holding,
+                    Refusal::CheckFailed { nonce },
+                    NonceEffect::Keep,
+                    now_ms,
+                );
                 return;
             }
         };
@@ -213,26 +254,36 @@ impl Sender {
             _ if found.latest.is_some_and(|latest| nonce < latest) => {
                 self.counters.stale_refused += 1;
                 let mined = found.latest.unwrap_or(nonce + 1);
-                self.release_refused(Refusal::Stale { mined, nonce }, NonceEffect::Keep, now_ms);
+                self.release_refused(
+                    holding,
+                    Refusal::Stale { mined, nonce },
+                    NonceEffect::Keep,
+                    now_ms,
+                );
             }
             Some(false) => {
                 let deadline_ms = holding
                     .acquired_ms
                     .saturating_add(self.settings.max_hold_ms);
-                self.send(deadline_ms, now_ms);
+                self.send(holding.entry, deadline_ms, now_ms);
             }
-            None => self.release_refused(Refusal::CheckFailed { nonce }, NonceEffect::Keep, now_ms),
+            None => self.release_refused(
+                holding,
+                Refusal::CheckFailed { nonce },
+                NonceEffect::Keep,
+                now_ms,
+            ),
         }
     }
 
-    /// The holder never reported by its deadline: a new session key, and the upstream asked
-    /// what became of its transaction.
-    pub(super) fn force_release(&mut self, now_ms: u64) {
-        let Some(mut holding) = self.holder else {
+    /// The holder with `session_key` never reported by its deadline: a new session key, and the
+    /// upstream asked what became of its transaction.
+    pub(super) fn force_release(&mut self, session_key: SessionKey, now_ms: u64) {
+        let Some(mut holding) = self.holding(session_key) else {
             return;
         };
         let Some(entry) = self.queue.get(holding.entry) else {
-            self.holder = None;
+            self.unhold(holding.entry);
             return;
         };
         let (hash, nonce, request_id) = (entry.hash(), entry.nonce(), entry.request_id.clone());
@@ -259,19 +310,19 @@ impl Sender {
         holding.session_key = session_key;
         holding.phase = Phase::Recovering(lookup);
         holding.recoveries += 1;
-        self.holder = Some(holding);
+        self.rehold(holding);
     }
 
     /// What the upstream says of a force-released holder's transaction.
     pub(super) fn on_recovery(&mut self, key: SessionKey, outcome: Outcome, now_ms: u64) {
         let Some(holding) = self
-            .holder
-            .filter(|h| h.session_key == key && matches!(h.phase, Phase::Recovering(_)))
+            .holding(key)
+            .filter(|h| matches!(h.phase, Phase::Recovering(_)))
         else {
             return;
         };
         let Some(entry) = self.queue.get(holding.entry) else {
-            self.holder = None;
+            self.unhold(holding.entry);
             return;
         };
         let (hash, nonce) = (entry.hash(), entry.nonce());
@@ -296,6 +347,7 @@ impl Sender {
                 self.counters.stale_refused += 1;
                 let mined = latest.unwrap_or(nonce + 1);
                 self.release_refused(
+                    holding,
                     Refusal::Stale { mined, nonce },
                     NonceEffect::Relearn,
                     now_ms,
@@ -303,11 +355,11 @@ impl Sender {
             }
             Some(false) if holding.recoveries <= MAX_RECOVERIES => {
                 let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
-                self.send(deadline_ms, now_ms);
+                self.send(holding.entry, deadline_ms, now_ms);
             }
             _ => {
                 // Nothing to go on: the outcome stays unknown. Remembered, not vouched for.
-                self.holder = None;
+                self.unhold(holding.entry);
                 if let Some(entry) = self.queue.remove(holding.entry) {
                     let pruned = self.accepted.record(hash, nonce, now_ms, false);
                     self.pruned(pruned, now_ms);

@@ -79,7 +79,9 @@ pub struct Sender {
     /// The sender, lowercase 0x hex (for messages and metrics).
     address: String,
     queue: Queue,
-    holder: Option<Holding>,
+    /// The holders, in grant order (ascending nonces): one, or up to [`Settings::window`] under
+    /// `UPSTREAM_POOL=mempool`.
+    holders: Vec<Holding>,
     accepted: Accepted,
     nonces: Nonces,
     stored: Stored,
@@ -103,7 +105,7 @@ impl Sender {
             settings,
             address: String::new(),
             queue: Queue::new(),
-            holder: None,
+            holders: Vec::new(),
             accepted: Accepted::new(settings.idempotency_ttl_ms, settings.track_ttl_ms),
             nonces: Nonces::default(),
             stored: Stored::default(),
@@ -282,7 +284,7 @@ impl Sender {
     /// Whether nothing is in flight or waiting: no holder, no entry, no lookup, nothing to
     /// verify or load.
     pub fn is_quiet(&self) -> bool {
-        self.holder.is_none()
+        self.holders.is_empty()
             && self.queue.is_empty()
             && self.lookups.is_empty()
             && !self.stored.unverified
@@ -295,6 +297,28 @@ impl Sender {
     }
 
     // ---- What the rules share ----
+
+    /// The holding with `session_key`.
+    fn holding(&self, session_key: SessionKey) -> Option<Holding> {
+        self.holders
+            .iter()
+            .find(|h| h.session_key == session_key)
+            .copied()
+    }
+
+    /// Takes the holding of entry `entry` out of the holders.
+    fn unhold(&mut self, entry: EntryId) -> Option<Holding> {
+        let at = self.holders.iter().position(|h| h.entry == entry)?;
+        Some(self.holders.remove(at))
+    }
+
+    /// Puts `holding` back in place of its entry's (a new session key or phase).
+    fn rehold(&mut self, holding: Holding) {
+        match self.holders.iter_mut().find(|h| h.entry == holding.entry) {
+            Some(h) => *h = holding,
+            None => self.holders.push(holding),
+        }
+    }
 
     fn lookup_id(&mut self) -> LookupId {
         self.lookup_ids += 1;

@@ -69,6 +69,9 @@ pub struct Settings {
     pub gap_wait_ms: u64,
     /// `MAX_QUEUE_PER_SENDER`: the most clients' transactions that may wait for the lock.
     pub max_queue: usize,
+    /// `SEND_WINDOW`: how many consecutive nonces may be with a mempool upstream at once
+    /// ([`Settings::window`]).
+    pub send_window: usize,
     /// `IDEMPOTENCY_TTL_S` in ms: how long an accepted transaction is remembered.
     pub idempotency_ttl_ms: u64,
     /// `REPLACEMENT_POLICY`.
@@ -85,12 +88,13 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `IDEMPOTENCY_TTL_S` 300,
+    /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `SEND_WINDOW` 16, `IDEMPOTENCY_TTL_S` 300,
     /// `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000, `TRACK_INTERVAL_S` 12,
     /// `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool).
     pub const DEFAULT: Settings = Settings {
         gap_wait_ms: DEFAULT_GAP_WAIT_MS,
         max_queue: 64,
+        send_window: 16,
         idempotency_ttl_ms: 300_000,
         replacement: ReplacementPolicy::Forward,
         max_hold_ms: 30_000,
@@ -103,6 +107,17 @@ impl Settings {
     /// it treats the task as lost, ms: a quarter of `LOCK_MAX_HOLD_MS`, at most 5 s.
     pub fn grace_ms(&self) -> u64 {
         (self.max_hold_ms / 4).clamp(1, 5_000)
+    }
+
+    /// How many holders may be sending at once: `SEND_WINDOW` (at least 1) on a mempool
+    /// upstream, which keeps a nonce above a gap queued and promotes it when the gap fills
+    /// (geth's and reth's queued pools); always 1 on a strict one, which refuses (on Hedera,
+    /// charges) every nonce sent ahead of an unanswered one.
+    pub fn window(&self) -> usize {
+        match self.pool {
+            PoolKind::Strict => 1,
+            PoolKind::Mempool => self.send_window.max(1),
+        }
     }
 }
 
@@ -143,6 +158,8 @@ pub struct Counters {
     pub expired: u64,
     /// Answers of holdings that were no longer the holder.
     pub late_answers: u64,
+    /// Window members refused for a gap below them and sent again in their turn.
+    pub window_requeued: u64,
     /// Times the upstream's genesis hash differed from the stored one (the stored state dropped).
     pub chain_changes: u64,
 }

@@ -6,14 +6,19 @@ use crate::ordering::queue::EntryId;
 use crate::transaction::TxHash;
 use std::collections::HashMap;
 
-/// The lock's holder.
+/// A holder of the lock: the first of a send window, or one sent behind it (`ahead`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Holding {
     pub(super) entry: EntryId,
+    /// Its transaction's nonce.
+    pub(super) nonce: u64,
     pub(super) session_key: SessionKey,
     pub(super) acquired_ms: u64,
     /// The next nonce at the grant.
     pub(super) expected: u64,
+    /// Granted behind holders still sending (`SEND_WINDOW`), before the nonces below it were
+    /// answered: a gap refusal of it may be the window's own doing.
+    pub(super) ahead: bool,
     pub(super) phase: Phase,
     /// How many times it was force-released and resent.
     pub(super) recoveries: u32,

@@ -27,8 +27,9 @@ pub(super) enum Deadline {
     NonceUnknown(EntryId),
     /// A lookup never reported back by its deadline and grace: it failed.
     LookupLost(LookupId),
-    /// The holder never reported back by its deadline and grace: force-released.
-    HolderLost,
+    /// A holder (its session key) never reported back by its deadline and grace:
+    /// force-released.
+    HolderLost(SessionKey),
     /// The lowest waiter's wait for a missing lower nonce runs out ([`Sender::advance`]).
     GapWait,
     /// The nonce lookup may start again after a failure ([`Sender::want_nonces`]).
@@ -70,14 +71,15 @@ impl Sender {
         for (&id, (_, deadline)) in &self.lookups {
             table.push((Deadline::LookupLost(id), deadline.saturating_add(grace_ms)));
         }
-        if let Some(Holding {
-            phase: Phase::Sending { deadline_ms },
-            ..
-        }) = self.holder
-        {
-            table.push((Deadline::HolderLost, deadline_ms.saturating_add(grace_ms)));
+        for holding in &self.holders {
+            if let Phase::Sending { deadline_ms } = holding.phase {
+                table.push((
+                    Deadline::HolderLost(holding.session_key),
+                    deadline_ms.saturating_add(grace_ms),
+                ));
+            }
         }
-        if self.holder.is_none() && !self.stored.loading {
+        if self.holders.is_empty() && !self.stored.loading {
             if let (Some(next), Some(place)) = (self.nonces.next, self.lowest_waiting()) {
                 if place.nonce > next {
                     let arrived_ms = self.queue.get(place.entry).map_or(0, |e| e.arrived_ms);
@@ -118,15 +120,15 @@ impl Sender {
                 Deadline::LookupLost(id) => {
                     self.on_lookup(id, Err(LookupError::NeverReported), now_ms)
                 }
-                Deadline::HolderLost => {
+                Deadline::HolderLost(key) => {
                     let grace_ms = self.settings.grace_ms();
                     if let Some(Holding {
                         phase: Phase::Sending { deadline_ms },
                         ..
-                    }) = self.holder
+                    }) = self.holding(key)
                     {
                         if now_ms >= deadline_ms.saturating_add(grace_ms) {
-                            self.force_release(now_ms);
+                            self.force_release(key, now_ms);
                         }
                     }
                 }
@@ -135,25 +137,67 @@ impl Sender {
         }
     }
 
-    /// Grants the lock while it is free and the lowest waiter may go.
+    /// Grants the lock while it is free and the lowest waiter may go, and widens the send window
+    /// while the lowest waiter may join it.
     pub(super) fn advance(&mut self, now_ms: u64) {
-        while self.holder.is_none() && !self.stored.loading {
+        while !self.stored.loading {
             let Some(next) = self.nonces.next else {
                 return;
             };
             let Some(place) = self.lowest_waiting() else {
                 return;
             };
-            let arrived_ms = self.queue.get(place.entry).map_or(0, |e| e.arrived_ms);
-            if place.nonce > next && now_ms < self.gap_deadline_ms(arrived_ms) {
+            if self.holders.is_empty() {
+                let arrived_ms = self.queue.get(place.entry).map_or(0, |e| e.arrived_ms);
+                if place.nonce > next && now_ms < self.gap_deadline_ms(arrived_ms) {
+                    return;
+                }
+                self.grant(place.entry, next, false, now_ms);
+            } else if self.joins_window(place, next) {
+                self.grant(place.entry, next, true, now_ms);
+            } else {
                 return;
             }
-            self.grant(place.entry, next, now_ms);
         }
     }
 
-    /// The lock to entry `id`, with the sender's next nonce `next` known.
-    fn grant(&mut self, id: EntryId, next: u64, now_ms: u64) {
+    /// Whether the lowest waiter `place` may be sent now, behind the holders still sending
+    /// (`SEND_WINDOW`, never under `UPSTREAM_POOL=strict`): the window has room, every holder's
+    /// bytes are with the upstream (none is being checked or recovered), the holders hold every
+    /// nonce from the next one `next` up, and its nonce is the one right above theirs (no gap
+    /// and no replacement is ever sent ahead), and it is not a send-and-wait call (EIP-7966: not added to
+    /// a pool over a gap, and the nonce below it is not in yet) nor a member the upstream refused
+    /// for a gap below it.
+    fn joins_window(&self, place: Place, next: u64) -> bool {
+        if self.holders.len() >= self.settings.window()
+            || !self
+                .holders
+                .iter()
+                .all(|h| matches!(h.phase, Phase::Sending { .. }))
+        {
+            return false;
+        }
+        let highest = self.holders.iter().map(|h| h.nonce).max();
+        // No gap below it: every nonce from the next one up to the highest holder's is held (a
+        // member refused inside the window stops it widening; those above wait as they would).
+        let unbroken = highest.is_some_and(|highest| {
+            (next..=highest).all(|n| self.holders.iter().any(|h| h.nonce == n))
+        });
+        // A member the upstream refused for a gap below it waits until the nonces below are
+        // answered.
+        let held_back = self
+            .queue
+            .get(place.entry)
+            .is_none_or(|e| e.tx.method.is_sync() || e.refused_ahead);
+        unbroken
+            && highest.and_then(|n| n.checked_add(1)) == Some(place.nonce)
+            && place.nonce >= next
+            && !held_back
+    }
+
+    /// The lock to entry `id`, with the sender's next nonce `next` known; `ahead`: behind holders
+    /// still sending ([`Sender::joins_window`]).
+    fn grant(&mut self, id: EntryId, next: u64, ahead: bool, now_ms: u64) {
         let Some(entry) = self.queue.get(id) else {
             return;
         };
@@ -172,13 +216,13 @@ impl Sender {
                 return;
             }
         }
-        if nonce > next && (sync || self.settings.pool == PoolKind::Strict) {
+        if nonce > next && !ahead && (sync || self.settings.pool == PoolKind::Strict) {
             // EIP-7966: a send-and-wait call is not added to the pool over a nonce gap; a strict
             // upstream would refuse it (on Hedera, a charged WRONG_NONCE).
             self.refuse_over_gap(id, next, false);
             return;
         }
-        if nonce > next {
+        if nonce > next && !ahead {
             self.counters.gap_waits_expired += 1;
             self.emit(tagged(
                 Metric::new("gap_wait_expired", "", "missing_nonce")
@@ -193,9 +237,11 @@ impl Sender {
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
         let mut holding = Holding {
             entry: id,
+            nonce,
             session_key,
             acquired_ms: now_ms,
             expected: next,
+            ahead,
             phase: Phase::Sending { deadline_ms },
             recoveries: 0,
         };
@@ -210,10 +256,10 @@ impl Sender {
             };
             let lookup = self.ask(super::Purpose::Holder(session_key), query, deadline_ms);
             holding.phase = Phase::Checking(lookup);
-            self.holder = Some(holding);
+            self.holders.push(holding);
         } else {
-            self.holder = Some(holding);
-            self.send(deadline_ms, now_ms);
+            self.holders.push(holding);
+            self.send(id, deadline_ms, now_ms);
         }
     }
 
@@ -241,24 +287,32 @@ impl Sender {
         self.refuse(id, refusal);
     }
 
-    /// The holder's transaction goes: stored first (unless it came from storage, where it is
+    /// Holder `id`'s transaction goes: stored first (unless it came from storage, where it is
     /// already), then sent with retries until `deadline_ms`.
-    pub(super) fn send(&mut self, deadline_ms: u64, now_ms: u64) {
-        let Some(holding) = self.holder.as_mut() else {
+    pub(super) fn send(&mut self, id: EntryId, deadline_ms: u64, now_ms: u64) {
+        let strict = self.settings.pool == PoolKind::Strict;
+        let next = self.nonces.next;
+        let Some(nonce) = self.holders.iter().find(|h| h.entry == id).map(|h| h.nonce) else {
             return;
         };
-        let id = holding.entry;
-        if self.settings.pool == PoolKind::Strict {
-            let above = self.queue.get(id).map(|e| e.nonce());
-            if above.is_some_and(|nonce| self.nonces.next.is_some_and(|next| nonce > next)) {
-                // A force-released holder found missing while a lower nonce is missing too (the
-                // pool dropped it): back to the queue behind it, with a new gap wait.
-                self.holder = None;
-                self.nonces.gap_opened_ms = now_ms;
-                self.queue.set_stage(id, Stage::Waiting);
-                return;
-            }
+        if next.is_none() {
+            // The next nonce became unknown since the grant (another window member's answer):
+            // nothing is sent on a guessed nonce; back to the queue until it is learned.
+            self.unhold(id);
+            self.queue.set_stage(id, Stage::Waiting);
+            return;
         }
+        if strict && next.is_some_and(|next| nonce > next) {
+            // A force-released holder found missing while a lower nonce is missing too (the
+            // pool dropped it): back to the queue behind it, with a new gap wait.
+            self.unhold(id);
+            self.nonces.gap_opened_ms = now_ms;
+            self.queue.set_stage(id, Stage::Waiting);
+            return;
+        }
+        let Some(holding) = self.holders.iter_mut().find(|h| h.entry == id) else {
+            return;
+        };
         holding.phase = Phase::Sending { deadline_ms };
         let session_key = holding.session_key;
         let Some(entry) = self.queue.get_mut(id) else {

@@ -5,8 +5,8 @@ use crate::ordering::queue::Stage;
 use serde_json::{json, Value};
 
 impl Sender {
-    /// The state at `now_ms` as JSON: the holder (session key, held ms, nonce, phase: `checking`,
-    /// `sending` or `recovering`), the waiting transactions' count and nonces (and how many are
+    /// The state at `now_ms` as JSON: the holder with the lowest nonce (session key, held ms,
+    /// nonce, phase: `checking`, `sending` or `recovering`), how many hold it (the send window), the waiting transactions' count and nonces (and how many are
     /// being checked by hash), the next and mined nonce as known, whether the nonce lookup runs,
     /// the 20 most recent accepted transactions (nonce, age in ms, whether the upstream vouched
     /// for them, their status: `pending`, `included` with its block, `replaced`, `expired`, and
@@ -14,21 +14,24 @@ impl Sender {
     /// genesis hash, how many are tracked, when the next tracking check and the storage alarm
     /// are due (ms from now), and the counters.
     pub fn view(&self, now_ms: u64) -> Value {
-        let holder = self.holder.map(|holding| {
-            let nonce = self.queue.get(holding.entry).map(|e| e.nonce());
-            let phase = match holding.phase {
-                Phase::Checking(_) => "checking",
-                Phase::Sending { .. } => "sending",
-                Phase::Recovering(_) => "recovering",
-            };
-            json!({
-                "session_key": holding.session_key.to_string(),
-                "held_ms": now_ms.saturating_sub(holding.acquired_ms),
-                "nonce": nonce,
-                "expected_nonce": holding.expected,
-                "phase": phase,
+        let holders: Vec<Value> = self
+            .holders
+            .iter()
+            .map(|holding| {
+                let phase = match holding.phase {
+                    Phase::Checking(_) => "checking",
+                    Phase::Sending { .. } => "sending",
+                    Phase::Recovering(_) => "recovering",
+                };
+                json!({
+                    "session_key": holding.session_key.to_string(),
+                    "held_ms": now_ms.saturating_sub(holding.acquired_ms),
+                    "nonce": holding.nonce,
+                    "expected_nonce": holding.expected,
+                    "phase": phase,
+                })
             })
-        });
+            .collect();
         let queued: Vec<u64> = self.queue.waiting().map(|place| place.nonce).collect();
         let checking = self
             .queue
@@ -47,7 +50,8 @@ impl Sender {
             })
             .collect();
         json!({
-            "holder": holder,
+            "holder": holders.first(),
+            "window": holders.len(),
             "queue_depth": queued.len(),
             "queued_nonces": queued,
             "checking": checking,

@@ -1,11 +1,14 @@
 //! The machine driven the way its Durable Object drives it, step by step, on a virtual clock:
 //! [`queue`] (admission, the turn, the bound, answers), [`recovery`] (late answers, relearns,
-//! restarts, chains, force release), [`tracking`] (to inclusion, resubmission, states).
+//! restarts, chains, force release), [`tracking`] (to inclusion, resubmission, states),
+//! [`window`] (several consecutive nonces sent at once, `SEND_WINDOW`); [`strict`]
+//! (`UPSTREAM_POOL=strict`).
 
 mod queue;
 mod recovery;
 mod strict;
 mod tracking;
+mod window;
 
 use super::*;
 use crate::ordering::answer::AnswerClass;
@@ -15,6 +18,7 @@ use std::collections::BTreeMap;
 const SETTINGS: Settings = Settings {
     gap_wait_ms: 1_000,
     max_queue: 3,
+    send_window: 1,
     idempotency_ttl_ms: 60_000,
     replacement: ReplacementPolicy::Forward,
     max_hold_ms: 10_000,

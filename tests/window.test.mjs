@@ -1,0 +1,150 @@
+// End-to-end tests of the send window (SEND_WINDOW, README "Send window"): the compiled relay on
+// workerd, a real anvil behind a mempool test proxy (nonces above a gap pass to anvil, which queues
+// them) with a fixed hop, transactions signed with anvil's dev keys. What is asserted is what the
+// upstream and the chain saw, never a wall time (the speed-up is measured in make bench-e2e).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { keccak256 } from "viem";
+import { stack, rpc, sendRaw, devAccount, signTransfer, sleep } from "./support/harness.mjs";
+
+/** The sender's mined count, once it reaches `want` (or after about 10 s). */
+async function minedCount(url, address, want) {
+  let count = 0;
+  for (let i = 0; i < 200; i++) {
+    count = Number((await rpc(url, "eth_getTransactionCount", [address, "latest"])).result);
+    if (count >= want) break;
+    await sleep(50);
+  }
+  return count;
+}
+
+/** The most of `records` ({ at, answeredAt }) that were at the upstream at one time. */
+function mostAtOnce(records) {
+  const edges = records.flatMap((r) => [
+    [r.at, 1],
+    [r.answeredAt ?? Infinity, -1],
+  ]);
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let most = 0;
+  for (const [, d] of edges) most = Math.max(most, (now += d));
+  return most;
+}
+
+/** The upstream's records of one sender's transactions. */
+const seenOf = (s, account) => s.proxy.seen.filter((r) => r.sender === account.address.toLowerCase());
+
+test("one sender's 40 transactions fired at once over a 50 ms hop go out together: all mined, each nonce reaching the upstream once, at most SEND_WINDOW (16) at the upstream at a time", async () => {
+  const s = await stack({ proxy: { strictNonce: false, latency: () => 50 }, vars: { SEND_WINDOW: undefined } });
+  try {
+    const a = devAccount(1);
+    const raws = await Promise.all(Array.from({ length: 40 }, (_, n) => signTransfer(a, n)));
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
+    assert.deepEqual(
+      answers.map((x) => x.json.result),
+      raws.map((raw) => keccak256(raw)),
+      JSON.stringify(answers.find((x) => !x.json.result)?.json),
+    );
+    assert.equal(await minedCount(s.anvil.url, a.address, 40), 40, "all mined");
+    const seen = seenOf(s, a);
+    assert.equal(seen.length, 40, "each nonce reached the upstream once");
+    assert.equal(new Set(seen.map((r) => r.nonce)).size, 40);
+    const most = mostAtOnce(seen);
+    console.log(`# at most ${most} of the sender's transactions at the upstream at once`);
+    assert.ok(most > 1, "sent together, not one per round trip");
+    assert.ok(most <= 16, `${most} at once, over the window`);
+    assert.equal(s.relay.events("gap_wait_expired").length, 0);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("SEND_WINDOW=1 (and every strict upstream): one of a sender's transactions at the upstream at a time", async () => {
+  const s = await stack({ proxy: { strictNonce: false, latency: () => 20 }, vars: { SEND_WINDOW: "1" } });
+  try {
+    const a = devAccount(2);
+    const raws = await Promise.all(Array.from({ length: 10 }, (_, n) => signTransfer(a, n)));
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
+    assert.ok(answers.every((x) => x.json.result));
+    assert.equal(await minedCount(s.anvil.url, a.address, 10), 10);
+    assert.equal(mostAtOnce(seenOf(s, a)), 1);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a member in the middle of a window refused (insufficient funds): it gets the node's refusal, the valid ones go in once each, and a corrected transaction with its nonce lets all be mined", async () => {
+  const s = await stack({ proxy: { strictNonce: false, latency: () => 30 }, vars: { SEND_WINDOW: undefined } });
+  try {
+    const a = devAccount(3);
+    const raws = await Promise.all(
+      Array.from({ length: 10 }, (_, n) => signTransfer(a, n, n === 5 ? { value: 10n ** 30n } : {})),
+    );
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
+    for (let n = 0; n < 10; n++) {
+      if (n === 5) {
+        assert.match(answers[n].json.error?.message ?? "", /insufficient funds/i, JSON.stringify(answers[n].json));
+      } else {
+        assert.equal(answers[n].json.result, keccak256(raws[n]), `nonce ${n}: ${JSON.stringify(answers[n].json)}`);
+      }
+    }
+    // 0..4 are mined; 6..9 wait in the node's queued pool for nonce 5.
+    assert.equal(await minedCount(s.anvil.url, a.address, 5), 5);
+    const corrected = await signTransfer(a, 5);
+    const fix = await sendRaw(s.relay.url, corrected);
+    assert.equal(fix.json.result, keccak256(corrected), JSON.stringify(fix.json));
+    assert.equal(await minedCount(s.anvil.url, a.address, 10), 10, "nothing stuck");
+    const accepted = seenOf(s, a).filter((r) => r.accepted);
+    assert.equal(accepted.length, 10, "each valid transaction went in once");
+    assert.equal(new Set(accepted.map((r) => r.nonce)).size, 10);
+    assert.equal(seenOf(s, a).filter((r) => r.hash === keccak256(raws[5])).length, 1, "the refused one was sent once");
+    assert.ok(mostAtOnce(seenOf(s, a)) > 1, "the members went out together");
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a window whose answers are lost (one member dropped before it reached the node, one after it went in): every transaction mined exactly once, every client gets its hash", async () => {
+  const before = devAccount(4);
+  const after = devAccount(5);
+  const dropped = new Set();
+  const s = await stack({
+    proxy: {
+      strictNonce: false,
+      latency: () => 30,
+      drop: (tx) => {
+        const key = `${tx.sender}/${tx.nonce}`;
+        if (tx.nonce !== 3 || dropped.has(key)) return null;
+        dropped.add(key);
+        return tx.sender === before.address.toLowerCase() ? "before" : tx.sender === after.address.toLowerCase() ? "after" : null;
+      },
+    },
+    vars: { SEND_WINDOW: undefined },
+  });
+  try {
+    for (const a of [before, after]) {
+      const raws = await Promise.all(Array.from({ length: 8 }, (_, n) => signTransfer(a, n)));
+      const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
+      assert.deepEqual(
+        answers.map((x) => x.json.result),
+        raws.map((raw) => keccak256(raw)),
+        JSON.stringify(answers.find((x) => !x.json.result)?.json),
+      );
+      assert.equal(await minedCount(s.anvil.url, a.address, 8), 8, "all mined");
+      const seen = seenOf(s, a);
+      const accepted = seen.filter((r) => r.accepted && !r.dropped);
+      assert.equal(new Set(seen.filter((r) => r.accepted).map((r) => r.nonce)).size, 8);
+      // Only the lost member was sent again; nothing else twice.
+      assert.deepEqual(
+        [...new Set(seen.filter((r, i) => seen.findIndex((o) => o.hash === r.hash) !== i).map((r) => r.nonce))],
+        seen.some((r) => r.dropped) ? [3] : [],
+        JSON.stringify(seen.map((r) => [r.nonce, r.accepted, r.dropped])),
+      );
+      assert.ok(accepted.length >= 7);
+      assert.ok(mostAtOnce(seen) > 1, "the members went out together");
+    }
+    assert.equal(dropped.size, 2, "both faults happened");
+  } finally {
+    await s.stop();
+  }
+});
