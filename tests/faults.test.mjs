@@ -66,7 +66,10 @@ for (const [what, fault, code, message] of transient) {
       // The lock was released at once: the next transaction of the same sender goes straight on.
       const next = await sendRaw(s.relay.url, await signTransfer(account, 0));
       assert.ok(next.json.result, next.text);
-      assert.ok(next.ms < 1000, `the next transaction waited ${next.ms} ms`);
+      // Nothing waited out the holder's lease (LOCK_MAX_HOLD_MS) or a gap wait.
+      assert.equal(s.relay.events("force_release").length, 0, s.relay.logs.join("\n"));
+      assert.equal(s.relay.events("gap_wait_expired").length, 0, s.relay.logs.join("\n"));
+      console.log(`# ${what}: the next transaction answered after ${next.ms.toFixed(0)} ms`);
     } finally {
       await s.stop();
     }
@@ -168,8 +171,8 @@ test("the Durable Object crashes after it forwarded: the client gets its hash, t
     const second = await sendRaw(s.relay.url, await signTransfer(account, 1));
     const waited = performance.now() - started;
     assert.ok(second.json?.result, second.text);
-    assert.ok(waited < 1000, `the sender's next transaction waited ${waited} ms`);
     assert.equal(s.relay.events("force_release").length, 0, "nothing waits out a lease");
+    assert.equal(s.relay.events("gap_wait_expired").length, 0, "nor a gap wait: the restarted object knew nonce 0 went in");
     const count = await rpc(s.anvil.url, "eth_getTransactionCount", [account.address, "latest"]);
     assert.equal(Number(count.result), 2, "both transactions mined, once each");
     assert.equal(s.proxy.seen.filter((r) => r.accepted).length, 2);

@@ -133,7 +133,12 @@ test("an answer lost after the transaction went in: the retry's 'Nonce too low' 
     assert.equal(tries[1].accepted, false, "the strict upstream refused the resend (nonce too low)");
     const next = await sendRaw(s.relay.url, await signTransfer(account, 1));
     assert.ok(next.json.result, "the next nonce is known: 1 goes at once");
-    assert.ok(next.ms < 1000);
+    // At once: it waited out no gap (for a nonce 0 the relay thought missing) and no lease.
+    assert.equal(s.relay.events("gap_wait_expired").length, 0, s.relay.logs.join("\n"));
+    assert.equal(s.relay.events("force_release").length, 0, s.relay.logs.join("\n"));
+    const ones = s.proxy.seen.filter((r) => r.sender === sender && r.nonce === 1);
+    assert.deepEqual(ones.map((r) => r.accepted), [true], "sent once, and the strict upstream took it as the next nonce");
+    console.log(`# the next transaction answered after ${next.ms.toFixed(0)} ms`);
   } finally {
     await s.stop();
   }

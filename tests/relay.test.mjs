@@ -107,8 +107,10 @@ test("a chain id lookup that times out: it and its waiters get a clear error, th
     const [a, b] = await Promise.all([sendRaw(s.relay.url, raw, 1), sendRaw(s.relay.url, raw, 2)]);
     for (const answer of [a, b]) {
       assert.equal(answer.json?.error?.code, -32002, answer.text);
+      // The relay's own word that it gave up at UPSTREAM_TIMEOUT_MS: had it waited for the
+      // upstream's answer (4 s), the lookup would have succeeded and the send gone on.
       assert.equal(answer.json.error.message, "cannot learn the chain id: upstream did not answer within 1500 ms");
-      assert.ok(answer.ms < 3500, `answered after ${answer.ms} ms`);
+      console.log(`# chain id lookup timed out: answered after ${answer.ms.toFixed(0)} ms`);
     }
     assert.equal(s.proxy.seen.length, 0, "no transaction went on without a chain id");
     const c = await sendRaw(s.relay.url, raw, 3);
@@ -145,8 +147,21 @@ test("10 senders x 10 transactions: senders do not serialize each other", async 
     const wall = performance.now() - started;
     assert.deepEqual(answers.filter((a) => a.json.error).map((a) => a.json.error), []);
     const serializedAll = 10 * 10 * latency;
-    console.log(`# 10x10 wall ${wall.toFixed(0)} ms; all serialized would be >= ${serializedAll} ms`);
-    assert.ok(wall < serializedAll * 0.5, `wall ${wall} ms is not far below ${serializedAll} ms`);
+    // What the upstream saw: while one sender's transaction was at the upstream (between its
+    // arrival and its answer), other senders' arrived there; and the arrivals are not one
+    // sender's ten, then the next sender's ten.
+    const seen = s.proxy.seen;
+    const atOnce = seen.map((r) => new Set(seen.filter((o) => o.at <= r.at && r.at < o.answeredAt).map((o) => o.sender)).size);
+    const mostAtOnce = Math.max(...atOnce);
+    const arrivals = seen.map((r) => r.sender);
+    const switches = arrivals.filter((sender, i) => i > 0 && sender !== arrivals[i - 1]).length;
+    console.log(
+      `# 10x10 wall ${wall.toFixed(0)} ms; all serialized would be >= ${serializedAll} ms; ` +
+        `up to ${mostAtOnce} senders at the upstream at once; ${switches} sender switches in ${seen.length} arrivals`,
+    );
+    assert.equal(seen.length, 100);
+    assert.ok(mostAtOnce >= 2, "another sender's transaction reached the upstream while one was there");
+    assert.ok(switches > accounts.length - 1, `the senders' sends interleaved at the upstream: ${arrivals.join(",")}`);
     for (const a of accounts) assert.ok(inNonceOrder(s.proxy.seen, a.address.toLowerCase()));
   } finally {
     await s.stop();
@@ -175,11 +190,24 @@ test("a transaction the upstream hangs on: its client gets -32002 at LOCK_MAX_HO
       sendRaw(s.relay.url, await signTransfer(b, 0)),
     ]);
     assert.ok(next.json.result && other.json.result, JSON.stringify([next.json, other.json]));
+    const otherSender = b.address.toLowerCase();
     const nextAt = s.proxy.seen.find((r) => r.sender === hungSender && r.nonce === 1).at;
-    const otherAt = s.proxy.seen.find((r) => r.sender === b.address.toLowerCase()).at;
-    console.log(`# next of the hung sender forwarded ${(nextAt - t0).toFixed(0)} ms after the hung one`);
-    assert.ok(nextAt - t0 >= 1500 && nextAt - t0 < 4000, `forwarded after ${nextAt - t0} ms`);
-    assert.ok(otherAt - t0 < 400, `another sender waited ${otherAt - t0} ms`);
+    const otherAt = s.proxy.seen.find((r) => r.sender === otherSender).at;
+    const zeroSends = s.proxy.seen.filter((r) => r.sender === hungSender && r.nonce === 0);
+    console.log(`# next of the hung sender forwarded ${(nextAt - t0).toFixed(0)} ms after the hung one; another sender ${(otherAt - t0).toFixed(0)} ms`);
+    // The hung sender's next went only once its nonce 0 was given up (after its third send), and
+    // after a gap wait the relay measured at NONCE_GAP_WAIT_MS or more.
+    assert.equal(zeroSends.length, 3, "sent, then twice again, before the next went");
+    assert.ok(zeroSends.every((r) => r.at < nextAt), "nonce 1 reached the upstream after every send of nonce 0");
+    const gapWaits = s.relay.events("gap_wait_expired");
+    assert.deepEqual(gapWaits.map((e) => [e.sender, e.nonce]), [[hungSender, 1]], s.relay.logs.join("\n"));
+    assert.ok(gapWaits[0].waited_ms >= 300, `the relay's own gap wait: ${gapWaits[0].waited_ms} ms`);
+    // The other sender did not wait for the hung one: it reached the upstream while the hung
+    // sender's nonce 0 still held its turn (before its last resend), and waited out nothing.
+    assert.ok(otherAt < zeroSends[2].at, "the other sender went while the hung one still held nonce 0");
+    for (const event of ["gap_wait_expired", "force_release"]) {
+      assert.equal(s.relay.events(event).filter((e) => e.sender === otherSender).length, 0, `no ${event} for the other sender`);
+    }
     const late = await hung;
     assert.equal(late.json.error?.code, -32002, "the hung client gets an error, not silence");
     assert.match(late.json.error.message, /did not answer within \d+ ms; a transaction may still be processed/);
@@ -309,10 +337,12 @@ test("an unreachable upstream: a clear error without its URL at LOCK_MAX_HOLD_MS
     const first = await sendRaw(relay.url, await signTransfer(account, 0));
     assert.equal(first.json.error.code, -32002, first.text);
     assert.match(first.json.error.message, /not sent/, "the next nonce could not be learned");
-    assert.ok(first.ms >= 900 && first.ms < 3000, `first answered after ${first.ms} ms`);
+    // It waited LOCK_MAX_HOLD_MS for the next nonce, by the relay's own measure.
+    const waited = Number(/within (\d+) ms/.exec(first.json.error.message)?.[1]);
+    assert.ok(waited >= 1000, `the relay waited ${waited} ms: ${first.json.error.message}`);
     const second = await sendRaw(relay.url, await signTransfer(account, 1));
     assert.equal(second.json.error.code, -32002, "the next transaction is not held for good either");
-    assert.ok(second.ms < 3000, `second answered after ${second.ms} ms`);
+    console.log(`# unreachable upstream: first answered after ${first.ms.toFixed(0)} ms, second after ${second.ms.toFixed(0)} ms`);
     const proxied = await rpc(relay.url, "eth_blockNumber");
     assert.equal(proxied.error.code, -32002);
     const everything = [first.text, second.text, JSON.stringify(proxied), ...relay.logs].join("\n");
@@ -374,10 +404,11 @@ test("restart with transactions queued: clients of lost requests get errors; the
     const one = proxy.seen.find((r) => r.nonce === 1);
     console.log(`# after restart, the stored nonce 0 was resent ${(zero[1].at - restarted).toFixed(0)} ms and nonce 1 forwarded ${(one.at - restarted).toFixed(0)} ms after the relay answered again`);
     assert.equal(zero.length, 2, "the stored holder was resent once, from storage");
-    assert.ok(one.at - restarted < 1000, `nonce 1 waited ${one.at - restarted} ms`);
     assert.ok(zero[1].at < one.at, "in nonce order");
     assert.equal(second.events("tx_resubmitted").length, 1, second.logs.join("\n"));
+    // Nonce 1 went on without waiting: not for the lost holder's lease, not for a gap.
     assert.equal(second.events("force_release").length, 0);
+    assert.equal(second.events("gap_wait_expired").length, 0, second.logs.join("\n"));
     const count = await rpc(anvil.url, "eth_getTransactionCount", [a.address, "latest"]);
     assert.equal(Number(count.result), 2, "0 and 1 mined, once each");
   } finally {

@@ -72,6 +72,9 @@ async function outageBurst(kind, ms, vars = {}) {
       refusals: badRefusals(proxy),
       before,
       wall,
+      accounts,
+      seen: proxy.seen,
+      outage: proxy.outages[0],
       retried: relay.events("tx_retried").length,
       relay,
     };
@@ -95,7 +98,10 @@ for (const [kind, ms] of [
       `# ${kind} ${ms} ms: ${r.hashes}/100 first answers the hash, ${r.before} accepted before the outage, ` +
         `${r.retried} retries, wall ${r.wall.toFixed(0)} ms, ${r.refusals.length} refusals`,
     );
-    assert.ok(r.before >= 20 && r.before < 60, `the outage began mid-burst (${r.before} accepted before it)`);
+    assert.ok(r.before >= 20, `the outage began after ${r.before} were accepted`);
+    // Mid-burst for every sender: each still had transactions to send once the upstream was back.
+    const after = r.accounts.map((a) => r.seen.filter((x) => x.sender === a.address.toLowerCase() && x.accepted && x.at >= r.outage.to).length);
+    assert.ok(after.every((n) => n > 0), `each sender's sends accepted after the outage: ${after.join(",")}`);
     assert.ok(r.retried > 0, "the holders met the outage");
     const wrong = r.answers.filter((a) => !a.json?.result).map((a) => a.text);
     assert.deepEqual(wrong.slice(0, 3), [], `${wrong.length} clients did not get their hash`);
@@ -112,7 +118,7 @@ test("the same 2 s of HTTP 503 with retries capped by count (UPSTREAM_RETRIES=3,
   assert.ok(r.hashes < 100, `with 4 tries, some clients get errors (${r.hashes}/100 hashes)`);
 });
 
-test("the relay killed mid-burst and started again on its state: every client ends with its hash, each sender goes on within 2 s, exactly once, 0 refusals", async () => {
+test("the relay killed mid-burst and started again on its state: every client ends with its hash, each sender goes on without waiting out a lease or a gap, exactly once, 0 refusals", async () => {
   const senders = 5;
   const perSender = 20;
   const persist = await mkdtemp(`${tmpdir()}/nonce-relay-do-`);
@@ -177,10 +183,10 @@ test("the relay killed mid-burst and started again on its state: every client en
     assert.equal(new Set(accepted).size, accepted.length, "no transaction went in twice");
     assert.equal(accepted.length, senders * perSender);
     assert.deepEqual(badRefusals(proxy), [], "no nonce refusal at the upstream");
-    for (const ms of firstAfter) {
-      if (ms !== null) assert.ok(ms < 2000, `a sender's next send waited ${ms} ms after the restart`);
-    }
+    // Each sender went on after the restart without waiting anything out: no lease of a holder
+    // the kill lost (force_release), no gap wait for a nonce the restarted object thought missing.
     assert.equal(second.events("force_release").length, 0, "nothing waits out a lease");
+    assert.equal(second.events("gap_wait_expired").length, 0, "nothing waits out a gap");
   } finally {
     await second?.stop();
     await proxy.stop();
@@ -189,7 +195,7 @@ test("the relay killed mid-burst and started again on its state: every client en
   }
 });
 
-test("nonces n, n+1 and n+3 sent together (n+2 never comes): n+3 is answered within NONCE_GAP_WAIT_MS + 1 s", async () => {
+test("nonces n, n+1 and n+3 sent together (n+2 never comes): n+3 goes once its gap wait (NONCE_GAP_WAIT_MS) expires", async () => {
   const s = await stack({ vars: { NONCE_GAP_WAIT_MS: "1000" } });
   try {
     const account = devAccount(5);
@@ -201,8 +207,13 @@ test("nonces n, n+1 and n+3 sent together (n+2 never comes): n+3 is answered wit
     assert.equal(n1.json.result, keccak256(raws[1]));
     // n+3 went after its gap wait; the strict upstream refuses the gap, in its own words.
     assert.match(n3.json.error?.message ?? "", /Nonce too high/, n3.text);
-    assert.ok(n3.ms < 2000 + 500, `n+3 answered after ${n3.ms} ms`);
-    assert.equal(s.relay.events("gap_wait_expired").length, 1);
+    // It went because its gap wait expired (not held past it for anything else), after the
+    // relay waited NONCE_GAP_WAIT_MS by its own measure; the upstream saw it once, after n+1.
+    const gapWaits = s.relay.events("gap_wait_expired");
+    assert.deepEqual(gapWaits.map((e) => [e.nonce, e.expected_nonce]), [[3, 2]], s.relay.logs.join("\n"));
+    assert.ok(gapWaits[0].waited_ms >= 1000, `the relay's gap wait: ${gapWaits[0].waited_ms} ms`);
+    assert.deepEqual(s.proxy.seen.map((r) => r.nonce), [0, 1, 3]);
+    assert.equal(s.relay.events("force_release").length, 0);
     console.log(`# n+3 answered after ${n3.ms.toFixed(0)} ms (NONCE_GAP_WAIT_MS 1000); all three in ${answeredAt.toFixed(0)} ms`);
   } finally {
     await s.stop();

@@ -62,14 +62,24 @@ async function evicted({ alone, vars }) {
 
 for (const alone of [false, true]) {
   const what = alone ? "n+1 alone" : "n+1 with n+2..n+4 behind it";
-  test(`the pool drops ${what}: the relay sends the original bytes again, all 5 mined within two tracking intervals, each once`, async () => {
+  test(`the pool drops ${what}: the relay sends the original bytes again at the first or second tracking check, all 5 mined, each once`, async () => {
     const r = await evicted({ alone, vars: { TRACK_INTERVAL_S: "2" } });
     try {
       console.log(
         `# dropped ${what}: all 5 mined ${r.allMinedMs?.toFixed(0)} ms after the drop (TRACK_INTERVAL_S 2); ` +
           `sends per hash ${r.sends.join(", ")}; ${r.resubmitted.length} resubmitted`,
       );
-      assert.ok(r.allMinedMs !== null && r.allMinedMs <= 4000, `all 5 mined within two intervals (${r.allMinedMs} ms)`);
+      assert.ok(r.allMinedMs !== null, "all 5 mined");
+      // Within two tracking intervals, counted in checks rather than by the clock: the tracking
+      // checks that reached the upstream after the drop and before the first resend. A tracking
+      // check is a batch asking eth_getTransactionByHash of every tracked hash (here several);
+      // the check of one hash just before its resend is not one.
+      const resentAt = Math.min(...r.hashes.map((h) => r.s.proxy.seen.filter((x) => x.hash === h)[1]?.at ?? Infinity));
+      const byHash = (q) => (Array.isArray(q.body) ? q.body.filter((m) => m?.method === "eth_getTransactionByHash").length : 0);
+      const checks = r.s.proxy.requests.filter((q) => byHash(q) >= 2 && q.at > r.droppedAt && q.at < resentAt).length;
+      console.log(`# dropped ${what}: ${checks} tracking checks between the drop and the first resend`);
+      assert.ok(resentAt !== Infinity, "sent again");
+      assert.ok(checks <= 2, `sent again at the first or second check after the drop (${checks} checks before it)`);
       assert.ok(r.receipts.every((x) => x?.status === "0x1"), "each of the 5 hashes has its receipt (one per nonce: mined once)");
       const expected = alone ? [1, 2, 1, 1, 1] : [1, 2, 2, 2, 2];
       assert.deepEqual(r.sends, expected, "only the missing ones sent again, once each");
@@ -230,7 +240,11 @@ test("a sync call whose transaction is not mined in time: code 4 with the hash (
     const ms = performance.now() - started;
     assert.equal(answer.json.error?.code, 4, answer.text);
     assert.equal(answer.json.error?.data, keccak256(raw));
-    assert.ok(ms >= 700 && ms < 2500, `answered after ${ms} ms`);
+    // It waited the call's own timeout (700 ms, not SYNC_TIMEOUT_MS), in the relay's words; the
+    // lower bound is the test's clock (a slow machine only makes it longer); no upper bound.
+    assert.match(answer.json.error.message, /not included within 700 ms/, answer.text);
+    assert.ok(ms >= 700, `answered after ${ms} ms`);
+    console.log(`# sync timeout 700 ms: code 4 after ${ms.toFixed(0)} ms`);
     assert.equal((await txStatus(s.relay.url, keccak256(raw))).body.status, "pending");
   } finally {
     await s.stop();
