@@ -5,7 +5,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { keccak256 } from "viem";
-import { stack, rpc, sendRaw, devAccount, signTransfer, sleep } from "./support/harness.mjs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { stack, rpc, sendRaw, devAccount, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
 
 /** The sender's mined count, once it reaches `want` (or after about 10 s). */
 async function minedCount(url, address, want) {
@@ -146,5 +148,92 @@ test("a window whose answers are lost (one member dropped before it reached the 
     assert.equal(dropped.size, 2, "both faults happened");
   } finally {
     await s.stop();
+  }
+});
+
+for (const broadcast of ["all", "none"]) {
+  test(`two upstreams, SEND_BROADCAST=${broadcast}: the window goes to ${broadcast === "all" ? "each upstream, whole" : "the preferred upstream"}, every transaction mined once`, async () => {
+    const anvil = await startAnvil();
+    const [a, b] = await Promise.all([0, 1].map(() => startProxy({ upstream: anvil.url, strictNonce: false, latency: () => 40 })));
+    const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: `${a.url},${b.url}`, SEND_BROADCAST: broadcast, SEND_WINDOW: undefined } });
+    try {
+      const account = devAccount(6);
+      const raws = await Promise.all(Array.from({ length: 20 }, (_, n) => signTransfer(account, n)));
+      const answers = await Promise.all(raws.map((raw, i) => sendRaw(relay.url, raw, i)));
+      assert.deepEqual(
+        answers.map((x) => x.json.result),
+        raws.map((raw) => keccak256(raw)),
+        JSON.stringify(answers.find((x) => !x.json.result)?.json),
+      );
+      assert.equal(await minedCount(anvil.url, account.address, 20), 20, "all mined");
+      const sender = account.address.toLowerCase();
+      const on = (p) => p.seen.filter((r) => r.sender === sender);
+      if (broadcast === "all") {
+        for (let i = 0; i < 40 && on(a).length + on(b).length < 40; i++) await sleep(50);
+        for (const p of [a, b]) {
+          assert.deepEqual(new Set(on(p).map((r) => r.nonce)).size, 20, "every member reached each upstream");
+          assert.ok(mostAtOnce(on(p)) > 1, "as a window");
+        }
+      } else {
+        assert.equal(new Set(on(a).map((r) => r.nonce)).size, 20, "every member reached the preferred upstream");
+        assert.ok(mostAtOnce(on(a)) > 1, "as a window");
+      }
+      const accepted = [...on(a), ...on(b)].filter((r) => r.accepted && r.hash);
+      assert.equal(new Set(accepted.map((r) => r.nonce)).size, 20);
+    } finally {
+      await relay.stop();
+      await Promise.all([a.stop(), b.stop()]);
+      anvil.stop();
+    }
+  });
+}
+
+test("the relay killed mid-window and started again on its state: every client ends with its hash, each transaction went in once", async () => {
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-window-`);
+  const anvil = await startAnvil();
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false, latency: (req) => (req?.method === "eth_sendRawTransaction" ? 40 : 0) });
+  const vars = { UPSTREAM_RPC_URL: proxy.url, SEND_WINDOW: undefined };
+  const current = { relay: await startRelay({ vars, persist }) };
+  let second;
+  try {
+    const account = devAccount(7);
+    const raws = await Promise.all(Array.from({ length: 40 }, (_, n) => signTransfer(account, n)));
+    // A client that sends its bytes again until it gets its hash, for at most 30 s.
+    const client = async (raw, id) => {
+      const until = performance.now() + 30_000;
+      while (performance.now() < until) {
+        try {
+          const answer = await sendRaw(current.relay.url, raw, id);
+          if (answer.json?.result) return answer.json.result;
+        } catch {
+          /* the relay is down */
+        }
+        await sleep(100);
+      }
+      return null;
+    };
+    const clients = Promise.all(raws.map((raw, i) => client(raw, i)));
+    for (let i = 0; i < 300 && proxy.seen.filter((r) => r.accepted).length < 10; i++) await sleep(10);
+    const atKill = proxy.seen.filter((r) => r.accepted).length;
+    current.relay.kill();
+    await current.relay.stop().catch(() => {});
+    second = await startRelay({ vars, persist });
+    current.relay = second;
+    const results = await clients;
+    assert.ok(atKill < 40, `killed mid-burst (${atKill} in)`);
+    assert.deepEqual(
+      results.map((hash, i) => hash === keccak256(raws[i])),
+      Array(raws.length).fill(true),
+      "every client ends with its hash",
+    );
+    assert.equal(await minedCount(anvil.url, account.address, 40), 40, "all mined");
+    const accepted = proxy.seen.filter((r) => r.accepted).map((r) => r.hash);
+    assert.equal(new Set(accepted).size, accepted.length, "no transaction went in twice");
+    assert.equal(accepted.length, 40);
+  } finally {
+    await second?.stop();
+    await proxy.stop();
+    anvil.stop();
+    await rm(persist, { recursive: true, force: true });
   }
 });

@@ -88,9 +88,9 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `SEND_WINDOW` 16, `IDEMPOTENCY_TTL_S` 300,
-    /// `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000, `TRACK_INTERVAL_S` 12,
-    /// `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool).
+    /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `SEND_WINDOW` 16,
+    /// `IDEMPOTENCY_TTL_S` 300, `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000,
+    /// `TRACK_INTERVAL_S` 12, `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool).
     pub const DEFAULT: Settings = Settings {
         gap_wait_ms: DEFAULT_GAP_WAIT_MS,
         max_queue: 64,

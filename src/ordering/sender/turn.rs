@@ -162,12 +162,12 @@ impl Sender {
     }
 
     /// Whether the lowest waiter `place` may be sent now, behind the holders still sending
-    /// (`SEND_WINDOW`, never under `UPSTREAM_POOL=strict`): the window has room, every holder's
-    /// bytes are with the upstream (none is being checked or recovered), the holders hold every
+    /// (`SEND_WINDOW`, never under `UPSTREAM_POOL=strict`): the window has room; every holder's
+    /// bytes are with the upstream (none is being checked or recovered); the holders hold every
     /// nonce from the next one `next` up, and its nonce is the one right above theirs (no gap
-    /// and no replacement is ever sent ahead), and it is not a send-and-wait call (EIP-7966: not added to
-    /// a pool over a gap, and the nonce below it is not in yet) nor a member the upstream refused
-    /// for a gap below it.
+    /// and no replacement is ever sent ahead); and it is neither a send-and-wait call (EIP-7966:
+    /// not added to a pool over a gap, and the nonce below it is not in yet) nor a member the
+    /// upstream refused for a gap below it.
     fn joins_window(&self, place: Place, next: u64) -> bool {
         if self.holders.len() >= self.settings.window()
             || !self

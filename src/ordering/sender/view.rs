@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 
 impl Sender {
     /// The state at `now_ms` as JSON: the holder with the lowest nonce (session key, held ms,
-    /// nonce, phase: `checking`, `sending` or `recovering`), how many hold it (the send window), the waiting transactions' count and nonces (and how many are
+    /// nonce, phase: `checking`, `sending` or `recovering`), how many hold the lock (`window`:
+    /// the send window's members), the waiting transactions' count and nonces (and how many are
     /// being checked by hash), the next and mined nonce as known, whether the nonce lookup runs,
     /// the 20 most recent accepted transactions (nonce, age in ms, whether the upstream vouched
     /// for them, their status: `pending`, `included` with its block, `replaced`, `expired`, and
