@@ -308,3 +308,29 @@ fn websocket_settings_default_to_the_http_upstreams_and_are_redacted() {
         "UPSTREAM_WS_URL"
     );
 }
+
+#[test]
+fn the_send_window_is_one_to_sixty_four_and_one_under_strict() {
+    let with = |pool: &str, window: Option<&str>| {
+        let mut vars = vec![("UPSTREAM_RPC_URL", "http://x"), ("UPSTREAM_POOL", pool)];
+        if let Some(w) = window {
+            vars.push(("SEND_WINDOW", w));
+        }
+        config(&vars).map(|c| c.sender_settings(None).window())
+    };
+    assert_eq!(with("mempool", None), Ok(16));
+    assert_eq!(with("mempool", Some("1")), Ok(1));
+    assert_eq!(with("mempool", Some("64")), Ok(64));
+    assert_eq!(
+        with("strict", Some("16")),
+        Ok(1),
+        "a strict upstream: one at a time"
+    );
+    for bad in ["0", "65", "-1", "many"] {
+        assert_eq!(
+            with("mempool", Some(bad)).map_err(|e| e.name),
+            Err("SEND_WINDOW"),
+            "{bad}"
+        );
+    }
+}
