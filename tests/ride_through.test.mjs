@@ -20,6 +20,7 @@ import {
   devAccount,
   signTransfer,
   signBurst,
+  sendUntilResult,
   minedCounts,
   sleep,
   freePort,
@@ -138,21 +139,7 @@ test("the relay killed mid-burst and started again on its state: every client en
     // A client that sends its bytes again until it gets an answer with its hash (a lost
     // connection, or an error, is tried again 100 ms later), for at most 30 s.
     let errors = 0;
-    const client = async (raw, id) => {
-      const until = performance.now() + 30_000;
-      while (performance.now() < until) {
-        try {
-          const answer = await sendRaw(current.relay.url, raw, id);
-          if (answer.json?.result) return answer.json.result;
-          errors += 1;
-        } catch {
-          /* the relay is down */
-        }
-        await sleep(100);
-      }
-      return null;
-    };
-    const clients = Promise.all(raws.map((raw, i) => client(raw, i)));
+    const clients = Promise.all(raws.map((raw, i) => sendUntilResult(current, raw, i, { onError: () => (errors += 1) })));
     for (let i = 0; i < 300 && proxy.seen.filter((r) => r.accepted).length < 30; i++) await sleep(10);
     const atKill = proxy.seen.filter((r) => r.accepted).length;
     current.relay.kill();

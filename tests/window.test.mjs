@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { keccak256 } from "viem";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { stack, rpc, sendRaw, devAccount, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
+import { stack, rpc, sendRaw, sendUntilResult, devAccount, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
 
 /** The sender's mined count, once it reaches `want` (or after about 10 s). */
 async function minedCount(url, address, want) {
@@ -198,21 +198,8 @@ test("the relay killed mid-window and started again on its state: every client e
   try {
     const account = devAccount(7);
     const raws = await Promise.all(Array.from({ length: 40 }, (_, n) => signTransfer(account, n)));
-    // A client that sends its bytes again until it gets its hash, for at most 30 s.
-    const client = async (raw, id) => {
-      const until = performance.now() + 30_000;
-      while (performance.now() < until) {
-        try {
-          const answer = await sendRaw(current.relay.url, raw, id);
-          if (answer.json?.result) return answer.json.result;
-        } catch {
-          /* the relay is down */
-        }
-        await sleep(100);
-      }
-      return null;
-    };
-    const clients = Promise.all(raws.map((raw, i) => client(raw, i)));
+    // Each client sends its bytes again until it gets its hash.
+    const clients = Promise.all(raws.map((raw, i) => sendUntilResult(current, raw, i)));
     for (let i = 0; i < 300 && proxy.seen.filter((r) => r.accepted).length < 10; i++) await sleep(10);
     const atKill = proxy.seen.filter((r) => r.accepted).length;
     current.relay.kill();

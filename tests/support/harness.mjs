@@ -567,6 +567,27 @@ export function signTransfer(account, nonce, extra = {}) {
 }
 
 /**
+ * A client that sends `raw` again until an answer has a result (a lost connection or an error
+ * answer is tried again 100 ms later), for at most `forMs`: what a wallet does while the relay
+ * restarts. It asks `current.relay`, which the test swaps when it starts the relay again. Returns
+ * the result, or null; `onError` is called for each error answer.
+ */
+export async function sendUntilResult(current, raw, id, { forMs = 30_000, onError = () => {} } = {}) {
+  const until = performance.now() + forMs;
+  while (performance.now() < until) {
+    try {
+      const answer = await sendRaw(current.relay.url, raw, id);
+      if (answer.json?.result) return answer.json.result;
+      onError(answer);
+    } catch {
+      /* the relay is down */
+    }
+    await sleep(100);
+  }
+  return null;
+}
+
+/**
  * Signs transfers with nonces 0..perSender-1 for each of `accounts`, in that order, and records
  * each raw transaction's sender (lowercase) in `senderOfRaw` (for startProxy's `senderOf`).
  */
