@@ -7,31 +7,22 @@ import assert from "node:assert/strict";
 import { keccak256 } from "viem";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { stack, rpc, sendRaw, sendUntilResult, devAccount, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
+import {
+  stack,
+  sendRaw,
+  sendUntilResult,
+  devAccount,
+  signTransfer,
+  sleep,
+  startAnvil,
+  startProxy,
+  startRelay,
+  minedCounts,
+  mostAtOnce,
+} from "./support/harness.mjs";
 
-/** The sender's mined count, once it reaches `want` (or after about 10 s). */
-async function minedCount(url, address, want) {
-  let count = 0;
-  for (let i = 0; i < 200; i++) {
-    count = Number((await rpc(url, "eth_getTransactionCount", [address, "latest"])).result);
-    if (count >= want) break;
-    await sleep(50);
-  }
-  return count;
-}
-
-/** The most of `records` ({ at, answeredAt }) that were at the upstream at one time. */
-function mostAtOnce(records) {
-  const edges = records.flatMap((r) => [
-    [r.at, 1],
-    [r.answeredAt ?? Infinity, -1],
-  ]);
-  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-  let now = 0;
-  let most = 0;
-  for (const [, d] of edges) most = Math.max(most, (now += d));
-  return most;
-}
+/** The sender's mined count, once it reaches `want` (or after 10 s). */
+const minedCount = async (url, address, want) => (await minedCounts(url, [{ address }], want, 10_000))[0];
 
 /** The upstream's records of one sender's transactions. */
 const seenOf = (s, account) => s.proxy.seen.filter((r) => r.sender === account.address.toLowerCase());

@@ -242,6 +242,7 @@ mod tests {
     }
     const SENDER: &str = "0xsender";
     const MEMPOOL: PoolKind = PoolKind::Mempool;
+    const STRICT: PoolKind = PoolKind::Strict;
     const REQUEST: &str =
         r#"{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x02"]}"#;
 
@@ -470,14 +471,7 @@ mod tests {
     fn on_a_strict_upstream_a_send_that_may_have_arrived_is_looked_up_before_it_is_sent_again() {
         // It went in: found by hash, never sent twice (a second copy is a charged refusal).
         let up = upstream(vec![lost()], vec![found()]);
-        let s = run(submit(
-            &up,
-            &signed(),
-            SENDER,
-            PoolKind::Strict,
-            &POLICY,
-            30_000,
-        ));
+        let s = run(submit(&up, &signed(), SENDER, STRICT, &POLICY, 30_000));
         assert_eq!(
             (s.class, s.answer),
             (AnswerClass::AlreadyKnown, Answer::hash(&HASH))
@@ -491,14 +485,7 @@ mod tests {
             vec![lost(), ok(r#"{"id":9,"result":"0xabab"}"#)],
             vec![missing()],
         );
-        let s = run(submit(
-            &up,
-            &signed(),
-            SENDER,
-            PoolKind::Strict,
-            &POLICY,
-            30_000,
-        ));
+        let s = run(submit(&up, &signed(), SENDER, STRICT, &POLICY, 30_000));
         assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 2));
         assert_eq!(
             methods(&up),
@@ -511,14 +498,7 @@ mod tests {
         // A busy node (an answer: nothing went in) or a refused connection: no lookup.
         let busy = error("txpool is full");
         let up = upstream(vec![busy, ok(r#"{"id":9,"result":"0xabab"}"#)], vec![]);
-        run(submit(
-            &up,
-            &signed(),
-            SENDER,
-            PoolKind::Strict,
-            &POLICY,
-            30_000,
-        ));
+        run(submit(&up, &signed(), SENDER, STRICT, &POLICY, 30_000));
         assert_eq!(
             methods(&up),
             ["eth_sendRawTransaction", "eth_sendRawTransaction"]

@@ -567,6 +567,16 @@ export function signTransfer(account, nonce, extra = {}) {
 }
 
 /**
+ * The most distinct `keyOf(record)` among `records` (a proxy's `seen`) that were at the upstream
+ * at one time: a record is there from its arrival (`at`) until its answer (`answeredAt`; never
+ * answered: for good). By default each record counts alone; `(r) => r.sender` counts senders.
+ */
+export function mostAtOnce(records, keyOf = (r) => r) {
+  const there = (t) => records.filter((o) => o.at <= t && t < (o.answeredAt ?? Infinity));
+  return Math.max(0, ...records.map((r) => new Set(there(r.at).map(keyOf)).size));
+}
+
+/**
  * A client that sends `raw` again until an answer has a result (a lost connection or an error
  * answer is tried again 100 ms later), for at most `forMs`: what a wallet does while the relay
  * restarts. It asks `current.relay`, which the test swaps when it starts the relay again. Returns

@@ -37,6 +37,17 @@ use std::rc::Rc;
 use std::time::Duration;
 use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
 
+/// Test builds only: the first request with `x-test-fault: storage-fails` in this isolate fails
+/// the object's next write, as writes fail once a newer instance took over.
+#[cfg(feature = "test-faults")]
+fn storage_fails_once(core: &Driver) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if !DONE.swap(true, Ordering::SeqCst) {
+        core.fail_next_write();
+    }
+}
+
 /// Test builds only: the first request with `x-test-fault: reset-once` in this isolate resets the
 /// object (`DurableObjectState.abort`), as a deploy or the runtime would; its caller gets the
 /// runtime's error.
@@ -98,28 +109,14 @@ impl DurableObject for SenderLock {
         if core.superseded() {
             return superseded_response();
         }
+        // Test builds only: `x-test-fault` (read once) makes this request meet a fault.
         #[cfg(feature = "test-faults")]
-        if req
-            .headers()
-            .get(crate::edge::backend::TEST_FAULT_HEADER)?
-            .as_deref()
-            == Some("reset-once")
-        {
-            reset_once(&core);
-        }
-        // Test builds only: the first request with `x-test-fault: storage-fails` in this isolate
-        // fails the object's next write, as writes fail once a newer instance took over.
+        let fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;
         #[cfg(feature = "test-faults")]
-        if req
-            .headers()
-            .get(crate::edge::backend::TEST_FAULT_HEADER)?
-            .as_deref()
-            == Some("storage-fails")
-        {
-            static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-            if !DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                core.fail_next_write();
-            }
+        match fault.as_deref() {
+            Some("reset-once") => reset_once(&core),
+            Some("storage-fails") => storage_fails_once(&core),
+            _ => {}
         }
         if let Some(sender) = req.headers().get(SENDER_HEADER)? {
             core.set_sender(&sender);
@@ -129,12 +126,7 @@ impl DurableObject for SenderLock {
             (Method::Post, wire::SEND_PATH) => {
                 let body = req.text().await?;
                 #[cfg(feature = "test-faults")]
-                if req
-                    .headers()
-                    .get(crate::edge::backend::TEST_FAULT_HEADER)?
-                    .as_deref()
-                    == Some("throw-after-forward")
-                {
+                if fault.as_deref() == Some("throw-after-forward") {
                     if let Ok(txs) = wire::decode_send(&body) {
                         core.mark_crash(&txs);
                     }

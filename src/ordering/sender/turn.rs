@@ -41,11 +41,6 @@ pub(super) enum Deadline {
 }
 
 impl Sender {
-    /// The waiting transaction the lock goes to next.
-    pub(super) fn lowest_waiting(&self) -> Option<Place> {
-        self.queue.lowest_waiting()
-    }
-
     /// When the entry's wait for a missing lower nonce runs out, Unix ms.
     fn gap_deadline_ms(&self, arrived_ms: u64) -> u64 {
         arrived_ms
@@ -80,7 +75,7 @@ impl Sender {
             }
         }
         if self.holders.is_empty() && !self.stored.loading {
-            if let (Some(next), Some(place)) = (self.nonces.next, self.lowest_waiting()) {
+            if let (Some(next), Some(place)) = (self.nonces.next, self.queue.lowest_waiting()) {
                 if place.nonce > next {
                     let arrived_ms = self.queue.get(place.entry).map_or(0, |e| e.arrived_ms);
                     table.push((Deadline::GapWait, self.gap_deadline_ms(arrived_ms)));
@@ -144,7 +139,7 @@ impl Sender {
             let Some(next) = self.nonces.next else {
                 return;
             };
-            let Some(place) = self.lowest_waiting() else {
+            let Some(place) = self.queue.lowest_waiting() else {
                 return;
             };
             if self.holders.is_empty() {
@@ -290,29 +285,26 @@ impl Sender {
     /// Holder `id`'s transaction goes: stored first (unless it came from storage, where it is
     /// already), then sent with retries until `deadline_ms`.
     pub(super) fn send(&mut self, id: EntryId, deadline_ms: u64, now_ms: u64) {
-        let strict = self.settings.pool == PoolKind::Strict;
-        let next = self.nonces.next;
-        let Some(nonce) = self.holders.iter().find(|h| h.entry == id).map(|h| h.nonce) else {
+        let Some(at) = self.holders.iter().position(|h| h.entry == id) else {
             return;
         };
-        if next.is_none() {
+        let Some(next) = self.nonces.next else {
             // The next nonce became unknown since the grant (another window member's answer):
             // nothing is sent on a guessed nonce; back to the queue until it is learned.
-            self.unhold(id);
+            self.holders.remove(at);
             self.queue.set_stage(id, Stage::Waiting);
             return;
-        }
-        if strict && next.is_some_and(|next| nonce > next) {
+        };
+        let holding = self.holders[at];
+        if self.settings.pool == PoolKind::Strict && holding.nonce > next {
             // A force-released holder found missing while a lower nonce is missing too (the
             // pool dropped it): back to the queue behind it, with a new gap wait.
-            self.unhold(id);
+            self.holders.remove(at);
             self.nonces.gap_opened_ms = now_ms;
             self.queue.set_stage(id, Stage::Waiting);
             return;
         }
-        let Some(holding) = self.holders.iter_mut().find(|h| h.entry == id) else {
-            return;
-        };
+        let holding = &mut self.holders[at];
         holding.phase = Phase::Sending { deadline_ms };
         let session_key = holding.session_key;
         let Some(entry) = self.queue.get_mut(id) else {
