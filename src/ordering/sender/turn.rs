@@ -296,9 +296,12 @@ impl Sender {
             return;
         };
         let holding = self.holders[at];
-        if self.settings.pool == PoolKind::Strict && holding.nonce > next {
-            // A force-released holder found missing while a lower nonce is missing too (the
-            // pool dropped it): back to the queue behind it, with a new gap wait.
+        if holding.nonce > next && holding.nonce <= holding.expected {
+            // Not above the next nonce when it was granted, above it now: a checked nonce below
+            // the next one, or a force-released holder found missing, while the upstream's count
+            // showed a lower nonce missing (a pool that dropped it, or kept it queued above a
+            // gap). It was never let wait for that gap: back to the queue behind it, with a new
+            // gap wait (under UPSTREAM_POOL=strict it is then refused, never sent).
             self.holders.remove(at);
             self.nonces.gap_opened_ms = now_ms;
             self.queue.set_stage(id, Stage::Waiting);

@@ -274,3 +274,42 @@ fn a_transaction_the_upstream_never_keeps_is_sent_again_at_most_twice_then_aband
     r.finish(&call, AnswerClass::Accepted);
     assert!(r.answers.contains_key(&waiter));
 }
+
+#[test]
+fn a_checked_nonce_that_the_upstreams_count_puts_above_a_gap_waits_its_gap_before_it_is_sent() {
+    // 4 went over a gap (the node keeps it queued), so the next nonce is 5 and 2 is checked by
+    // hash as a nonce below it; meanwhile the upstream's count (0, it does not count queued
+    // transactions above a gap) puts the next nonce back at 0: 2 is above a gap now.
+    let mut r = Rig::new(SETTINGS);
+    r.arrive(4);
+    r.learn(0, 0);
+    r.at(r.now + SETTINGS.gap_wait_ms);
+    r.accept_next();
+    assert_eq!(r.s.nonces().0, Some(5));
+    r.arrive(2);
+    let count = r.ticket();
+    r.s.count(count, r.now);
+    r.drain();
+    r.learn(0, 0);
+    let (verify, query) = r.lookup_for(|q| q.hashes == [h(4, 0)]);
+    assert!(!query.pending);
+    r.reply(verify, known(&[(h(4, 0), true)]));
+    assert_eq!(r.s.nonces().0, Some(0));
+    let (check, _) = r.lookup_for(|q| q.hashes == [h(2, 0)]);
+    r.reply(
+        check,
+        Ok(Found {
+            latest: Some(0),
+            known: seen(&[(h(2, 0), false)]),
+            ..Found::default()
+        }),
+    );
+    assert!(
+        r.sends.is_empty(),
+        "not sent above the gap at once: {:?}",
+        r.log
+    );
+    r.at(r.now + SETTINGS.gap_wait_ms);
+    assert_eq!(r.send().nonce, 2, "sent after its gap wait");
+    assert_eq!(r.events("gap_wait_expired").len(), 2);
+}
