@@ -103,7 +103,7 @@ impl Backend for Recorder {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[SignedTx],
+        txs: &[&SignedTx],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
         self.calls
             .borrow_mut()

@@ -275,7 +275,7 @@ impl Backend for WorkerBackend<'_> {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[SignedTx],
+        txs: &[&SignedTx],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
         let body = wire::encode_send(txs);
         let text = call_object(

@@ -89,7 +89,7 @@ pub trait Backend: Platform {
     async fn sender_lock(
         &self,
         sender: &Address,
-        txs: &[SignedTx],
+        txs: &[&SignedTx],
     ) -> Result<Vec<wire::WireAnswer>, ObjectError>;
 
     /// Counts a body's requests against the client's rate limits: `sends` against the

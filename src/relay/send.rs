@@ -32,7 +32,7 @@ impl<B: Backend> Relay<'_, B> {
                 .map(|m| async move { (m.index, self.direct(sender, m).await, None) });
             return join_all(sends).await;
         }
-        let txs: Vec<SignedTx> = members.iter().map(|m| m.tx.clone()).collect();
+        let txs: Vec<&SignedTx> = members.iter().map(|m| &m.tx).collect();
         let error = match self
             .retry_object_call(sender, || self.backend.sender_lock(sender, &txs))
             .await

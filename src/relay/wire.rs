@@ -117,7 +117,7 @@ struct SendBody<T> {
 }
 
 /// The body of a send of `txs`.
-pub fn encode_send(txs: &[SignedTx]) -> String {
+pub fn encode_send(txs: &[&SignedTx]) -> String {
     serde_json::to_string(&SendBody { txs }).expect("a transaction always serializes")
 }
 
@@ -210,7 +210,7 @@ mod tests {
             tx(7, 5, SendMethod::Plain),
             tx(8, 4, SendMethod::Sync { timeout_ms: 500 }),
         ];
-        let body = encode_send(&txs);
+        let body = encode_send(&txs.iter().collect::<Vec<_>>());
         assert_eq!(decode_send(&body).unwrap(), txs);
         assert_eq!(decode_send(r#"{"txs":[]}"#), Err(WireError::NoTransaction));
         assert!(matches!(
