@@ -44,6 +44,13 @@ pub enum Check {
     Stale,
     /// Its hash was accepted but the upstream has not confirmed it in this object's life.
     Accepted,
+    /// Another accepted transaction holds its nonce and `REPLACEMENT_POLICY` is `reject`: the
+    /// mined count is asked with its hash, because a nonce already mined is too low, not a
+    /// replacement (the holder may have been mined since the count was learned).
+    Replacement {
+        /// The hash of the transaction that holds the nonce.
+        holder: TxHash,
+    },
 }
 
 /// A transaction in the queue, with every client waiting for it.

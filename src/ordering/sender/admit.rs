@@ -5,7 +5,8 @@
 //! have dropped it: then it is sent again); a
 //! nonce below the mined count is asked by hash before it is refused as stale (a resend of a
 //! mined transaction gets its hash; eRPC does the same since its PR #703); a replacement of an
-//! accepted nonce is refused under `REPLACEMENT_POLICY=reject`; the queue bound refuses the
+//! accepted nonce is refused under `REPLACEMENT_POLICY=reject`, after the mined count is asked (a
+//! nonce mined since is refused as too low, as geth words it); the queue bound refuses the
 //! highest nonce waiting, never one that would go now or that is below every waiter; anything
 //! else waits for the lock.
 
@@ -77,11 +78,11 @@ impl Sender {
             return;
         }
         if let Some(holder) = self.nonce_holder(&hash, nonce, now_ms) {
-            self.counters.replacements += 1;
             if self.settings.replacement == ReplacementPolicy::Reject {
-                self.refuse(id, Refusal::Replacement { nonce, holder });
+                self.start_check(id, Check::Replacement { holder }, now_ms);
                 return;
             }
+            self.counters.replacements += 1;
         }
         self.queue.set_stage(id, Stage::Waiting);
         self.bound();
@@ -131,6 +132,8 @@ impl Sender {
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
         let query = Query {
             hashes: vec![hash],
+            // A replacement's nonce may have been mined since the count was learned.
+            latest: matches!(check, Check::Replacement { .. }),
             ..Query::default()
         };
         let lookup = self.ask(Purpose::Entry(id), query, deadline_ms);
@@ -149,10 +152,12 @@ impl Sender {
             return;
         };
         let (hash, nonce) = (entry.hash(), entry.nonce());
-        let seen = outcome
-            .ok()
-            .and_then(|found: Found| found.known.get(&hash).copied());
+        let found = outcome.ok();
+        let seen = found
+            .as_ref()
+            .and_then(|found: &Found| found.known.get(&hash).copied());
         let known = seen.map(|seen| seen != Seen::Missing);
+        let latest = found.as_ref().and_then(|found| found.latest);
         match (known, check) {
             (Some(true), _) | (None, Check::Accepted) => {
                 let pruned = self.accepted.record(hash, nonce, now_ms, known.is_some());
@@ -180,6 +185,18 @@ impl Sender {
                 self.screen(id, now_ms);
             }
             (None, Check::Stale) => self.refuse(id, Refusal::CheckFailed { nonce }),
+            (_, Check::Replacement { holder }) => match latest {
+                // Mined since: too low (geth's wording, which wallets match), not a replacement.
+                Some(mined) if nonce < mined => {
+                    self.nonces.mined = self.nonces.mined.max(Some(mined));
+                    self.counters.stale_refused += 1;
+                    self.refuse(id, Refusal::Stale { mined, nonce });
+                }
+                _ => {
+                    self.counters.replacements += 1;
+                    self.refuse(id, Refusal::Replacement { nonce, holder });
+                }
+            },
         }
     }
 }

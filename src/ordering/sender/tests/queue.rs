@@ -310,6 +310,18 @@ fn replacements_by_policy() {
                 assert_eq!(r.answer(speed_up).0, Answer::hash(&h(0, 1)));
             }
             ReplacementPolicy::Reject => {
+                // The mined count is asked first: still 0, so nonce 0 is a replacement.
+                let (id, query) = r.lookup();
+                assert!(query.latest && query.hashes == vec![h(0, 1)], "{query:?}");
+                assert!(!r.answers.contains_key(&speed_up));
+                r.reply(
+                    id,
+                    Ok(Found {
+                        latest: Some(0),
+                        known: seen(&[(h(0, 1), false)]),
+                        ..Found::default()
+                    }),
+                );
                 let (code, message) = r.error_of(speed_up);
                 assert_eq!(code, -32000);
                 assert!(message.contains(&crate::hex::encode(&h(0, 0))), "{message}");

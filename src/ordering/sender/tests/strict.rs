@@ -146,3 +146,44 @@ fn a_send_and_wait_call_above_a_refused_n_gets_eip_7966_code_6() {
     assert_eq!(r.error_of(ticket).0, 6);
     assert!(r.sends.is_empty());
 }
+
+#[test]
+fn a_new_transaction_with_a_nonce_mined_since_is_too_low_not_a_refused_replacement() {
+    // Issue 32, point 9: nonce 0 accepted, then mined; the count the object knows is still 0.
+    let mut r = Rig::new(Settings {
+        replacement: ReplacementPolicy::Reject,
+        ..STRICT
+    });
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    let other = r.arrive_variant(0, 1);
+    let (id, query) = r.lookup();
+    assert!(query.latest, "the mined count is asked: {query:?}");
+    r.reply(
+        id,
+        Ok(Found {
+            latest: Some(1),
+            known: seen(&[(h(0, 1), false)]),
+            ..Found::default()
+        }),
+    );
+    assert_eq!(
+        r.error_of(other),
+        (-32000, "nonce too low: next nonce 1, tx nonce 0".into())
+    );
+    assert!(r.sends.is_empty());
+    assert_eq!(r.s.counters.replacements, 0);
+    assert_eq!(r.s.counters.stale_refused, 1);
+    // A resend of the mined one itself still gets its hash.
+    let again = r.arrive_variant(0, 0);
+    let (id, _) = r.lookup();
+    r.reply(
+        id,
+        Ok(Found {
+            known: [(h(0, 0), Seen::Included { block: 1 })].into(),
+            ..Found::default()
+        }),
+    );
+    assert_eq!(r.answer(again).0, Answer::hash(&h(0, 0)));
+}
