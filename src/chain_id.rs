@@ -20,9 +20,37 @@
 //! was cancelled may never finish (nor be dropped), so a waiter gives up after a bound (the
 //! caller's upstream timeout and a margin), and the next request starts a new lookup.
 
-use crate::jsonrpc::{RpcError, INTERNAL_ERROR, RESOURCE_UNAVAILABLE};
+use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, RESOURCE_UNAVAILABLE};
+use crate::upstream::{error_metric, Platform, Route};
 use std::cell::RefCell;
 use std::rc::Rc;
+
+/// Asks the upstream its chain id (`eth_chainId`, a question of the relay's own), waiting at
+/// most `timeout_ms`: the one asker of the Worker's lookup and of a sender's object that must
+/// learn its chain before it sends (an `upstream_error` metric when the upstream can't be used).
+///
+/// # Errors
+/// The upstream's error (-32002/-32603) saying the chain id could not be learned, or -32603 when
+/// the answer has no valid result.
+pub async fn ask(platform: &impl Platform, timeout_ms: u64) -> Result<u64, RpcError> {
+    let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+    let answer = platform
+        .post(request, Route::Own, timeout_ms)
+        .await
+        .map_err(|e| {
+            platform.emit(&error_metric("eth_chainId", &e));
+            RpcError::new(
+                e.code(),
+                format!("cannot learn the chain id: {}", e.reason()),
+            )
+        })?;
+    jsonrpc::result_quantity(&answer.body).ok_or_else(|| {
+        RpcError::new(
+            INTERNAL_ERROR,
+            "cannot learn the chain id: the upstream's eth_chainId answer has no valid result",
+        )
+    })
+}
 
 /// How often a request waiting for the lookup checks it, in ms.
 pub const CHECK_EVERY_MS: u64 = 5;

@@ -103,6 +103,7 @@ impl Backend for Recorder {
     async fn sender_lock(
         &self,
         sender: &Address,
+        _chain_id: Option<u64>,
         txs: &[&SignedTx],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
         self.calls

@@ -354,6 +354,18 @@ impl Config {
         })
     }
 
+    /// The upstream pool when it is known: `UPSTREAM_POOL`, or for `auto` the pool of the chain
+    /// `chain_id` (or `CHAIN_ID`); `None` for `auto` while no chain id is known. A sender's
+    /// object sends nothing on a guessed pool: with stored transactions and this `None` it learns
+    /// the chain id first.
+    pub fn known_pool_kind(&self, chain_id: Option<u64>) -> Option<PoolKind> {
+        match (self.upstream_pool, chain_id.or(self.chain_id)) {
+            (Some(pool), _) => Some(pool),
+            (None, Some(id)) => Some(PoolKind::auto(Some(id))),
+            (None, None) => None,
+        }
+    }
+
     /// The upstream pool on the chain `chain_id` (`CHAIN_ID`, or the one the Worker learned;
     /// `None` while unknown): `UPSTREAM_POOL`, or for `auto` [`PoolKind::auto`].
     pub fn pool_kind_for(&self, chain_id: Option<u64>) -> PoolKind {

@@ -217,6 +217,12 @@ fn upstream_pool_and_its_replacement_default_by_chain() {
         mempool.unwrap().sender_settings(Some(295)).pool,
         PoolKind::Mempool
     );
+    // Known only from a chain id or UPSTREAM_POOL (issue 32, point 1): never a guess.
+    assert_eq!(auto.known_pool_kind(None), None);
+    assert_eq!(auto.known_pool_kind(Some(296)), Some(PoolKind::Strict));
+    assert_eq!(auto.known_pool_kind(Some(1)), Some(PoolKind::Mempool));
+    assert_eq!(hedera.known_pool_kind(None), Some(PoolKind::Strict));
+    assert_eq!(strict_forward.known_pool_kind(None), Some(PoolKind::Strict));
     let forks = |v| {
         config(&[("UPSTREAM_RPC_URL", "http://x"), ("HARDFORK", v)])
             .unwrap()

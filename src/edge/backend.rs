@@ -275,9 +275,10 @@ impl Backend for WorkerBackend<'_> {
     async fn sender_lock(
         &self,
         sender: &Address,
+        chain_id: Option<u64>,
         txs: &[&SignedTx],
     ) -> Result<Vec<WireAnswer>, ObjectError> {
-        let body = wire::encode_send(txs);
+        let body = wire::encode_send(chain_id, txs);
         let text = call_object(
             self.env,
             sender,

@@ -81,14 +81,16 @@ impl ObjectError {
 /// The platform: the upstream and clock ([`Platform`]) and the senders' Durable Objects.
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
 pub trait Backend: Platform {
-    /// Hands `sender`'s transactions of one HTTP request to its Durable Object, which sends them in
-    /// nonce order; returns their answers in the same order; see [`wire`] for the call.
+    /// Hands `sender`'s transactions of one HTTP request, checked against `chain_id`, to its
+    /// Durable Object, which sends them in nonce order; returns their answers in the same order;
+    /// see [`wire`] for the call.
     ///
     /// # Errors
     /// [`ObjectError`]: how the call failed, which decides what the caller does next.
     async fn sender_lock(
         &self,
         sender: &Address,
+        chain_id: Option<u64>,
         txs: &[&SignedTx],
     ) -> Result<Vec<wire::WireAnswer>, ObjectError>;
 
@@ -401,30 +403,16 @@ impl<'a, B: Backend> Relay<'a, B> {
                 }
                 self.backend.sleep(chain_id::CHECK_EVERY_MS).await;
             },
-            Claim::Lookup(lookup) => lookup.finish(self.ask_chain_id().await),
+            Claim::Lookup(lookup) => {
+                lookup.finish(chain_id::ask(self.backend, self.config.upstream_timeout_ms).await)
+            }
         }
     }
 
-    async fn ask_chain_id(&self) -> Result<u64, RpcError> {
-        let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
-        let timeout_ms = self.config.upstream_timeout_ms;
-        let answer = self
-            .backend
-            .post(request, Route::Own, timeout_ms)
-            .await
-            .map_err(|e| {
-                self.backend.emit(&error_metric("eth_chainId", &e));
-                RpcError::new(
-                    e.code(),
-                    format!("cannot learn the chain id: {}", e.reason()),
-                )
-            })?;
-        jsonrpc::result_quantity(&answer.body).ok_or_else(|| {
-            RpcError::new(
-                jsonrpc::INTERNAL_ERROR,
-                "cannot learn the chain id: the upstream's eth_chainId answer has no valid result",
-            )
-        })
+    /// The chain id as far as it is known without asking: `CHAIN_ID`, or the one learned (every
+    /// send was checked against it, so a send always finds it known).
+    fn known_chain_id(&self) -> Option<u64> {
+        self.config.chain_id.or_else(|| self.chain_ids.known())
     }
 
     /// Decodes and checks a send request (any of [`jsonrpc::is_send`]) against the chain id policy

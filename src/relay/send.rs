@@ -33,8 +33,9 @@ impl<B: Backend> Relay<'_, B> {
             return join_all(sends).await;
         }
         let txs: Vec<&SignedTx> = members.iter().map(|m| &m.tx).collect();
+        let chain_id = self.known_chain_id();
         let error = match self
-            .retry_object_call(sender, || self.backend.sender_lock(sender, &txs))
+            .retry_object_call(sender, || self.backend.sender_lock(sender, chain_id, &txs))
             .await
         {
             Ok(answers) => {
@@ -95,7 +96,10 @@ impl<B: Backend> Relay<'_, B> {
     /// text.
     async fn direct(&self, sender: &Address, member: &Member) -> String {
         let sender = sender.to_string();
-        let pool = self.config.pool_kind_for(member.tx.chain_id);
+        // The chain the Worker checked it against (an unprotected legacy one has none of its own).
+        let pool = self
+            .config
+            .pool_kind_for(self.known_chain_id().or(member.tx.chain_id));
         let deadline_ms = self
             .backend
             .now_ms()

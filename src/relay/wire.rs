@@ -1,8 +1,10 @@
 //! The Worker's calls to a sender's Durable Object (both ends are this crate):
 //!
-//! - `POST /send` with `{"txs":[…]}`: a sender's transactions of one HTTP request (one, or every
-//!   member of a batch), each in the one serde form of [`SignedTx`] (its hash, nonce, chain id,
-//!   raw bytes and send method; the object resolves `UPSTREAM_POOL=auto` with the chain id). The
+//! - `POST /send` with `{"chain_id":N,"txs":[…]}`: a sender's transactions of one HTTP request
+//!   (one, or every member of a batch), each in the one serde form of [`SignedTx`] (its hash,
+//!   nonce, chain id, raw bytes and send method), and the chain id the Worker checked them against
+//!   (the object resolves `UPSTREAM_POOL=auto` with it, and keeps it with its rows; an unprotected
+//!   legacy transaction carries none of its own; absent from an earlier release's Worker). The
 //!   object enqueues them all in one turn, so a shuffled batch is sorted by nonce without gap
 //!   waits. The answer is a JSON array, one [`WireAnswer`] per transaction, in the same order.
 //! - `GET /pending-count`: the sender's pending count, one [`WireAnswer`].
@@ -110,15 +112,27 @@ impl WireAnswer {
     }
 }
 
-/// The body of a send: `{"txs": [...]}`, borrowed to write it, owned to read it.
+/// The body of a send: `{"chain_id": N, "txs": [...]}`, borrowed to write it, owned to read it.
 #[derive(Serialize, Deserialize)]
 struct SendBody<T> {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    chain_id: Option<u64>,
     txs: T,
 }
 
-/// The body of a send of `txs`.
-pub fn encode_send(txs: &[&SignedTx]) -> String {
-    serde_json::to_string(&SendBody { txs }).expect("a transaction always serializes")
+/// A send as the object reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Send {
+    /// The chain id the Worker checked the transactions against (`None` from a Worker of an
+    /// earlier release).
+    pub chain_id: Option<u64>,
+    /// The transactions, in request order.
+    pub txs: Vec<SignedTx>,
+}
+
+/// The body of a send of `txs`, checked against `chain_id`.
+pub fn encode_send(chain_id: Option<u64>, txs: &[&SignedTx]) -> String {
+    serde_json::to_string(&SendBody { chain_id, txs }).expect("a transaction always serializes")
 }
 
 /// A transaction of a send as the releases before [`SignedTx`] wrote it: its upstream request
@@ -158,13 +172,20 @@ fn read_tx(text: &RawValue) -> Result<SignedTx, WireError> {
 /// # Errors
 /// [`WireError::Malformed`] (not this format, a hash that is not 32 bytes of hex, a request of
 /// the earlier form that is not a send of that hash...), [`WireError::NoTransaction`].
-pub fn decode_send(body: &str) -> Result<Vec<SignedTx>, WireError> {
+pub fn decode_send(body: &str) -> Result<Send, WireError> {
     let parsed: SendBody<Vec<&RawValue>> =
         serde_json::from_str(body).map_err(|e| WireError::Malformed(e.to_string()))?;
     if parsed.txs.is_empty() {
         return Err(WireError::NoTransaction);
     }
-    parsed.txs.into_iter().map(read_tx).collect()
+    Ok(Send {
+        chain_id: parsed.chain_id,
+        txs: parsed
+            .txs
+            .into_iter()
+            .map(read_tx)
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 /// The object's answer to a send.
@@ -210,8 +231,18 @@ mod tests {
             tx(7, 5, SendMethod::Plain),
             tx(8, 4, SendMethod::Sync { timeout_ms: 500 }),
         ];
-        let body = encode_send(&txs.iter().collect::<Vec<_>>());
-        assert_eq!(decode_send(&body).unwrap(), txs);
+        let body = encode_send(Some(296), &txs.iter().collect::<Vec<_>>());
+        assert_eq!(
+            decode_send(&body).unwrap(),
+            Send {
+                chain_id: Some(296),
+                txs: txs.clone()
+            }
+        );
+        // An earlier release's Worker sends no chain id.
+        let earlier = encode_send(None, &txs.iter().collect::<Vec<_>>());
+        assert!(earlier.starts_with(r#"{"txs":"#), "{earlier}");
+        assert_eq!(decode_send(&earlier).unwrap().chain_id, None);
         assert_eq!(decode_send(r#"{"txs":[]}"#), Err(WireError::NoTransaction));
         assert!(matches!(
             decode_send(
@@ -234,7 +265,7 @@ mod tests {
         let body = format!(
             r#"{{"txs":[{{"hash":"{hash}","nonce":9,"request":{request},"sync":true,"chain_id":1}}]}}"#
         );
-        let txs = decode_send(&body).unwrap();
+        let txs = decode_send(&body).unwrap().txs;
         assert_eq!(txs.len(), 1);
         assert_eq!(
             (txs[0].hash, txs[0].nonce, txs[0].chain_id),

@@ -3,10 +3,11 @@
 //! tasks of their own, the alarm, metrics), and one timer, re-armed at the machine's due time.
 //! Nothing is decided here.
 
+use crate::chain_id;
 use crate::config::Config;
 use crate::edge::rotation::HttpUpstream;
 use crate::edge::runtime::{emit, now_ms};
-use crate::edge::sender_lock::store::{StorageError, Store};
+use crate::edge::sender_lock::store::{StorageError, Store, Stored};
 use crate::jsonrpc::Answer;
 use crate::log;
 use crate::metrics::Metric;
@@ -47,6 +48,16 @@ pub struct Driver {
     rearm: RefCell<Option<mpsc::UnboundedSender<()>>>,
     /// Storage failed: a newer instance superseded this one.
     superseded: Cell<bool>,
+    /// The chain id the object runs under, once known: `CHAIN_ID`, the one the Worker checked
+    /// its transactions against (with each send), or the one stored with the rows.
+    chain_id: Cell<Option<u64>>,
+    /// Whether `chain_id` is in storage (meta `chain_id`, written with the first row).
+    chain_id_stored: Cell<bool>,
+    /// What an earlier instance stored, held back from the machine while the upstream's pool
+    /// kind is unknown (`UPSTREAM_POOL=auto`, no chain id anywhere): nothing is sent on a guess.
+    deferred: RefCell<Option<Stored>>,
+    /// A task is asking the upstream the chain id for `deferred`.
+    learning: Cell<bool>,
     /// Test builds only: transactions whose send is followed by a crash of the object.
     #[cfg(feature = "test-faults")]
     crash: RefCell<std::collections::HashSet<TxHash>>,
@@ -75,6 +86,18 @@ impl Carry<'_> {
     fn live(&self) -> bool {
         !self.driver.superseded.get()
     }
+
+    /// Keeps the chain id with the rows, once: a restarted object knows its pool kind before it
+    /// sends anything.
+    fn keep_chain_id(&self) {
+        let Some(chain_id) = self.driver.chain_id.get() else {
+            return;
+        };
+        if self.live() && !self.driver.chain_id_stored.get() {
+            self.stored(self.driver.store.store_chain_id(chain_id));
+            self.driver.chain_id_stored.set(self.live());
+        }
+    }
 }
 
 impl Effects for Carry<'_> {
@@ -97,6 +120,7 @@ impl Effects for Carry<'_> {
     fn store(&mut self, row: Row) {
         if self.live() {
             self.stored(self.driver.store.store(&row));
+            self.keep_chain_id();
         }
     }
 
@@ -109,6 +133,7 @@ impl Effects for Carry<'_> {
     fn wipe(&mut self) {
         if self.live() {
             self.stored(self.driver.store.wipe());
+            self.driver.chain_id_stored.set(false);
         }
     }
 
@@ -117,6 +142,7 @@ impl Effects for Carry<'_> {
             return;
         }
         // The tables go with it; the next write makes them again (`Store`).
+        self.driver.chain_id_stored.set(false);
         let driver = self.driver.clone();
         spawn_local(async move {
             if let Err(e) = driver.state.storage().delete_all().await {
@@ -237,16 +263,39 @@ impl Effects for Carry<'_> {
 impl Driver {
     /// Reads the stored state and hands it to a new machine (synchronous SQL: no event is
     /// delivered before the constructor returns).
+    /// With stored transactions and the pool kind unknown (`UPSTREAM_POOL=auto`, no `CHAIN_ID`,
+    /// no chain id stored or in the rows), the rows wait for [`Driver::ready`].
     pub fn new(state: Rc<State>, env: Env, config: Config) -> Self {
-        let mut machine = Sender::new(config.sender_settings(None));
         let store = Store::open(state.storage().sql());
-        let stored = store.read();
+        let mut stored = store.read();
+        let chain_id = config
+            .chain_id
+            .or(stored.chain_id)
+            .or_else(|| store.chain_id_of_rows(&stored.rows));
+        let mut machine = Sender::new(config.sender_settings(chain_id));
         let sender = stored
             .sender
+            .take()
             .or_else(|| state.id().name())
             .unwrap_or_default();
         machine.set_address(&sender);
-        machine.restore(stored.chain, &stored.rows, now_ms());
+        let chain_id_stored = stored.chain_id.is_some();
+        let deferred = if config.known_pool_kind(chain_id).is_some() || stored.rows.is_empty() {
+            machine.restore(stored.chain.take(), &stored.rows, now_ms());
+            None
+        } else {
+            console_log!(
+                "{}",
+                log::line(
+                    "chain_id_unknown",
+                    &[
+                        ("sender", sender.clone().into()),
+                        ("stored", stored.rows.len().into())
+                    ]
+                )
+            );
+            Some(stored)
+        };
         Driver {
             state,
             env,
@@ -258,6 +307,10 @@ impl Driver {
             timer_due: Cell::new(None),
             rearm: RefCell::new(None),
             superseded: Cell::new(false),
+            chain_id: Cell::new(chain_id),
+            chain_id_stored: Cell::new(chain_id_stored),
+            deferred: RefCell::new(deferred),
+            learning: Cell::new(false),
             #[cfg(feature = "test-faults")]
             crash: RefCell::new(Default::default()),
             #[cfg(feature = "test-faults")]
@@ -280,6 +333,65 @@ impl Driver {
     /// The settings.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Before any event: the chain id `hint` (the one the Worker checked a send against) is
+    /// taken, and stored transactions held back for the chain id ([`Driver::new`]) wait for it
+    /// to be learned from the upstream (`eth_chainId`) before they go to the machine. False when
+    /// it could not be learned: nothing was restored and nothing is sent.
+    pub async fn ready(self: &Rc<Self>, hint: Option<u64>) -> bool {
+        if let Some(chain_id) = hint {
+            self.take_chain_id(chain_id);
+        }
+        while self.deferred.borrow().is_some() {
+            if self.learning.replace(true) {
+                Delay::from(Duration::from_millis(20)).await;
+                continue;
+            }
+            let asked = chain_id::ask(&self.upstream(None), self.config.upstream_timeout_ms).await;
+            self.learning.set(false);
+            match asked {
+                Ok(chain_id) => self.take_chain_id(chain_id),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// The object runs under `chain_id` from now on (`CHAIN_ID` wins): its settings follow
+    /// (`UPSTREAM_POOL=auto`, the replacement policy), and held-back rows go to the machine.
+    fn take_chain_id(self: &Rc<Self>, chain_id: u64) {
+        let chain_id = self.config.chain_id.unwrap_or(chain_id);
+        if self.chain_id.replace(Some(chain_id)) != Some(chain_id) {
+            self.chain_id_stored.set(false);
+        }
+        let settings = self.config.sender_settings(Some(chain_id));
+        {
+            let mut machine = self.machine.borrow_mut();
+            if *machine.settings() != settings {
+                machine.set_settings(settings);
+            }
+        }
+        let deferred = self.deferred.borrow_mut().take();
+        if let Some(stored) = deferred {
+            self.machine
+                .borrow_mut()
+                .restore(stored.chain, &stored.rows, now_ms());
+            self.pump();
+        }
+    }
+
+    /// The alarm could not be served (the chain id could not be learned): it fires again in
+    /// `ms` milliseconds.
+    pub async fn alarm_again_in(&self, ms: u64) {
+        let at = js_sys::Date::new(&JsValue::from_f64(now_ms().saturating_add(ms) as f64));
+        if let Err(e) = self.state.storage().set_alarm(ScheduledTime::new(at)).await {
+            StorageError {
+                op: "alarm",
+                message: e.to_string(),
+            }
+            .log();
+        }
     }
 
     /// Whether a newer instance superseded this one (it sends nothing more).
@@ -407,18 +519,19 @@ impl Driver {
         body: &str,
         rid: Option<Rc<str>>,
     ) -> worker::Result<Response> {
-        let txs = match wire::decode_send(body) {
-            Ok(txs) => txs,
+        let send = match wire::decode_send(body) {
+            Ok(send) => send,
             Err(why) => return Response::error(why.to_string(), 400),
         };
-        // UPSTREAM_POOL=auto (and the replacement policy that follows) from the chain id.
-        if let Some(chain_id) = txs.iter().find_map(|tx| tx.chain_id) {
-            let settings = self.config.sender_settings(Some(chain_id));
-            let mut machine = self.machine.borrow_mut();
-            if *machine.settings() != settings {
-                machine.set_settings(settings);
-            }
+        // UPSTREAM_POOL=auto (and the replacement policy that follows) from the chain id the
+        // Worker checked them against (a Worker of the previous release: their own).
+        let hint = send
+            .chain_id
+            .or_else(|| send.txs.iter().find_map(|tx| tx.chain_id));
+        if !self.ready(hint).await {
+            return chain_unknown_response();
         }
+        let txs = send.txs;
         let mut waits = Vec::with_capacity(txs.len());
         let mut arrivals = Vec::with_capacity(txs.len());
         for tx in txs {
@@ -494,6 +607,14 @@ impl Driver {
     pub fn crashed(&self) -> bool {
         self.crashed.get()
     }
+}
+
+/// HTTP 503: stored transactions wait for the chain id, which the upstream did not give.
+pub fn chain_unknown_response() -> worker::Result<Response> {
+    Response::error(
+        "the chain id could not be learned from the upstream; nothing was sent",
+        503,
+    )
 }
 
 /// HTTP 503 with [`wire::SUPERSEDED_HEADER`]: the Worker calls the current instance instead.

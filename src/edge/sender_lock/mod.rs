@@ -10,8 +10,12 @@
 //!   WITHOUT ROWID, so a write is one billed row): each holder's transaction, written before its
 //!   first send (the platform's output gate holds the send until it is on disk), deleted when it
 //!   did not go in or left the idempotency window;
-//! - table `meta` (`key`, `value`): `chain`, the genesis hash of the chain the rows belong to, and
-//!   `sender`, written with the first row;
+//! - table `meta` (`key`, `value`): `chain`, the genesis hash of the chain the rows belong to,
+//!   `sender`, and `chain_id`, the chain id the Worker checked them against, written with the
+//!   first row: a restarted object knows its pool kind (`UPSTREAM_POOL=auto`) before it sends
+//!   anything. Rows of earlier releases without it give their transactions' chain id; where none
+//!   has one, the object asks the upstream's `eth_chainId` before it restores them
+//!   ([`Driver::ready`]): nothing is ever sent on a guessed pool kind;
 //! - the storage alarm, set while durable work is under way, so an evicted or restarted object
 //!   comes back to finish it. Restart recovery is the machine's
 //!   ([`Sender::restore`](crate::ordering::sender::Sender::restore)): the rows
@@ -31,7 +35,7 @@ use crate::config::ConfigError;
 use crate::edge::backend::SENDER_HEADER;
 use crate::edge::runtime::{config_from_env, now_ms};
 use crate::relay::wire;
-use driver::{superseded_response, Driver};
+use driver::{chain_unknown_response, superseded_response, Driver};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -74,6 +78,9 @@ fn reset_once(core: &Driver) {
         }
     }
 }
+
+/// When an alarm that could not learn the chain id fires again, ms.
+const ALARM_RETRY_MS: u64 = 5_000;
 
 /// How often the alarm handler looks whether the work it started is done, ms.
 const ALARM_POLL_MS: u64 = 100;
@@ -127,8 +134,8 @@ impl DurableObject for SenderLock {
                 let body = req.text().await?;
                 #[cfg(feature = "test-faults")]
                 if fault.as_deref() == Some("throw-after-forward") {
-                    if let Ok(txs) = wire::decode_send(&body) {
-                        core.mark_crash(&txs);
+                    if let Ok(send) = wire::decode_send(&body) {
+                        core.mark_crash(&send.txs);
                     }
                 }
                 let response = core.send(&body, rid).await;
@@ -140,6 +147,8 @@ impl DurableObject for SenderLock {
                 }
                 response
             }
+            // Every other route: stored transactions first know their chain (`Driver::ready`).
+            _ if !core.ready(None).await => chain_unknown_response(),
             (Method::Get, wire::PENDING_COUNT_PATH) => core.pending_count().await,
             (Method::Get, wire::STATE_PATH) => Response::ok(core.view().await.to_string()),
             (Method::Get, path) if path.starts_with(wire::TX_PREFIX) => {
@@ -157,6 +166,10 @@ impl DurableObject for SenderLock {
         let Ok(core) = self.core() else {
             return Response::ok("");
         };
+        if !core.ready(None).await {
+            core.alarm_again_in(ALARM_RETRY_MS).await;
+            return Response::ok("");
+        }
         core.alarm();
         // An object the alarm woke has no client keeping it alive: stay until the work it started
         // is done, at most one maximum hold (the machine sets the alarm again if work is left).

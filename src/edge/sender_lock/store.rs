@@ -71,11 +71,14 @@ impl fmt::Display for StorageError {
     }
 }
 
-/// What an earlier instance stored: the chain's genesis hash, the sender, and the transactions
-/// (without their bytes), oldest first.
+/// What an earlier instance stored: the chain's genesis hash and id, the sender, and the
+/// transactions (without their bytes), oldest first.
 pub struct Stored {
     /// The genesis hash of the chain the transactions belong to.
     pub chain: Option<String>,
+    /// The chain id the transactions were checked against (meta `chain_id`; rows of earlier
+    /// releases have none: [`Store::chain_id_of_rows`]).
+    pub chain_id: Option<u64>,
     /// The sender (lowercase 0x address).
     pub sender: Option<String>,
     /// The stored transactions.
@@ -167,6 +170,7 @@ impl Store {
             .collect();
         Stored {
             chain: meta.remove("chain"),
+            chain_id: meta.remove("chain_id").and_then(|id| id.parse().ok()),
             sender: meta.remove("sender"),
             rows,
         }
@@ -230,6 +234,33 @@ impl Store {
     pub fn wipe(&self) -> Result<(), StorageError> {
         self.exec("wipe", "DELETE FROM txs", Vec::new())?;
         self.exec("wipe", "DELETE FROM meta", Vec::new())
+    }
+
+    /// Stores the chain id the stored transactions were checked against (meta `chain_id`).
+    pub fn store_chain_id(&self, chain_id: u64) -> Result<(), StorageError> {
+        self.exec(
+            "chain_id",
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            vec!["chain_id".into(), chain_id.to_string().into()],
+        )
+    }
+
+    /// The chain id of the first stored transaction that has one, as an earlier release stored it
+    /// without meta `chain_id` (`None`: none stored, only unprotected legacy ones, or unreadable).
+    pub fn chain_id_of_rows(&self, rows: &[StoredTx]) -> Option<u64> {
+        rows.iter().find_map(|row| {
+            let found = self
+                .sql
+                .exec(
+                    "SELECT hash, request FROM txs WHERE hash = ?",
+                    vec![SqlStorageValue::from(hex::encode(&row.hash))],
+                )
+                .and_then(|cursor| cursor.to_array::<RowRequest>())
+                .ok()?;
+            found
+                .iter()
+                .find_map(|r| SignedTx::from_stored(&r.request, &row.hash).ok()?.chain_id)
+        })
     }
 
     /// Stores the chain's genesis hash and the sender.

@@ -1,0 +1,65 @@
+// The edges the send window stands on (issue 32), on the compiled relay (workerd) and anvil:
+//
+// - a strict sender stays strict after a restart: an object that restarts with stored
+//   transactions and no client request knows its chain (kept with its rows) before it sends, so
+//   the relay's own resends on Hedera's chain id go one at a time, never as a window;
+// - a valid transaction too large to store is refused locally with a named error, and its sender
+//   goes on at once (no supersession, no fail-open).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { keccak256 } from "viem";
+import { startAnvil, startProxy, startRelay, sendRaw, rpc, devAccount, signTransfer, minedCount, mostAtOnce, sleep } from "./support/harness.mjs";
+
+/** Polls until `check()` is true or `ms` pass; true when it became true. */
+async function until(check, ms, every = 100) {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    if (await check()) return true;
+    await sleep(every);
+  }
+  return false;
+}
+
+test("strict after a restart: chain 296 (CHAIN_ID unset), n..n+4 accepted, the pool drops them, the relay restarts, no client sends: the relay's resends go one at a time, and all 5 are mined once", async () => {
+  const anvil = await startAnvil({ extraArgs: ["--chain-id", "296", "--no-mining"] });
+  // Sends take 300 ms at the upstream, so that a window of them would be seen there at once.
+  const proxy = await startProxy({
+    upstream: anvil.url,
+    strictNonce: false,
+    latency: (req) => (req?.method === "eth_sendRawTransaction" ? 300 : 0),
+  });
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-do-`);
+  // As wrangler.toml ships it: CHAIN_ID unset, UPSTREAM_POOL=auto, SEND_WINDOW 16.
+  const vars = { UPSTREAM_RPC_URL: proxy.url, CHAIN_ID: undefined, SEND_WINDOW: "16", TRACK_INTERVAL_S: "1", ADMIN_TOKEN: "t" };
+  let relay = await startRelay({ vars, persist });
+  try {
+    const account = devAccount(4);
+    const sender = account.address.toLowerCase();
+    const raws = await Promise.all([0, 1, 2, 3, 4].map((n) => signTransfer(account, n, { chainId: 296 })));
+    const hashes = raws.map((raw) => keccak256(raw));
+    for (const raw of raws) assert.ok((await sendRaw(relay.url, raw)).json.result);
+    await relay.stop();
+    await rpc(anvil.url, "anvil_dropAllTransactions");
+    assert.equal((await rpc(anvil.url, "eth_getTransactionByHash", [hashes[0]])).result, null, "dropped");
+    const restartedAt = performance.now();
+    relay = await startRelay({ vars, persist });
+    // No client request: the storage alarm brings the object back, and it sends what the pool lost.
+    const resent = () => proxy.seen.filter((r) => r.sender === sender && r.at > restartedAt);
+    assert.ok(await until(() => resent().filter((r) => r.accepted).length >= 5, 30_000), `resent: ${resent().length}`);
+    const atOnce = mostAtOnce(resent());
+    console.log(`# strict after a restart: ${resent().length} resends, at most ${atOnce} at the upstream at once`);
+    assert.equal(atOnce, 1, "one at a time, as on a strict upstream (a window would have them there together)");
+    assert.deepEqual(resent().map((r) => r.nonce), [0, 1, 2, 3, 4], "in nonce order, each once");
+    const view = await (await fetch(`${relay.url}/senders/${sender}`, { headers: { authorization: "Bearer t" } })).json();
+    assert.equal(view.upstream_pool, "strict", "auto resolved from chain id 296, kept with the rows");
+    await rpc(anvil.url, "evm_mine");
+    assert.equal(await minedCount(anvil.url, account.address), 5);
+  } finally {
+    await relay.stop();
+    await proxy.stop();
+    anvil.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});
