@@ -4,7 +4,8 @@
 //! transaction took its nonce), or `TRACK_TTL_S` ran out (expired); its original bytes stay in the
 //! object's storage meanwhile. A final status is remembered for `IDEMPOTENCY_TTL_S` more (resends
 //! and `GET /tx/{hash}` are answered from it); at most [`MAX_ACCEPTED`] per sender, the oldest
-//! leaving first, and at most [`MAX_TRACKED_BYTES`] of stored requests tracked (blob sidecars
+//! final ones leaving first (a pending one is never forgotten for the bound: with only pending
+//! ones left, [`Accepted::is_full`] and the sender's object refuses a new send), and at most [`MAX_TRACKED_BYTES`] of stored requests tracked (blob sidecars
 //! count), the oldest expiring first.
 //!
 //! An accepted transaction is *vouched* for while the relay has seen the upstream hold it: it was
@@ -20,7 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::transaction::TxHash;
 
-/// The most accepted transactions one sender's object remembers; the oldest leave first.
+/// The most accepted transactions one sender's object remembers; the oldest final ones leave
+/// first, and a pending one never does for this bound.
 pub const MAX_ACCEPTED: usize = 1024;
 
 /// The most bytes of original requests one sender's pending transactions keep in storage (32 MiB:
@@ -201,6 +203,16 @@ impl Accepted {
         all
     }
 
+    /// Whether [`MAX_ACCEPTED`] are pending: none can leave for the bound, so the sender's object
+    /// takes no new transaction until one is final.
+    pub fn is_full(&self) -> bool {
+        self.by_hash
+            .values()
+            .filter(|tx| !tx.status.is_final())
+            .count()
+            >= MAX_ACCEPTED
+    }
+
     /// How many are remembered.
     pub fn len(&self) -> usize {
         self.by_hash.len()
@@ -366,7 +378,8 @@ impl Accepted {
     }
 
     /// At `now_ms`: final statuses older than `IDEMPOTENCY_TTL_S` are forgotten, pending ones
-    /// older than `TRACK_TTL_S` expire, and the oldest beyond [`MAX_ACCEPTED`] are forgotten.
+    /// older than `TRACK_TTL_S` expire, and the oldest final ones beyond [`MAX_ACCEPTED`] are
+    /// forgotten.
     pub fn prune(&mut self, now_ms: u64) -> Pruned {
         let mut pruned = Pruned::default();
         let due: Vec<TxHash> = self
@@ -388,8 +401,13 @@ impl Accepted {
             }
         }
         if self.by_hash.len() > MAX_ACCEPTED {
-            let mut oldest: Vec<(u64, TxHash)> =
-                self.by_hash.iter().map(|(h, tx)| (tx.at_ms, *h)).collect();
+            // Only final ones: a pending one is still tracked (resent should the pool drop it).
+            let mut oldest: Vec<(u64, TxHash)> = self
+                .by_hash
+                .iter()
+                .filter(|(_, tx)| tx.status.is_final())
+                .map(|(h, tx)| (tx.at_ms, *h))
+                .collect();
             oldest.sort_unstable();
             let over = self.by_hash.len() - MAX_ACCEPTED;
             for (_, hash) in oldest.into_iter().take(over) {

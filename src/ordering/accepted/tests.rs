@@ -118,16 +118,50 @@ fn vouch_resend_forget_and_clear() {
     assert_eq!(a.clear(), vec![h(1)]);
 }
 
+fn nth(n: u64) -> TxHash {
+    let mut hash = [0u8; 32];
+    hash[..8].copy_from_slice(&n.to_be_bytes());
+    hash
+}
+
 #[test]
-fn bounded_oldest_first() {
+fn bounded_oldest_final_first() {
     let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
     let mut gone = Vec::new();
     for n in 0..(MAX_ACCEPTED as u64 + 3) {
-        let mut hash = [0u8; 32];
-        hash[..8].copy_from_slice(&n.to_be_bytes());
-        gone.extend(a.record(hash, n, n, true).gone);
+        gone.extend(a.record(nth(n), n, n, true).gone);
+        a.finish(&nth(n), Status::Included { block: n }, n);
     }
     assert_eq!(a.len(), MAX_ACCEPTED);
-    assert_eq!(gone.len(), 3);
-    assert_eq!(gone[0][7], 0);
+    assert_eq!(gone, vec![nth(0), nth(1), nth(2)]);
+}
+
+#[test]
+fn a_pending_one_is_never_forgotten_for_the_bound() {
+    // Issue 32, point 6: past MAX_ACCEPTED only final ones leave; pending ones stay tracked.
+    let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
+    a.record(nth(0), 0, 0, true);
+    assert!(!a.is_full());
+    let mut gone = Vec::new();
+    for n in 1..=(MAX_ACCEPTED as u64) {
+        gone.extend(a.record(nth(n), n, n, true).gone);
+        if n % 2 == 1 {
+            a.finish(&nth(n), Status::Included { block: n }, n);
+        }
+    }
+    // Over the bound by one: the oldest final one (1) left, never the oldest pending one (0).
+    assert_eq!(gone, vec![nth(1)]);
+    assert_eq!(a.len(), MAX_ACCEPTED);
+    assert_eq!(a.get(&nth(0), 0).unwrap().status, Status::Pending);
+    assert!(a.get(&nth(1), 0).is_none());
+    assert!(!a.is_full(), "final ones can still make room");
+    let mut b = Accepted::new(u64::MAX / 4, u64::MAX / 4);
+    for n in 0..(MAX_ACCEPTED as u64 + 1) {
+        assert!(
+            b.record(nth(n), n, n, true).gone.is_empty(),
+            "none forgotten"
+        );
+    }
+    assert_eq!(b.pending().len(), MAX_ACCEPTED + 1);
+    assert!(b.is_full(), "only pending ones: a new send is refused");
 }
