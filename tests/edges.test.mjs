@@ -63,3 +63,61 @@ test("strict after a restart: chain 296 (CHAIN_ID unset), n..n+4 accepted, the p
     await rm(persist, { recursive: true, force: true });
   }
 });
+
+/** A transfer of `account` at `nonce` with `bytes` zero bytes of calldata (gas at the EIP-7623 floor and some). */
+const withCalldata = (account, nonce, bytes) =>
+  signTransfer(account, nonce, { data: `0x${"00".repeat(bytes)}`, gas: BigInt(21_000 + 10 * bytes + 50_000) });
+
+/** The relay's own trouble in its log: a storage error, a superseded object, a fail-open. */
+const trouble = (relay) => ["storage_error", "object_superseded", "fail_open"].flatMap((e) => relay.events(e));
+
+test("a valid transaction with 1.1 MB of calldata (osaka) is stored and goes to the upstream; the sender's next transfer goes at once, through its object, and is mined", async () => {
+  const anvil = await startAnvil();
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url } });
+  try {
+    const account = devAccount(5);
+    const big = await withCalldata(account, 0, 1_100_000);
+    const answer = await sendRaw(relay.url, big);
+    console.log(`# 1.1 MB calldata: ${JSON.stringify(answer.json).slice(0, 160)}`);
+    assert.ok(proxy.seen.some((r) => r.hash === keccak256(big)), "its bytes reached the upstream");
+    // anvil refuses a body past its own limit (-32600); what matters is that the relay stored it,
+    // sent it from its object and answered, and that the sender goes on.
+    const next = await signTransfer(account, answer.json.result ? 1 : 0);
+    const started = performance.now();
+    const second = await sendRaw(relay.url, next);
+    const ms = performance.now() - started;
+    console.log(`# the next transfer answered in ${ms.toFixed(0)} ms`);
+    assert.equal(second.json.result, keccak256(next), JSON.stringify(second.json));
+    assert.deepEqual(trouble(relay), [], "no storage error, no superseded object, no fail-open");
+    assert.ok(await until(async () => (await minedCount(anvil.url, account.address)) >= (answer.json.result ? 2 : 1), 10_000), "mined");
+  } finally {
+    await relay.stop();
+    await proxy.stop();
+    anvil.stop();
+  }
+});
+
+test("a valid transaction too large to store (2.05 MB of calldata, HARDFORK=cancun) is refused with a named error, never sent; the sender's next transfer goes at once and is mined", async () => {
+  const anvil = await startAnvil();
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, HARDFORK: "cancun" } });
+  try {
+    const account = devAccount(6);
+    const big = await signTransfer(account, 0, { data: `0x${"00".repeat(2_050_000)}`, gas: BigInt(21_000 + 4 * 2_050_000 + 50_000) });
+    const answer = await sendRaw(relay.url, big);
+    assert.equal(answer.json.error?.code, -32005, JSON.stringify(answer.json));
+    assert.match(answer.json.error.message, /^transaction too large for the relay to store: \d+ bytes, at most \d+/);
+    assert.ok(!proxy.seen.some((r) => r.hash === keccak256(big)), "never reached the upstream");
+    const next = await signTransfer(account, 0);
+    const second = await sendRaw(relay.url, next);
+    assert.equal(second.json.result, keccak256(next), JSON.stringify(second.json));
+    assert.deepEqual(trouble(relay), [], "no storage error, no superseded object, no fail-open");
+    assert.equal(relay.events("tx_refused").filter((e) => e.label === "too_large").length, 1);
+    assert.ok(await until(async () => (await minedCount(anvil.url, account.address)) >= 1, 10_000), "mined");
+  } finally {
+    await relay.stop();
+    await proxy.stop();
+    anvil.stop();
+  }
+});

@@ -27,7 +27,7 @@ use nonce_relay::metrics::Metric;
 use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::sender::{
     Action, Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy,
-    Row, Seen, Sender, Sent, SessionKey, Settings, StoredTx, Ticket,
+    Row, Seen, Sender, Sent, SessionKey, Settings, StoredTx, Ticket, Unstorable,
 };
 use nonce_relay::ordering::tx::{SendMethod, SignedTx};
 use nonce_relay::transaction::TxHash;
@@ -40,6 +40,7 @@ const MAX_HOLD_MS: u64 = 1_000;
 const SETTINGS: Settings = Settings {
     gap_wait_ms: GAP_WAIT_MS,
     max_queue: 4,
+    max_bytes: 1 << 30,
     send_window: 1,
     idempotency_ttl_ms: 20_000,
     replacement: ReplacementPolicy::Forward,
@@ -291,8 +292,9 @@ impl Effects for World {
         }
     }
 
-    fn store(&mut self, row: Row) {
+    fn store(&mut self, row: Row) -> Result<(), Unstorable> {
         self.rows.insert(row.tx.hash, row);
+        Ok(())
     }
 
     fn forget(&mut self, hashes: Vec<TxHash>) {

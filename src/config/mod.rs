@@ -1,6 +1,10 @@
 //! The relay's settings, read from the Worker's environment (wrangler.toml `[vars]` and secrets).
 //! Every setting, its default and its meaning are also in the README's table.
 
+/// The default `MAX_SENDER_BYTES`: 8 MiB, about ten six-blob transactions with their sidecars,
+/// or thousands of ordinary ones (a Worker isolate has 128 MB, shared by the objects it runs).
+pub const DEFAULT_MAX_SENDER_BYTES: u64 = 8 * 1024 * 1024;
+
 use crate::access::cors::CorsOrigins;
 use crate::access::methods::{MethodPolicy, Patterns};
 use crate::hardfork::Hardfork;
@@ -68,6 +72,10 @@ pub struct Config {
     /// `MAX_QUEUE_PER_SENDER` (default 64): the most transactions that may wait per sender; one
     /// more gets -32005.
     pub max_queue_per_sender: usize,
+    /// `MAX_SENDER_BYTES` (default 8 MiB): the most bytes of transactions one sender's object
+    /// holds in memory, whatever their state (waiting, checked by hash, being sent); past it the
+    /// highest nonce waiting is refused (-32005), never the lowest.
+    pub max_sender_bytes: u64,
     /// `SEND_WINDOW` (default 16, 1 to [`MAX_SEND_WINDOW`]): under `UPSTREAM_POOL=mempool`, how
     /// many of a sender's consecutive nonces may be with the upstream at once, unanswered (reth
     /// keeps 16 pooled transactions of a non-local sender, geth 64 queued per account). 1 is one
@@ -318,6 +326,7 @@ impl Config {
                 })?),
             },
             max_queue_per_sender: number(&get, "MAX_QUEUE_PER_SENDER", 64)?,
+            max_sender_bytes: number(&get, "MAX_SENDER_BYTES", DEFAULT_MAX_SENDER_BYTES)?,
             send_window: match number(&get, "SEND_WINDOW", 16)? {
                 n @ 1..=MAX_SEND_WINDOW => n,
                 n => {
@@ -380,6 +389,7 @@ impl Config {
         Settings {
             gap_wait_ms: self.nonce_gap_wait_ms,
             max_queue: self.max_queue_per_sender,
+            max_bytes: self.max_sender_bytes,
             send_window: self.send_window,
             idempotency_ttl_ms: self.idempotency_ttl_ms,
             replacement: self

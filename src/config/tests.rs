@@ -32,6 +32,7 @@ fn defaults() {
     assert_eq!(c.sender_settings(None).pool, PoolKind::Mempool);
     assert_eq!(c.hardfork, Some(Hardfork::Osaka));
     assert_eq!(c.max_queue_per_sender, 64);
+    assert_eq!(c.max_sender_bytes, 8 * 1024 * 1024);
     assert_eq!(c.admin_token, None);
     assert_eq!(c.cors_origins, CorsOrigins::Any);
     assert!(!c.methods.allows("admin_peers") && c.methods.allows("eth_call"));
@@ -57,6 +58,7 @@ fn parses_every_setting() {
         ("IDEMPOTENCY_TTL_S", "2"),
         ("REPLACEMENT_POLICY", "reject"),
         ("MAX_QUEUE_PER_SENDER", "8"),
+        ("MAX_SENDER_BYTES", "1000000"),
         ("ADMIN_TOKEN", "s3cret"),
         ("CORS_ORIGINS", "https://app.example"),
         ("METHOD_ALLOWLIST", "txpool_status"),
@@ -67,6 +69,7 @@ fn parses_every_setting() {
     assert_eq!((c.upstream_retries, c.idempotency_ttl_ms), (Some(0), 2_000));
     assert_eq!(c.replacement_policy, Some(ReplacementPolicy::Reject));
     assert_eq!(c.max_queue_per_sender, 8);
+    assert_eq!(c.sender_settings(None).max_bytes, 1_000_000);
     assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
     assert_eq!(c.retry_policy().attempt_timeout_ms, 3_000);
     assert!(matches!(c.cors_origins, CorsOrigins::List(ref l) if l == &["https://app.example"]));

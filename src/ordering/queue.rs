@@ -214,6 +214,11 @@ impl Queue {
         self.entries.len()
     }
 
+    /// The raw bytes of every entry's transaction, whatever its stage.
+    pub fn bytes(&self) -> u64 {
+        self.iter().map(|(_, e)| e.tx.raw.len() as u64).sum()
+    }
+
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

@@ -445,16 +445,35 @@ impl<'a, B: Backend> Relay<'a, B> {
                     );
                     Err(RpcError::new(jsonrpc::INVALID_INPUT, broken.to_string()))
                 }
-                _ => Ok((
-                    tx.sender,
-                    SignedTx {
+                _ => {
+                    let signed = SignedTx {
                         hash: tx.hash,
                         nonce: tx.nonce,
                         chain_id: tx.chain_id,
                         raw,
                         method,
-                    },
-                )),
+                    };
+                    // Its sender's object stores it before its send: one that cannot be stored
+                    // is refused here, before anything is held for it.
+                    match signed
+                        .unstorable()
+                        .filter(|_| self.config.enable_nonce_ordering)
+                    {
+                        Some(too_large) => {
+                            self.backend.emit(
+                                &Metric::new("tx_refused", tx.sender.to_string(), "too_large")
+                                    .value("count", 1.0)
+                                    .field("nonce", tx.nonce)
+                                    .field("tx_hash", crate::hex::encode(&tx.hash)),
+                            );
+                            Err(RpcError::new(
+                                jsonrpc::LIMIT_EXCEEDED,
+                                too_large.to_string(),
+                            ))
+                        }
+                        None => Ok((tx.sender, signed)),
+                    }
+                }
             },
         }
     }

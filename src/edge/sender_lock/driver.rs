@@ -11,7 +11,10 @@ use crate::edge::sender_lock::store::{StorageError, Store, Stored};
 use crate::jsonrpc::Answer;
 use crate::log;
 use crate::metrics::Metric;
-use crate::ordering::sender::{Arrival, Effects, LookupId, Query, Row, Sender, SessionKey, Ticket};
+use crate::ordering::sender::{
+    is_deterministic, Arrival, Effects, LookupId, Query, Row, Sender, SessionKey, Ticket,
+    Unstorable,
+};
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::{self, WireAnswer};
 use crate::transaction::TxHash;
@@ -75,7 +78,8 @@ struct Carry<'a> {
 }
 
 impl Carry<'_> {
-    /// After a storage call: a failure means a newer instance superseded this one.
+    /// After a storage call: a failure means a newer instance superseded this one (a row the
+    /// platform refuses for its content is not one: [`Effects::store`]).
     fn stored(&self, written: Result<(), StorageError>) {
         if let Err(e) = written {
             e.log();
@@ -117,10 +121,22 @@ impl Effects for Carry<'_> {
         }
     }
 
-    fn store(&mut self, row: Row) {
-        if self.live() {
-            self.stored(self.driver.store.store(&row));
-            self.keep_chain_id();
+    fn store(&mut self, row: Row) -> Result<(), Unstorable> {
+        if !self.live() {
+            return Ok(());
+        }
+        match self.driver.store.store(&row) {
+            // The platform refused this row for its content (too big for it): the instance still
+            // has its storage; the machine refuses the transaction unsent. Never supersession.
+            Err(e) if is_deterministic(&e.message) => {
+                e.log();
+                Err(Unstorable(e.message))
+            }
+            written => {
+                self.stored(written);
+                self.keep_chain_id();
+                Ok(())
+            }
         }
     }
 

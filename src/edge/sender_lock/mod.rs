@@ -6,10 +6,14 @@
 //! machine's due time. Nothing is decided here.
 //!
 //! Storage, the object's SQLite:
-//! - table `txs` (`hash` TEXT primary key, `nonce` INTEGER, `request` TEXT, `at_ms` INTEGER;
-//!   WITHOUT ROWID, so a write is one billed row): each holder's transaction, written before its
-//!   first send (the platform's output gate holds the send until it is on disk), deleted when it
-//!   did not go in or left the idempotency window;
+//! - table `sends` (`hash` TEXT primary key, `nonce` INTEGER, `raw` BLOB, `method` TEXT, `at_ms`
+//!   INTEGER; WITHOUT ROWID, so a write is one billed row): each holder's transaction, its raw
+//!   bytes and its send method, written before its first send (the platform's output gate holds
+//!   the send until it is on disk), deleted when it did not go in or left the idempotency window.
+//!   Earlier releases kept the upstream request's text in table `txs` (`request` TEXT, twice the
+//!   bytes); those rows are still read, resent and deleted. A row the platform refuses for its
+//!   size (`SQLITE_TOOBIG`) refuses that transaction unsent and is never taken for
+//!   supersession; the Worker refuses one that cannot fit (2 MB a row) before it is queued;
 //! - table `meta` (`key`, `value`): `chain`, the genesis hash of the chain the rows belong to,
 //!   `sender`, and `chain_id`, the chain id the Worker checked them against, written with the
 //!   first row: a restarted object knows its pool kind (`UPSTREAM_POOL=auto`) before it sends

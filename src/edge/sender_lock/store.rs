@@ -1,12 +1,13 @@
-//! The object's SQLite storage: the stored transactions (table `txs`) and what they belong to
-//! (table `meta`). Every call is synchronous SQL; the platform's output gate holds any later send
+//! The object's SQLite storage: the stored transactions (table `sends`: each one's raw bytes as a
+//! BLOB and its send method; rows of earlier releases in table `txs`, their request text, are
+//! still read, resent and deleted) and what they belong to (table `meta`). Every call is synchronous SQL; the platform's output gate holds any later send
 //! until the writes are on disk. An error ([`StorageError`]) means the instance can no longer use
 //! its storage.
 
 use crate::hex;
 use crate::log;
 use crate::ordering::sender::{Row, StoredTx};
-use crate::ordering::tx::SignedTx;
+use crate::ordering::tx::{SignedTx, StoredError};
 use crate::transaction::TxHash;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -19,6 +20,19 @@ struct RowKey {
     hash: String,
     nonce: f64,
     at_ms: f64,
+}
+
+/// A row of `sends`, read back: the hash, the raw bytes, the stored method.
+fn sends_row(values: Vec<SqlStorageValue>) -> Option<(String, Vec<u8>, String)> {
+    let mut values = values.into_iter();
+    match (values.next(), values.next(), values.next()) {
+        (
+            Some(SqlStorageValue::String(hash)),
+            Some(SqlStorageValue::Blob(raw)),
+            Some(SqlStorageValue::String(method)),
+        ) => Some((hash, raw, method)),
+        _ => None,
+    }
 }
 
 #[derive(Deserialize)]
@@ -94,8 +108,9 @@ pub struct Store {
 }
 
 impl Store {
-    /// The object's tables (`txs`: `hash` TEXT primary key, `nonce` INTEGER, `request` TEXT,
-    /// `at_ms` INTEGER; `meta`: `key`, `value`; both WITHOUT ROWID, so a write is one billed
+    /// The object's tables (`sends`: `hash` TEXT primary key, `nonce` INTEGER, `raw` BLOB,
+    /// `method` TEXT, `at_ms` INTEGER; `txs`, the earlier releases' form, with `request` TEXT for
+    /// `raw` and `method`; `meta`: `key`, `value`; all WITHOUT ROWID, so a write is one billed
     /// row). Nothing is created here: the first write makes them ([`Store::exec`]), so an object
     /// that is only read (a pending count, a transaction's status) leaves no storage behind.
     pub fn open(sql: SqlStorage) -> Self {
@@ -120,9 +135,13 @@ impl Store {
     fn create(&self) -> Result<(), StorageError> {
         let sql = &self.sql;
         sql.exec(
-            "CREATE TABLE IF NOT EXISTS txs (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, request TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS sends (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
             None,
         )
+        .and_then(|_| sql.exec(
+            "CREATE TABLE IF NOT EXISTS txs (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, request TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
+            None,
+        ))
         .and_then(|_| {
             sql.exec(
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
@@ -144,12 +163,18 @@ impl Store {
                 }
             }
         };
-        let rows = self
-            .sql
-            .exec("SELECT hash, nonce, at_ms FROM txs ORDER BY at_ms", None)
-            .and_then(|cursor| cursor.to_array::<RowKey>())
-            .map_err(logged("load"))
-            .unwrap_or_default()
+        let mut keys: Vec<RowKey> = Vec::new();
+        for table in ["sends", "txs"] {
+            keys.extend(
+                self.sql
+                    .exec(&format!("SELECT hash, nonce, at_ms FROM {table}"), None)
+                    .and_then(|cursor| cursor.to_array::<RowKey>())
+                    .map_err(logged("load"))
+                    .unwrap_or_default(),
+            );
+        }
+        keys.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
+        let rows = keys
             .into_iter()
             .filter_map(|row| {
                 Some(StoredTx {
@@ -204,34 +229,38 @@ impl Store {
         }
     }
 
-    /// Stores a holder's transaction before its first send, as its upstream request.
+    /// Stores a holder's transaction before its first send: its raw bytes (a BLOB) and its send
+    /// method ([`SignedTx::stored_method`]).
     pub fn store(&self, row: &Row) -> Result<(), StorageError> {
         self.exec(
             "store",
-            "INSERT OR REPLACE INTO txs (hash, nonce, request, at_ms) VALUES (?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO sends (hash, nonce, raw, method, at_ms) VALUES (?, ?, ?, ?, ?)",
             vec![
                 hex::encode(&row.tx.hash).into(),
                 (row.tx.nonce as i64).into(),
-                row.tx.request().into(),
+                SqlStorageValue::Blob(row.tx.raw.clone()),
+                row.tx.stored_method().into(),
                 (row.at_ms as i64).into(),
             ],
         )
     }
 
-    /// Deletes these transactions.
+    /// Deletes these transactions (in either form).
     pub fn forget(&self, hashes: &[TxHash]) -> Result<(), StorageError> {
         for hash in hashes {
-            self.exec(
-                "forget",
+            for sql in [
+                "DELETE FROM sends WHERE hash = ?",
                 "DELETE FROM txs WHERE hash = ?",
-                vec![hex::encode(hash).into()],
-            )?;
+            ] {
+                self.exec("forget", sql, vec![hex::encode(hash).into()])?;
+            }
         }
         Ok(())
     }
 
     /// Deletes everything (the state of another chain).
     pub fn wipe(&self) -> Result<(), StorageError> {
+        self.exec("wipe", "DELETE FROM sends", Vec::new())?;
         self.exec("wipe", "DELETE FROM txs", Vec::new())?;
         self.exec("wipe", "DELETE FROM meta", Vec::new())
     }
@@ -249,6 +278,9 @@ impl Store {
     /// without meta `chain_id` (`None`: none stored, only unprotected legacy ones, or unreadable).
     pub fn chain_id_of_rows(&self, rows: &[StoredTx]) -> Option<u64> {
         rows.iter().find_map(|row| {
+            if let Ok(Some(Ok(tx))) = self.load_send(&row.hash) {
+                return tx.chain_id;
+            }
             let found = self
                 .sql
                 .exec(
@@ -270,12 +302,25 @@ impl Store {
         self.exec("chain", sql, vec!["sender".into(), sender.into()])
     }
 
-    /// The stored transactions of `hashes`, read as the relay reads any request
-    /// ([`SignedTx::from_stored`]): missing ones left out, and one that is not a send of its own
-    /// hash (a row of an older release) left out and logged (`stored_request_refused`).
+    /// The stored transactions of `hashes`, read back ([`SignedTx::from_row`], or for a row of
+    /// an earlier release as the relay reads any request, [`SignedTx::from_stored`]): missing
+    /// ones left out, and one that is not a send of its own hash left out and logged
+    /// (`stored_request_refused`).
     pub fn load(&self, sender: &str, hashes: &[TxHash]) -> Result<Vec<Rc<SignedTx>>, StorageError> {
         let mut txs = Vec::with_capacity(hashes.len());
         for hash in hashes {
+            match self.load_send(hash) {
+                Ok(Some(Ok(tx))) => {
+                    txs.push(Rc::new(tx));
+                    continue;
+                }
+                Ok(Some(Err(why))) => {
+                    refused(sender, hash, &why);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return Err(e),
+            }
             let found = self
                 .sql
                 .exec(
@@ -295,20 +340,49 @@ impl Store {
                 };
                 match SignedTx::from_stored(&row.request, &hash) {
                     Ok(tx) => txs.push(Rc::new(tx)),
-                    Err(why) => console_log!(
-                        "{}",
-                        log::line(
-                            "stored_request_refused",
-                            &[
-                                ("sender", sender.into()),
-                                ("tx_hash", row.hash.into()),
-                                ("error", why.to_string().into()),
-                            ]
-                        )
-                    ),
+                    Err(why) => refused(sender, &hash, &why),
                 }
             }
         }
         Ok(txs)
     }
+
+    /// The row of `hash` in `sends`: `None` when there is none, or its transaction, or why it is
+    /// not one.
+    fn load_send(
+        &self,
+        hash: &TxHash,
+    ) -> Result<Option<Result<SignedTx, StoredError>>, StorageError> {
+        let cursor = match self.sql.exec(
+            "SELECT hash, raw, method FROM sends WHERE hash = ?",
+            vec![SqlStorageValue::from(hex::encode(hash))],
+        ) {
+            Ok(cursor) => cursor,
+            Err(e) if Self::missing(&e) => return Ok(None),
+            Err(e) => return Err(StorageError::of("load_send", &e)),
+        };
+        let Some(values) = cursor.raw().next() else {
+            return Ok(None);
+        };
+        let values = values.map_err(|e| StorageError::of("load_send", &e))?;
+        Ok(Some(match sends_row(values) {
+            Some((_, raw, method)) => SignedTx::from_row(raw, &method, hash),
+            None => Err(StoredError::NotARequest),
+        }))
+    }
+}
+
+/// Logs a stored row that is not a send of its own hash (`stored_request_refused`).
+fn refused(sender: &str, hash: &TxHash, why: &StoredError) {
+    console_log!(
+        "{}",
+        log::line(
+            "stored_request_refused",
+            &[
+                ("sender", sender.into()),
+                ("tx_hash", hex::encode(hash).into()),
+                ("error", why.to_string().into()),
+            ]
+        )
+    );
 }

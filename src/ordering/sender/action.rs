@@ -130,6 +130,27 @@ pub struct StoredTx {
     pub at_ms: u64,
 }
 
+/// A row the platform refused to store for its own content (SQLite's `SQLITE_TOOBIG`: a string,
+/// BLOB or row over its limit), with the platform's message: the instance can still use its
+/// storage ([`is_deterministic`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unstorable(pub String);
+
+/// Whether a storage error message (workerd's SQLite errors read `"<message>: SQLITE_<CODE>"`)
+/// is about the write itself (too big, a full database, a constraint), which the same write
+/// would meet again, rather than an instance that lost its storage to a newer one.
+pub fn is_deterministic(message: &str) -> bool {
+    [
+        "SQLITE_TOOBIG",
+        "SQLITE_FULL",
+        "SQLITE_CONSTRAINT",
+        "too big",
+        "database or disk is full",
+    ]
+    .iter()
+    .any(|mark| message.contains(mark))
+}
+
 /// What the object is to do, in the order given. Storage actions are synchronous SQL; the
 /// platform's output gate holds every later send until they are on disk.
 #[derive(Debug, Clone, PartialEq)]
@@ -193,8 +214,11 @@ pub trait Effects {
     fn now_ms(&self) -> u64;
     /// [`Action::Answer`].
     fn answer(&mut self, ticket: Ticket, answer: Answer, retry_after_s: Option<u64>);
-    /// [`Action::Store`].
-    fn store(&mut self, row: Row);
+    /// [`Action::Store`]: `Err` when the platform refused this row for its own content (too big
+    /// for a row, say), the instance's storage still usable; the machine then refuses the
+    /// transaction unsent. (A failure that means the instance lost its storage is the driver's
+    /// to handle: it stops.)
+    fn store(&mut self, row: Row) -> Result<(), Unstorable>;
     /// [`Action::Forget`].
     fn forget(&mut self, hashes: Vec<TxHash>);
     /// [`Action::Wipe`].

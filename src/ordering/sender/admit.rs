@@ -13,7 +13,7 @@
 use super::{tagged, Purpose, ReplacementPolicy, Sender};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
-use crate::ordering::accepted::Status;
+use crate::ordering::accepted::{Status, MAX_ACCEPTED};
 use crate::ordering::queue::{Check, Entry, EntryId, Stage};
 use crate::ordering::sender::{Arrival, Found, Outcome, Query, Refusal, Seen, Ticket};
 use crate::transaction::TxHash;
@@ -73,6 +73,10 @@ impl Sender {
             return;
         };
         let (hash, nonce) = (entry.hash(), entry.nonce());
+        if let Some(too_large) = entry.tx.unstorable() {
+            self.refuse(id, Refusal::TooLarge(too_large));
+            return;
+        }
         if self.nonces.mined.is_some_and(|mined| nonce < mined) {
             self.start_check(id, Check::Stale, now_ms);
             return;
@@ -83,6 +87,11 @@ impl Sender {
                 return;
             }
             self.counters.replacements += 1;
+        }
+        if self.accepted.is_full() && self.accepted.get(&hash, now_ms).is_none() {
+            // Every accepted one is pending: none may be forgotten to make room.
+            self.refuse(id, Refusal::TrackedFull { max: MAX_ACCEPTED });
+            return;
         }
         self.queue.set_stage(id, Stage::Waiting);
         self.bound();
@@ -100,8 +109,9 @@ impl Sender {
 
     /// `MAX_QUEUE_PER_SENDER`: with more clients' transactions waiting than the bound (the
     /// newcomer counted), the one with the highest nonce (the latest arrival among equal nonces)
-    /// is refused with -32005 and `Retry-After`, before any send. The lowest nonce waiting, the
-    /// one that would be granted next, is never refused.
+    /// is refused with -32005 and `Retry-After`, before any send; then `MAX_SENDER_BYTES` the
+    /// same way, by the bytes of every transaction the object holds. The lowest nonce waiting,
+    /// the one that would be granted next, is never refused.
     fn bound(&mut self) {
         let waiting: Vec<EntryId> = self
             .queue
@@ -109,10 +119,7 @@ impl Sender {
             .filter(|place| self.queue.get(place.entry).is_some_and(Entry::has_clients))
             .map(|place| place.entry)
             .collect();
-        if waiting.len() <= self.settings.max_queue {
-            return;
-        }
-        let over = waiting.len() - self.settings.max_queue;
+        let over = waiting.len().saturating_sub(self.settings.max_queue);
         for &id in waiting.iter().skip(1).rev().take(over) {
             self.counters.queue_full += 1;
             self.refuse(
@@ -121,6 +128,18 @@ impl Sender {
                     max: self.settings.max_queue,
                 },
             );
+        }
+        // `MAX_SENDER_BYTES`: every entry's bytes count (holders and checks too); the highest
+        // nonces waiting leave until the rest fit, never the lowest one waiting.
+        let max = self.settings.max_bytes;
+        let mut bytes = self.queue.bytes();
+        for &id in waiting.iter().skip(1).rev().skip(over) {
+            if bytes <= max {
+                break;
+            }
+            bytes -= self.queue.get(id).map_or(0, |e| e.tx.raw.len() as u64);
+            self.counters.queue_full += 1;
+            self.refuse(id, Refusal::BytesFull { max });
         }
     }
 

@@ -15,13 +15,14 @@
 //! sender's counts) what became of it: held, it is accepted; its nonce used by another, it is
 //! refused; neither, its stored bytes are sent again (at most [`MAX_RECOVERIES`] times).
 
-use super::{tagged, Holding, Phase, PoolKind, Purpose, Sender, SessionKey};
+use super::{tagged, Action, Holding, Phase, PoolKind, Purpose, Sender, SessionKey};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::answer::{AnswerClass, NonceEffect};
 use crate::ordering::queue::Stage;
 use crate::ordering::sender::{Outcome, Query, Refusal, Sent};
 use crate::ordering::tx::SignedTx;
+use crate::transaction::TxHash;
 
 /// How many times a force-released holder's transaction is sent again before its clients get
 /// -32002 (outcome unknown).
@@ -135,6 +136,49 @@ impl Sender {
             &request_id,
         ));
         true
+    }
+
+    /// See [`Sender::unstored`](super::Sender): the holder whose row the platform refused is
+    /// refused unsent, its queued send dropped; members above it whose sends are still queued go
+    /// back to wait behind the gap it leaves. Nothing is taken for supersession: the instance
+    /// keeps its storage and the sender's queue goes on.
+    pub(super) fn on_unstored(&mut self, hash: TxHash, now_ms: u64) {
+        let Some(holding) = self
+            .holders
+            .iter()
+            .find(|h| self.queue.get(h.entry).is_some_and(|e| e.hash() == hash))
+            .copied()
+        else {
+            return;
+        };
+        let above: Vec<Holding> = self
+            .holders
+            .iter()
+            .filter(|h| h.nonce > holding.nonce)
+            .copied()
+            .collect();
+        let mut unsent = Vec::new();
+        self.actions.retain(|action| match action {
+            Action::Send { session_key, .. }
+                if *session_key == holding.session_key
+                    || above.iter().any(|h| h.session_key == *session_key) =>
+            {
+                unsent.push(*session_key);
+                false
+            }
+            _ => true,
+        });
+        for h in above.iter().filter(|h| unsent.contains(&h.session_key)) {
+            self.unhold(h.entry);
+            self.queue.set_stage(h.entry, Stage::Waiting);
+            self.nonces.gap_opened_ms = now_ms;
+        }
+        self.unhold(holding.entry);
+        if let Some(entry) = self.queue.get_mut(holding.entry) {
+            // Nothing of it is in storage: refused, it is not the relay's to follow.
+            entry.stored = false;
+        }
+        self.refuse(holding.entry, Refusal::NotStored);
     }
 
     /// The sender's next nonce `next` was refused as terminal and the upstream refuses gaps: every

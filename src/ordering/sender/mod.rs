@@ -185,6 +185,14 @@ impl Sender {
         self.step(now_ms);
     }
 
+    /// The platform refused to store holder `hash`'s row ([`Effects::store`]'s `Err`): its send,
+    /// not carried out yet, is dropped and it is refused unsent ([`Refusal::NotStored`]); window
+    /// members above it whose sends were not carried out yet go back to the queue behind the gap.
+    fn unstored(&mut self, hash: TxHash, now_ms: u64) {
+        self.on_unstored(hash, now_ms);
+        self.step(now_ms);
+    }
+
     /// A timer event: whatever is due at `now_ms`.
     pub fn timeout(&mut self, now_ms: u64) {
         self.step(now_ms);
@@ -223,7 +231,12 @@ impl Sender {
                 answer,
                 retry_after_s,
             } => effects.answer(ticket, answer, retry_after_s),
-            Action::Store(row) => effects.store(row),
+            Action::Store(row) => {
+                let hash = row.tx.hash;
+                if effects.store(row).is_err() {
+                    self.unstored(hash, effects.now_ms());
+                }
+            }
             Action::Forget(hashes) => effects.forget(hashes),
             Action::Wipe => effects.wipe(),
             Action::Vacate => effects.vacate(),

@@ -3,11 +3,18 @@
 //! (`core/txpool/errors.go`, `core/error.go`).
 
 use crate::hex;
-use crate::jsonrpc::{RpcError, INVALID_INPUT, LIMIT_EXCEEDED, RESOURCE_UNAVAILABLE};
+use crate::jsonrpc::{
+    RpcError, INTERNAL_ERROR, INVALID_INPUT, LIMIT_EXCEEDED, RESOURCE_UNAVAILABLE,
+};
+use crate::ordering::tx::TooLarge;
 use crate::transaction::TxHash;
 
 /// How long a client refused for the queue bound is asked to wait before it retries, s.
 pub const QUEUE_FULL_RETRY_AFTER_S: u64 = 1;
+
+/// How long a client refused because its sender's pending transactions fill the accepted set is
+/// asked to wait, s: about one slot, when the next tracking check may find some included.
+pub const TRACKED_FULL_RETRY_AFTER_S: u64 = 12;
 
 /// Why a transaction is refused (or given up) without reaching the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +61,23 @@ pub enum Refusal {
         nonce: u64,
         /// Whether the transaction with the missing nonce was refused by the upstream.
         refused: bool,
+    },
+    /// Too large to keep in the sender's storage ([`TooLarge`]): not sent.
+    TooLarge(TooLarge),
+    /// Its storage write failed for a reason of the transaction's own (the platform refused the
+    /// row): not sent, and the sender's queue goes on.
+    NotStored,
+    /// `MAX_SENDER_BYTES`: the transactions the sender's object holds (waiting, checked or being
+    /// sent) would keep more bytes than this.
+    BytesFull {
+        /// The limit, bytes.
+        max: u64,
+    },
+    /// [`crate::ordering::accepted::MAX_ACCEPTED`] accepted transactions of the sender are
+    /// pending: none can be forgotten, so no new one is taken until one is final.
+    TrackedFull {
+        /// The limit.
+        max: usize,
     },
     /// A send-and-wait call (EIP-7966) whose nonce is above the sender's next one when its turn
     /// came: not sent (the EIP forbids adding it to the pool).
@@ -123,6 +147,23 @@ impl Refusal {
                     "upstream unavailable: could not check nonce {nonce} against the chain; the transaction was not sent"
                 ),
             ),
+            Refusal::TooLarge(too_large) => RpcError::new(LIMIT_EXCEEDED, too_large.to_string()),
+            Refusal::NotStored => RpcError::new(
+                INTERNAL_ERROR,
+                "the relay could not store the transaction before its send; it was not sent",
+            ),
+            Refusal::BytesFull { max } => RpcError::new(
+                LIMIT_EXCEEDED,
+                format!(
+                    "too many queued bytes for sender {sender} (at most {max} bytes of transactions wait: MAX_SENDER_BYTES); retry after {QUEUE_FULL_RETRY_AFTER_S} s"
+                ),
+            ),
+            Refusal::TrackedFull { max } => RpcError::new(
+                LIMIT_EXCEEDED,
+                format!(
+                    "too many pending transactions for sender {sender} (the relay follows at most {max} until they are included); retry after {TRACKED_FULL_RETRY_AFTER_S} s"
+                ),
+            ),
             Refusal::NonceGap { expected, nonce } => RpcError {
                 code: SYNC_NONCE_GAP,
                 message: format!(
@@ -133,9 +174,14 @@ impl Refusal {
         }
     }
 
-    /// The `Retry-After` of the answer, s: for a full queue only.
+    /// The `Retry-After` of the answer, s: for a full queue (by count or bytes) and a full
+    /// accepted set only.
     pub fn retry_after_s(&self) -> Option<u64> {
-        matches!(self, Refusal::QueueFull { .. }).then_some(QUEUE_FULL_RETRY_AFTER_S)
+        match self {
+            Refusal::QueueFull { .. } | Refusal::BytesFull { .. } => Some(QUEUE_FULL_RETRY_AFTER_S),
+            Refusal::TrackedFull { .. } => Some(TRACKED_FULL_RETRY_AFTER_S),
+            _ => None,
+        }
     }
 
     /// A short name for logs and metrics.
@@ -148,6 +194,10 @@ impl Refusal {
             Refusal::NonceUnknown { .. } => "nonce_unknown",
             Refusal::CheckFailed { .. } => "check_failed",
             Refusal::NonceGap { .. } => "nonce_gap",
+            Refusal::TooLarge(_) => "too_large",
+            Refusal::NotStored => "not_stored",
+            Refusal::BytesFull { .. } => "bytes_full",
+            Refusal::TrackedFull { .. } => "tracked_full",
         }
     }
 }

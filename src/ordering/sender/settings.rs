@@ -69,6 +69,9 @@ pub struct Settings {
     pub gap_wait_ms: u64,
     /// `MAX_QUEUE_PER_SENDER`: the most clients' transactions that may wait for the lock.
     pub max_queue: usize,
+    /// `MAX_SENDER_BYTES`: the most bytes of transactions the object holds, whatever their
+    /// stage (waiting, checked, sending): past it the highest nonce waiting is refused.
+    pub max_bytes: u64,
     /// `SEND_WINDOW`: how many consecutive nonces may be with a mempool upstream at once
     /// ([`Settings::window`]).
     pub send_window: usize,
@@ -88,12 +91,14 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `SEND_WINDOW` 16,
+    /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `MAX_SENDER_BYTES`
+    /// 8 MiB, `SEND_WINDOW` 16,
     /// `IDEMPOTENCY_TTL_S` 300, `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000,
     /// `TRACK_INTERVAL_S` 12, `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool).
     pub const DEFAULT: Settings = Settings {
         gap_wait_ms: DEFAULT_GAP_WAIT_MS,
         max_queue: 64,
+        max_bytes: 8 * 1024 * 1024,
         send_window: 16,
         idempotency_ttl_ms: 300_000,
         replacement: ReplacementPolicy::Forward,
@@ -142,7 +147,7 @@ pub struct Counters {
     pub gap_refused: u64,
     /// Holders whose task never reported, resolved by hash after their deadline.
     pub force_releases: u64,
-    /// Transactions refused for `MAX_QUEUE_PER_SENDER`.
+    /// Transactions refused for `MAX_QUEUE_PER_SENDER` or `MAX_SENDER_BYTES`.
     pub queue_full: u64,
     /// Next-nonce lookups made after a nonce error or an unknown outcome.
     pub relearned: u64,

@@ -2,8 +2,9 @@
 //! [`queue`] (admission, the turn, the bound, answers), [`recovery`] (late answers, relearns,
 //! restarts, chains, force release), [`tracking`] (to inclusion, resubmission, states),
 //! [`window`] (several consecutive nonces sent at once, `SEND_WINDOW`); [`strict`]
-//! (`UPSTREAM_POOL=strict`).
+//! (`UPSTREAM_POOL=strict`); [`limits`] (what one sender's object may keep: rows, bytes, pending).
 
+mod limits;
 mod queue;
 mod recovery;
 mod strict;
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 const SETTINGS: Settings = Settings {
     gap_wait_ms: 1_000,
     max_queue: 3,
+    max_bytes: 1 << 30,
     send_window: 1,
     idempotency_ttl_ms: 60_000,
     replacement: ReplacementPolicy::Forward,
@@ -56,6 +58,8 @@ struct Recorded {
     metrics: Vec<Metric>,
     /// Every action in order, as a short word, for ordering checks.
     log: Vec<String>,
+    /// The platform's largest row, raw bytes: a bigger one's store fails.
+    row_limit: Option<usize>,
 }
 
 impl Effects for Recorded {
@@ -69,9 +73,15 @@ impl Effects for Recorded {
             .or_default()
             .push((answer, retry_after_s));
     }
-    fn store(&mut self, row: Row) {
+    fn store(&mut self, row: Row) -> Result<(), Unstorable> {
+        if self.row_limit.is_some_and(|limit| row.tx.raw.len() > limit) {
+            // As the platform refuses a row too big for it (SQLITE_TOOBIG).
+            self.log.push(format!("store refused {}", row.tx.nonce));
+            return Err(Unstorable("string or blob too big: SQLITE_TOOBIG".into()));
+        }
         self.log.push(format!("store {}", row.tx.nonce));
         self.rows.insert(row.tx.hash, row);
+        Ok(())
     }
     fn forget(&mut self, hashes: Vec<TxHash>) {
         for hash in hashes {
@@ -215,6 +225,20 @@ impl Rig {
         let ticket = self.ticket();
         self.s
             .arrive(ticket, Self::arrival(nonce, variant), self.now);
+        self.drain();
+        ticket
+    }
+
+    /// The transaction `nonce`/`variant` with `size` raw bytes.
+    fn arrive_sized(&mut self, nonce: u64, variant: u8, size: usize) -> Ticket {
+        let mut big = (*tx(nonce, variant)).clone();
+        big.raw.resize(size, 0);
+        let ticket = self.ticket();
+        let arrival = Arrival {
+            tx: Rc::new(big),
+            request_id: None,
+        };
+        self.s.arrive(ticket, arrival, self.now);
         self.drain();
         ticket
     }
