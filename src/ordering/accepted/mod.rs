@@ -123,6 +123,8 @@ pub struct Pruned {
     pub gone: Vec<TxHash>,
     /// Pending past `TRACK_TTL_S`: now [`Status::Expired`] (remembered, no longer tracked).
     pub expired: Vec<(TxHash, AcceptedTx)>,
+    /// Pending, the oldest while the stored bytes are past [`MAX_TRACKED_BYTES`]: expired too.
+    pub over_bytes: Vec<(TxHash, AcceptedTx)>,
 }
 
 impl Accepted {
@@ -254,6 +256,7 @@ impl Accepted {
         let more = self.prune(at_ms);
         pruned.gone.extend(more.gone);
         pruned.expired.extend(more.expired);
+        pruned.over_bytes.extend(more.over_bytes);
         pruned
     }
 
@@ -329,7 +332,7 @@ impl Accepted {
                 };
                 stored -= tx.bytes;
                 self.finish(&hash, Status::Expired, now_ms);
-                pruned.expired.push((hash, tx));
+                pruned.over_bytes.push((hash, tx));
             }
         }
         pruned

@@ -11,13 +11,13 @@ fn stored_bytes_are_bounded_the_oldest_pending_expiring_first() {
     for n in 0..3u8 {
         a.record(h(n), u64::from(n), 1_000 + u64::from(n), true);
         assert!(
-            a.sized(&h(n), big, 1_000).expired.is_empty(),
+            a.sized(&h(n), big, 1_000).over_bytes.is_empty(),
             "within the bound"
         );
     }
     a.record(h(3), 3, 2_000, true);
     let pruned = a.sized(&h(3), big, 2_000);
-    let expired: Vec<TxHash> = pruned.expired.iter().map(|(hash, _)| *hash).collect();
+    let expired: Vec<TxHash> = pruned.over_bytes.iter().map(|(hash, _)| *hash).collect();
     assert_eq!(expired, vec![h(0)], "the oldest go until it fits");
     assert_eq!(a.get(&h(0), 2_000).unwrap().status, Status::Expired);
     assert_eq!(a.pending().len(), 3);

@@ -68,10 +68,13 @@ impl Sender {
     pub(super) fn pruned(&mut self, pruned: Pruned, now_ms: u64) {
         self.forget_rows(pruned.gone);
         let mut rows = Vec::new();
-        for (hash, tx) in pruned.expired {
+        let expired = pruned.expired.into_iter().map(|e| ("track_ttl", e));
+        let over_bytes = pruned.over_bytes.into_iter().map(|e| ("tracked_bytes", e));
+        // Every give-up is logged, with why.
+        for (why, (hash, tx)) in expired.chain(over_bytes) {
             self.counters.expired += 1;
             self.emit(
-                Metric::new("tx_expired", "", "track_ttl")
+                Metric::new("tx_expired", "", why)
                     .value("count", 1.0)
                     .value("tracked_ms", now_ms.saturating_sub(tx.at_ms) as f64)
                     .field("nonce", tx.nonce)
