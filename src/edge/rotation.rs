@@ -26,8 +26,11 @@
 //!     `SEND_BROADCAST=all` sends a transaction to every healthy upstream at once. Under a strict
 //!     upstream pool (`UPSTREAM_POOL`, Hedera) a send is not hedged: it moves to the next upstream
 //!     only when one fails (a second copy would be a charged refusal).
-//! - Health ([`judge`]): transport failures and HTTP 5xx/429 count against an upstream, and a
-//!   busy answer to the relay's own question; never a JSON-RPC error to a client's request.
+//! - Health ([`judge`]): the relay's own questions judge an upstream (no answer, HTTP 5xx/429, a
+//!   busy answer). A client's request counts against it only when it says the node was not there
+//!   whatever the request (a refused connection, HTTP 429/503): never a timeout, an answer too
+//!   large, a gateway's 502/504, nor a JSON-RPC error. After such a reply the upstream is asked its
+//!   chain id in the background ([`probe`]), which is judged as the relay's own.
 
 use crate::config::Config;
 use crate::edge::http::post_url;
@@ -35,7 +38,7 @@ use crate::edge::runtime::{chain_ids, emit, now_ms};
 use crate::metrics::Metric;
 use crate::ordering::sender::PoolKind;
 use crate::upstream::merge;
-use crate::upstream::rotation::{judge, Attempt, AttemptKind, Rotation, HEDGE_MAX_MS};
+use crate::upstream::rotation::{judge, Attempt, AttemptKind, Judged, Rotation, HEDGE_MAX_MS};
 use crate::upstream::route::Read;
 use crate::upstream::Platform;
 use crate::upstream::{classify, may_have_arrived, Route, UpstreamError, UpstreamReply};
@@ -58,6 +61,8 @@ struct State {
     rotation: Option<Rotation>,
     /// Since when each upstream's chain check runs, Unix ms (0: none).
     checking: Vec<u64>,
+    /// Whether a probe of each upstream runs ([`probe`]).
+    probing: Vec<bool>,
 }
 
 thread_local! {
@@ -71,6 +76,7 @@ fn with<R>(config: &Config, f: impl FnOnce(&mut State) -> R) -> R {
         if s.rotation.as_ref().is_none_or(|p| p.len() != n) {
             s.rotation = Some(Rotation::new(n));
             s.checking = vec![0; n];
+            s.probing = vec![false; n];
         }
         f(&mut s)
     })
@@ -88,6 +94,7 @@ fn record(config: &Config, env: &Env, index: usize, kind: AttemptKind, started_m
             latency_ms: now.saturating_sub(started_ms),
         },
         AttemptKind::Failed => Attempt::Failed,
+        AttemptKind::Unjudged => return,
     };
     if rotation(config, |p| p.record(index, attempt, now)) {
         emit(
@@ -99,6 +106,57 @@ fn record(config: &Config, env: &Env, index: usize, kind: AttemptKind, started_m
         );
     }
 }
+
+/// Judges `reply` from upstream `index` to a request on `route` that began at `started_ms`
+/// ([`judge`]), records it, and probes the upstream when the reply said nothing of its health.
+fn judged(
+    config: &Config,
+    env: &Env,
+    index: usize,
+    route: Route,
+    reply: &Result<UpstreamReply, UpstreamError>,
+    started_ms: u64,
+) -> Judged {
+    let judged = judge(route, reply);
+    record(config, env, index, judged.attempt, started_ms);
+    if judged.probe {
+        probe(config, env, index);
+    }
+    judged
+}
+
+/// Asks upstream `index` its chain id, a question of the relay's own judged as one, after a
+/// client's request to it failed in a way that says nothing of the node ([`Judged::probe`]): a
+/// node that hangs is found by it, a node busy with a client's wide query answers it. One probe
+/// at a time per upstream, in the background.
+fn probe(config: &Config, env: &Env, index: usize) {
+    if with(config, |s| std::mem::replace(&mut s.probing[index], true)) {
+        return;
+    }
+    let (config, env) = (config.clone(), env.clone());
+    worker::wasm_bindgen_futures::spawn_local(async move {
+        let started = now_ms();
+        let timeout_ms = CHECK_TIMEOUT_MS.min(config.upstream_timeout_ms);
+        let reply = post_url(
+            &config,
+            &config.upstream_urls[index],
+            CHAIN_ID_REQUEST,
+            timeout_ms,
+        )
+        .await;
+        record(
+            &config,
+            &env,
+            index,
+            judge(Route::Own, &reply).attempt,
+            started,
+        );
+        with(&config, |s| s.probing[index] = false);
+    });
+}
+
+/// The relay's chain id question.
+const CHAIN_ID_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
 
 /// Starts the chain check of every upstream not yet checked, not cooling and not being checked;
 /// waits (up to [`CHECK_TIMEOUT_MS`]) only while no upstream is usable yet.
@@ -139,11 +197,10 @@ async fn ensure_chains(config: &Config, env: &Env) {
 /// Asks upstream `index` its `eth_chainId` and admits or excludes it.
 async fn check_chain(config: &Config, env: &Env, index: usize) {
     let started = now_ms();
-    let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
     let reply = post_url(
         config,
         &config.upstream_urls[index],
-        request,
+        CHAIN_ID_REQUEST,
         CHECK_TIMEOUT_MS,
     )
     .await;
@@ -225,7 +282,7 @@ pub async fn post_rotated(
     }
     let once = |index| async move {
         let (index, started, reply) = attempt(config, index, body, timeout_ms).await;
-        record(config, env, index, judge(route, &reply).attempt, started);
+        judged(config, env, index, route, &reply, started);
         reply
     };
     match route {
@@ -310,8 +367,7 @@ async fn race(
         let Some((index, started, reply)) = outcome else {
             break; // nothing left in flight
         };
-        let judged = judge(route, &reply);
-        record(config, env, index, judged.attempt, started);
+        let judged = judged(config, env, index, route, &reply, started);
         if !judged.usable {
             if send && may_have_arrived(&reply) {
                 unknown = Some((index, reply.clone()));
@@ -408,8 +464,7 @@ async fn fan_out(
         let Some((index, started, reply)) = outcome else {
             break;
         };
-        let judged = judge(route, &reply);
-        record(config, env, index, judged.attempt, started);
+        let judged = judged(config, env, index, route, &reply, started);
         match reply {
             Ok(r) if judged.usable => {
                 answers.push((index, r));

@@ -3,12 +3,16 @@
 //! a send: the rotation. Pure and clock-free: the platform reports every attempt with [`Rotation::record`] and asks
 //! [`Rotation::order`] before each request.
 //!
-//! - Health counts what says the upstream itself is unwell: connection errors, timeouts, HTTP
-//!   5xx and 429 ([`Attempt::Failed`]), and a node's own overload answer (busy, rate limited,
-//!   syncing) to a question of the relay's own ([`Route::Own`]). A JSON-RPC error to a client's
-//!   request (a revert, invalid params, a refused transaction, whatever its text) is the node
-//!   working, and counts as an answer: a client can never take an upstream out of the rotation
-//!   ([`judge`]).
+//! - Health is judged by the relay's own small questions ([`Route::Own`]: counts, lookups by hash,
+//!   the chain id): no answer to one (connection errors, timeouts, HTTP 5xx and 429, an answer
+//!   too large or not JSON) or the node's own overload answer to one (busy, rate limited,
+//!   syncing) is a failure ([`Attempt::Failed`]). What a client asked for (a read, a send) is not
+//!   the node's health: a client's request that took too long, got too large an answer or made a
+//!   gateway give up counts neither way; only what says the node was not there whatever the
+//!   request (a refused connection, HTTP 429 or 503) counts against it. A JSON-RPC error to a
+//!   client's request (a revert, invalid params, a refused transaction, whatever its text) is the
+//!   node working, and counts as an answer: a client can never take an upstream out of the
+//!   rotation ([`judge`]).
 //! - [`FAILURES_TO_COOL`] failures in a row take an upstream out of the rotation for a cool-down
 //!   ([`COOL_DOWN_MS`], doubling to [`COOL_DOWN_MAX_MS`] while it keeps failing); after it, one
 //!   request tries it again. With every upstream cooling, they are still tried, in order: the
@@ -63,47 +67,92 @@ pub struct Judged {
     /// Whether the reply ends the request: an answer to it, not the node's absence or overload
     /// (then the next upstream is tried, where the route allows).
     pub usable: bool,
+    /// Whether the node should be asked a question of the relay's own (its chain id) to learn
+    /// its health: a client's request failed in a way that says nothing of it
+    /// ([`AttemptKind::Unjudged`]), and may still mean the node hangs.
+    pub probe: bool,
 }
 
-/// [`Attempt`] without its latency.
+/// [`Attempt`] without its latency, or nothing to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptKind {
     /// The node answered.
     Answered,
     /// The node is away or overloaded.
     Failed,
+    /// Says nothing of the node's health: a client's request that failed in a way its own shape
+    /// may have caused (see [`judge`]). Nothing is recorded.
+    Unjudged,
 }
 
-/// Judges `reply` to a request on `route` (see the module documentation): no reply, or HTTP
-/// 429/502/503/504 whatever the body, is a failure; a send's answer that says the node is busy
-/// moves the send on but is the node answering; a busy answer to the relay's own question is the
-/// node's overload.
+/// Judges `reply` to a request on `route` (see the module documentation). For the request: no
+/// reply, or HTTP 429/502/503/504 whatever the body, is not usable (the next upstream is tried
+/// where the route allows), and so is a send's answer that says the node is busy. For the
+/// upstream's health:
+///
+/// - A question of the relay's own ([`Route::Own`]) is small and its text the relay's: any
+///   failure to answer it, or a busy answer, is the node's.
+/// - A client's request ([`Route::Read`], [`Route::Send`]) is judged only by what it cannot have
+///   caused. A refused connection (nothing was sent: the node or its port is not there) and HTTP
+///   429 or 503 (the service turns every request away: a rate limit on the relay's key, a node
+///   in maintenance) say the same of any request, so they count. A timeout, an answer over
+///   `MAX_UPSTREAM_RESPONSE_BYTES` or not JSON, a connection lost mid-request, and HTTP 500, 502,
+///   504 or any other status without a JSON body are [`AttemptKind::Unjudged`]: a wide
+///   `eth_getLogs` or a heavy `eth_call` is slow, huge or kills the gateway's wait on a healthy
+///   node, so counting them would let a client cool every upstream by the shape of its
+///   requests. A node that really hangs is still found: such a reply asks for a
+///   [`Judged::probe`], a question of the relay's own that is judged as one. How many requests a
+///   client makes is bounded by the rate limits, not here.
 pub fn judge(route: Route, reply: &Result<UpstreamReply, UpstreamError>) -> Judged {
+    let clients = !matches!(route, Route::Own);
     let failed = Judged {
         attempt: AttemptKind::Failed,
         usable: false,
+        probe: false,
+    };
+    let unjudged = Judged {
+        attempt: AttemptKind::Unjudged,
+        usable: false,
+        probe: true,
+    };
+    let answered = |usable| Judged {
+        attempt: AttemptKind::Answered,
+        usable,
+        probe: false,
     };
     match reply {
+        Err(e) if clients && !says_node_is_away(e) => Judged {
+            // The node answered, just too much: nothing to ask it.
+            probe: !matches!(e, UpstreamError::TooLarge(_)),
+            ..unjudged
+        },
         Err(_) => failed,
-        Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => failed,
+        Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => {
+            if clients && !matches!(r.status, 429 | 503) {
+                unjudged
+            } else {
+                failed
+            }
+        }
         Ok(_) => {
             let busy = || classify(reply).0 == AnswerClass::Busy;
             match route {
-                Route::Read(_) => Judged {
-                    attempt: AttemptKind::Answered,
-                    usable: true,
-                },
-                Route::Send => Judged {
-                    attempt: AttemptKind::Answered,
-                    usable: !busy(),
-                },
+                Route::Read(_) => answered(true),
+                Route::Send => answered(!busy()),
                 Route::Own if busy() => failed,
-                Route::Own => Judged {
-                    attempt: AttemptKind::Answered,
-                    usable: true,
-                },
+                Route::Own => answered(true),
             }
         }
+    }
+}
+
+/// Whether a failure says the node was not there whatever the request was: a refused connection
+/// or a failed name lookup (nothing was sent), HTTP 429 or 503 without a JSON body.
+fn says_node_is_away(error: &UpstreamError) -> bool {
+    match error {
+        UpstreamError::Unreachable(_) => !error.may_have_arrived(),
+        UpstreamError::Status(status, _) => matches!(status, 429 | 503),
+        UpstreamError::Invalid | UpstreamError::TooLarge(_) | UpstreamError::Timeout(_) => false,
     }
 }
 
@@ -439,10 +488,12 @@ mod tests {
         let answered = |usable| Judged {
             attempt: AttemptKind::Answered,
             usable,
+            probe: false,
         };
         let failed = Judged {
             attempt: AttemptKind::Failed,
             usable: false,
+            probe: false,
         };
         // A client's eth_call reverting "busy", geth's "the method busy does not exist": answers.
         for message in [
@@ -468,15 +519,101 @@ mod tests {
             judge(Route::Send, &reply(200, "insufficient funds")),
             answered(true)
         );
-        // Transport and overload statuses are failures on every route.
+        // Overload statuses are failures on every route; a timeout only on the relay's own.
         for route in [Route::Send, Route::Own, Route::Read(Read::Idempotent)] {
             assert_eq!(judge(route, &reply(429, "x")), failed);
-            assert_eq!(judge(route, &Err(UpstreamError::Timeout(5))), failed);
+            assert_eq!(judge(route, &reply(503, "x")), failed);
         }
+        assert_eq!(judge(Route::Own, &Err(UpstreamError::Timeout(5))), failed);
+        // A client's read that timed out says nothing of the node: the node is asked a question
+        // of the relay's own; one whose answer was too large did answer.
+        let timed_out = judge(Route::Read(Read::Once), &Err(UpstreamError::Timeout(5)));
+        assert_eq!(
+            (timed_out.attempt, timed_out.probe),
+            (AttemptKind::Unjudged, true)
+        );
+        let too_large = judge(Route::Read(Read::Once), &Err(UpstreamError::TooLarge(5)));
+        assert_eq!(
+            (too_large.attempt, too_large.probe),
+            (AttemptKind::Unjudged, false)
+        );
         assert_eq!(
             judge(Route::Own, &reply(200, "execution reverted")),
             answered(true)
         );
+    }
+
+    /// Issue 32, point 3: what a client asked for is not the node's health. Six wide
+    /// `eth_getLogs` that outlast the timeout on both of two upstreams (each moved on to the
+    /// other), answers over the size limit, a gateway's 502/504 and a connection lost mid-request
+    /// cool neither; the same failures of the relay's own questions do, and so does a refused
+    /// connection or HTTP 429/503 on any route. Every such reply still moves the request on.
+    #[test]
+    fn nothing_a_client_causes_by_the_shape_of_its_request_cools_an_upstream() {
+        use crate::upstream::route::Read;
+        let shaped: Vec<Result<UpstreamReply, UpstreamError>> = vec![
+            Err(UpstreamError::Timeout(60_000)),
+            Err(UpstreamError::TooLarge(16 << 20)),
+            Err(UpstreamError::Invalid),
+            Err(UpstreamError::Unreachable(
+                "Network connection lost.".into(),
+            )),
+            Err(UpstreamError::Status(504, None)),
+            Err(UpstreamError::Status(500, None)),
+            Ok(UpstreamReply {
+                status: 502,
+                body: r#"{"error":"bad gateway"}"#.into(),
+                retry_after_ms: None,
+            }),
+        ];
+        let clients = [
+            Route::Read(Read::Idempotent),
+            Route::Read(Read::Once),
+            Route::Read(Read::Filter),
+            Route::Read(Read::Merged),
+            Route::Send,
+        ];
+        for reply in &shaped {
+            for route in clients {
+                let judged = judge(route, reply);
+                assert_ne!(judged.attempt, AttemptKind::Failed, "{route:?} {reply:?}");
+                assert_ne!(judged.attempt, AttemptKind::Answered, "{route:?} {reply:?}");
+                assert!(!judged.usable, "still moved on: {route:?} {reply:?}");
+            }
+            assert_eq!(judge(Route::Own, reply).attempt, AttemptKind::Failed);
+        }
+        // The issue's schedule: six slow eth_getLogs, each timing out on both upstreams.
+        let mut rotation = checked(2);
+        let logs = Route::of_method("eth_getLogs");
+        let mut cooled = 0;
+        for n in 0..6 {
+            for index in [0, 1] {
+                let judged = judge(logs, &Err(UpstreamError::Timeout(2_000)));
+                if judged.attempt == AttemptKind::Failed {
+                    cooled += usize::from(rotation.record(index, Attempt::Failed, 1_000 + n));
+                }
+            }
+        }
+        assert_eq!(cooled, 0, "upstream_cooling lines");
+        assert_eq!(rotation.order(2_000), vec![0, 1]);
+        assert!(rotation.healthy(0, 2_000) && rotation.healthy(1, 2_000));
+        // What says the node is not there, whatever the request, still counts on every route.
+        let away: Vec<Result<UpstreamReply, UpstreamError>> = vec![
+            Err(UpstreamError::Unreachable(
+                "connect ECONNREFUSED 127.0.0.1:1".into(),
+            )),
+            Err(UpstreamError::Status(503, None)),
+            Err(UpstreamError::Status(429, Some(1_000))),
+        ];
+        for reply in &away {
+            for route in clients.into_iter().chain([Route::Own]) {
+                assert_eq!(
+                    judge(route, reply).attempt,
+                    AttemptKind::Failed,
+                    "{route:?}"
+                );
+            }
+        }
     }
 
     #[test]
