@@ -23,7 +23,8 @@
 //!     a refusal only once every upstream sent the bytes has answered, and when one of them
 //!     failed in a way that may have let the bytes in (a lost connection, a timeout) the outcome
 //!     is that failure (unknown: the sender's holder retries and checks by hash).
-//!     `SEND_BROADCAST=all` sends a transaction to every healthy upstream at once. Under a strict
+//!     `SEND_BROADCAST=all` sends a transaction to every healthy upstream at once, never to a
+//!     cooling one while any is healthy ([`Rotation::broadcast`]). Under a strict
 //!     upstream pool (`UPSTREAM_POOL`, Hedera) a send is not hedged: it moves to the next upstream
 //!     only when one fails (a second copy would be a charged refusal).
 //! - Health ([`judge`]): the relay's own questions judge an upstream (no answer, HTTP 5xx/429, a
@@ -303,10 +304,13 @@ pub async fn post_rotated(
                 PoolKind::Strict => None,
                 PoolKind::Mempool => Some(rotation(config, |p| p.hedge_delay_ms(order[0]))),
             };
-            let at_once = if config.send_broadcast {
-                order.len()
+            // A broadcast goes to the healthy upstreams only (every one when none is).
+            let (order, at_once) = if config.send_broadcast {
+                let healthy = rotation(config, |p| p.broadcast(now));
+                let at_once = healthy.len();
+                (healthy, at_once)
             } else {
-                1
+                (order, 1)
             };
             race(
                 config, env, &order, body, route, timeout_ms, at_once, hedge_ms,

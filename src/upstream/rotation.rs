@@ -19,7 +19,8 @@
 //!   rotation never refuses on its own.
 //! - Order: the healthy upstreams by preference, except that one whose error rate is clearly
 //!   higher, or whose median latency is more than twice another's and [`LATENCY_SLACK_MS`] more,
-//!   goes behind it; then the cooling ones.
+//!   goes behind it; then the cooling ones. A broadcast (`SEND_BROADCAST=all`) goes to the
+//!   healthy ones only ([`Rotation::broadcast`]).
 //! - An upstream is tried only once its `eth_chainId` was found to be the relay's
 //!   ([`Rotation::checked`]); one on another chain ([`Rotation::exclude`]) never is.
 //! - Hedge delay (eRPC's recipe for `eth_sendRawTransaction`): the 95th percentile of the best
@@ -344,6 +345,25 @@ impl Rotation {
         healthy
     }
 
+    /// The upstreams a transaction goes to at once under `SEND_BROADCAST=all` at `now_ms`: the
+    /// healthy ones, best first. A cooling one is left out: one that swallows sends would make
+    /// every refusal wait for it (a refusal answers only once every upstream that has the bytes
+    /// answered). With every upstream cooling, all of them, in [`Rotation::order`]'s order: the
+    /// rotation never refuses on its own.
+    pub fn broadcast(&self, now_ms: u64) -> Vec<usize> {
+        let order = self.order(now_ms);
+        let healthy: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&i| self.healthy(i, now_ms))
+            .collect();
+        if healthy.is_empty() {
+            order
+        } else {
+            healthy
+        }
+    }
+
     /// How long a send waits for upstream `index` before it is also sent to the next, ms: the
     /// 95th percentile of its recent latencies within [`HEDGE_MIN_MS`]..=[`HEDGE_MAX_MS`]
     /// ([`HEDGE_MAX_MS`] while none is known).
@@ -614,6 +634,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Issue 32, point 4: `SEND_BROADCAST=all` sends to the healthy upstreams only; a cooling one
+    /// (one that swallows sends, say) is left out while any is healthy, and with every one
+    /// cooling the send still goes to all of them, in order.
+    #[test]
+    fn a_broadcast_goes_to_the_healthy_upstreams_only() {
+        let mut rotation = checked(3);
+        assert_eq!(rotation.broadcast(0), vec![0, 1, 2]);
+        for _ in 0..FAILURES_TO_COOL {
+            rotation.record(1, Attempt::Failed, 1_000);
+        }
+        assert_eq!(rotation.order(1_000), vec![0, 2, 1], "still in the order");
+        assert_eq!(
+            rotation.broadcast(1_000),
+            vec![0, 2],
+            "not in the broadcast"
+        );
+        // Every one cooling: all of them, the first to come back first (a tie by preference).
+        for i in [2, 0] {
+            for _ in 0..FAILURES_TO_COOL {
+                rotation.record(i, Attempt::Failed, 2_000);
+            }
+        }
+        assert_eq!(rotation.broadcast(2_000), vec![1, 0, 2]);
+        assert_eq!(rotation.broadcast(2_000), rotation.order(2_000));
+        // Back after its cool-down; an excluded one never.
+        assert_eq!(rotation.broadcast(1_000 + COOL_DOWN_MS), vec![1]);
+        rotation.exclude(1, "another chain");
+        assert_eq!(rotation.broadcast(1_000 + COOL_DOWN_MS), vec![0, 2]);
     }
 
     #[test]
