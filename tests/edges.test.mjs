@@ -1,10 +1,12 @@
 // The edges of issue 32 that are the platform's: what a client asks cannot cool an upstream (six
-// wide eth_getLogs outlasting UPSTREAM_TIMEOUT_MS on both of two upstreams), and a broadcast
-// leaves a cooling upstream out. The compiled relay on workerd, a real anvil behind recording
-// test proxies.
+// wide eth_getLogs outlasting UPSTREAM_TIMEOUT_MS on both of two upstreams), a broadcast leaves
+// a cooling upstream out, and a chunked request body is refused at MAX_REQUEST_BYTES without
+// being read to its end. The compiled relay on workerd, a real anvil behind recording test
+// proxies.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startAnvil, startProxy, startRelay, rpc, post, sleep, signTransfer, devAccount } from "./support/harness.mjs";
+import http from "node:http";
+import { stack, startAnvil, startProxy, startRelay, rpc, post, sleep, signTransfer, devAccount } from "./support/harness.mjs";
 
 /** Every request object the proxy received (batch members one by one). */
 const received = (proxy, from = 0) => proxy.requests.slice(from).flatMap((r) => (Array.isArray(r.body) ? r.body : [r.body]));
@@ -80,5 +82,79 @@ test("SEND_BROADCAST=all leaves a cooling upstream out: one that swallows sends 
     await relay.stop();
     await Promise.all([swallowing.stop(), good.stop()]);
     anvil.stop();
+  }
+});
+
+/**
+ * POSTs a chunked body (no Content-Length) to `url`: `chunks` (strings) one every `everyMs`, then
+ * the end unless `end` is false; after the chunks, a body that does not end stays open. Resolves
+ * with { status, json, written, ended } when the answer comes (`written`: the bytes sent by then;
+ * `ended`: whether the body had been ended), or { timedOut: true } after `ms`.
+ */
+function chunkedPost(url, chunks, { everyMs = 20, end = true, ms = 20_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    let written = 0;
+    let ended = false;
+    let answered = false;
+    const req = http.request(url, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+      answered = true;
+      let text = "";
+      res.on("data", (d) => (text += d));
+      res.on("end", () => {
+        clearTimeout(timer);
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode, json, text, written, ended });
+        req.destroy();
+      });
+    });
+    req.on("error", (e) => (answered ? undefined : reject(e)));
+    const timer = setTimeout(() => {
+      answered = true;
+      req.destroy();
+      resolve({ timedOut: true, written, ended });
+    }, ms);
+    (async () => {
+      for (const chunk of chunks) {
+        if (answered) return;
+        req.write(chunk);
+        written += Buffer.byteLength(chunk);
+        await sleep(everyMs);
+      }
+      if (end && !answered) {
+        ended = true;
+        req.end();
+      }
+    })();
+  });
+}
+
+test("a chunked body over MAX_REQUEST_BYTES gets HTTP 413 (-32005) while the client is still sending it; one within the limit is answered", async () => {
+  const limit = 65_536;
+  const s = await stack({ vars: { MAX_REQUEST_BYTES: String(limit) }, proxy: { strictNonce: false } });
+  try {
+    // Within the limit, in three chunks: relayed as before.
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 7, method: "eth_chainId", params: [] });
+    const small = await chunkedPost(s.relay.url, [body.slice(0, 10), body.slice(10, 30), body.slice(30)]);
+    assert.equal(small.status, 200, small.text);
+    assert.equal(small.json?.result, "0x7a69", small.text);
+    // A client that sends 8 KiB chunks slowly, up to 4 times the limit, and never ends its body.
+    const chunk = "x".repeat(8_192);
+    const slow = await chunkedPost(s.relay.url, Array.from({ length: (4 * limit) / chunk.length }, () => chunk), { everyMs: 50, end: false });
+    assert.ok(!slow.timedOut, `no answer while the body was open (${slow.written} bytes sent)`);
+    assert.equal(slow.ended, false, "the body never ended");
+    assert.ok(slow.written < 4 * limit, `answered before the client had sent all it had: ${slow.written} bytes`);
+    assert.equal(slow.status, 413, slow.text);
+    assert.equal(slow.json?.error?.code, -32005, slow.text);
+    assert.match(slow.json.error.message, /exceeds 65536 bytes/);
+    // The relay still serves.
+    const after = await post(s.relay.url, body);
+    assert.equal(after.json?.result, "0x7a69", after.text);
+  } finally {
+    await s.stop();
   }
 });

@@ -14,6 +14,7 @@ use crate::edge::runtime::{chain_ids, config_from_env};
 use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
 use crate::relay::{status, wire, Backend, Relay};
+use futures_util::StreamExt;
 use serde_json::Value;
 use std::cell::OnceCell;
 use std::rc::Rc;
@@ -145,6 +146,32 @@ async fn tx_status(
     json_response(code, body)
 }
 
+/// The request's body, at most `limit` bytes (`None` beyond): in one call when its length is
+/// declared (`declared`, already checked against the limit), otherwise chunk by chunk as the
+/// client sends it, counting, and given up as soon as the count passes `limit`. A chunked body is
+/// never buffered beyond the limit and one chunk, and one that never ends gets its HTTP 413 all
+/// the same.
+async fn body_within(
+    req: &mut Request,
+    declared: Option<usize>,
+    limit: usize,
+) -> worker::Result<Option<Vec<u8>>> {
+    if declared.is_some() || req.inner().body().is_none() {
+        let body = req.bytes().await?;
+        return Ok((body.len() <= limit).then_some(body));
+    }
+    let mut stream = req.stream()?;
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
 async fn handle_rpc(
     mut req: Request,
     env: &Env,
@@ -165,10 +192,9 @@ async fn handle_rpc(
     if declared.is_some_and(|len| len > config.max_request_bytes) {
         return too_large();
     }
-    let body = req.bytes().await?;
-    if body.len() > config.max_request_bytes {
+    let Some(body) = body_within(&mut req, declared, config.max_request_bytes).await? else {
         return too_large();
-    }
+    };
     #[allow(unused_mut)]
     let mut backend = WorkerBackend::new(config, env, id, client_ip(&req));
     #[cfg(feature = "test-faults")]
