@@ -1,11 +1,13 @@
 // The edges of issue 32 that are the platform's: what a client asks cannot cool an upstream (six
 // wide eth_getLogs outlasting UPSTREAM_TIMEOUT_MS on both of two upstreams), a broadcast leaves
-// a cooling upstream out, and a chunked request body is refused at MAX_REQUEST_BYTES without
-// being read to its end. The compiled relay on workerd, a real anvil behind recording test
-// proxies.
+// a cooling upstream out, a chunked request body is refused at MAX_REQUEST_BYTES without being
+// read to its end, and an id beyond 64 bits comes back as the client wrote it. The compiled relay
+// on workerd, a real anvil behind recording test proxies.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
+import WebSocket from "ws";
+import { keccak256 } from "viem";
 import { stack, startAnvil, startProxy, startRelay, rpc, post, sleep, signTransfer, devAccount } from "./support/harness.mjs";
 
 /** Every request object the proxy received (batch members one by one). */
@@ -154,6 +156,34 @@ test("a chunked body over MAX_REQUEST_BYTES gets HTTP 413 (-32005) while the cli
     // The relay still serves.
     const after = await post(s.relay.url, body);
     assert.equal(after.json?.result, "0x7a69", after.text);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("an id beyond 64 bits comes back exactly: a read relayed to anvil (which refuses such an id), a send, an error, a batch, and over a WebSocket", async () => {
+  const s = await stack({ proxy: { strictNonce: false } });
+  try {
+    const big = "12345678901234567890123";
+    const read = await post(s.relay.url, `{"jsonrpc":"2.0","id":${big},"method":"eth_chainId","params":[]}`);
+    assert.match(read.text, new RegExp(`"id":${big},"result":"0x7a69"`), read.text);
+    const raw = await signTransfer(devAccount(3), 0);
+    const batch = await post(
+      s.relay.url,
+      `[{"jsonrpc":"2.0","id":${big}1,"method":"eth_sendRawTransaction","params":["${raw}"]},` +
+        `{"jsonrpc":"2.0","id":-${big},"method":"eth_sendRawTransaction","params":["0x1234"]},` +
+        `{"jsonrpc":"2.0","id":1.5e40,"method":"eth_blockNumber","params":[]}]`,
+    );
+    for (const id of [`${big}1`, `-${big}`, "1.5e40"]) assert.ok(batch.text.includes(`"id":${id},`), `${id}: ${batch.text}`);
+    assert.match(batch.text, new RegExp(`"id":${big}1,"result":"${keccak256(raw)}"`), batch.text);
+    // Over a WebSocket: the raw message text.
+    const ws = new WebSocket(s.relay.url.replace(/^http/, "ws"));
+    await new Promise((resolve, reject) => (ws.on("open", resolve), ws.on("error", reject)));
+    const message = new Promise((resolve) => ws.once("message", (data) => resolve(String(data))));
+    ws.send(`{"jsonrpc":"2.0","id":${big},"method":"eth_chainId","params":[]}`);
+    const text = await message;
+    ws.close();
+    assert.match(text, new RegExp(`"id":${big},"result":"0x7a69"`), text);
   } finally {
     await s.stop();
   }

@@ -934,3 +934,63 @@ fn a_stored_request_is_sent_again_as_the_relay_reads_it_never_as_stored() {
     let read = r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}"#;
     assert!(SignedTx::from_stored(read, &hash).is_err());
 }
+
+/// Issue 32, point 8: ids beyond 64 bits come back as the client wrote them on every path of a
+/// body (a proxied read, whose upstream got the id as a string and echoed it so; a send answered
+/// through the sender's object; a send refused locally; a method refused by the policy), single
+/// and in a batch.
+#[test]
+fn ids_beyond_64_bits_come_back_exactly() {
+    let (config, backend, cache) = (
+        config(&[("CHAIN_ID", "31337")]),
+        Recorder::default(),
+        Rc::new(ChainIdCache::new()),
+    );
+    let raw = legacy(7, 0, Some(31337));
+    let members = [
+        (
+            "12345678901234567890123",
+            r#""method":"eth_blockNumber","params":[]"#.to_string(),
+        ),
+        (
+            "12345678901234567890124",
+            format!(r#""method":"eth_sendRawTransaction","params":["{raw}"]"#),
+        ),
+        (
+            "1.25e30",
+            r#""method":"eth_sendRawTransaction","params":["0x1234"]"#.to_string(),
+        ),
+        (
+            "-12345678901234567890125",
+            r#""method":"admin_peers","params":[]"#.to_string(),
+        ),
+    ];
+    let texts: Vec<String> = members
+        .iter()
+        .map(|(id, rest)| format!(r#"{{"jsonrpc":"2.0","id":{id},{rest}}}"#))
+        .collect();
+    let run = |body: &str| {
+        let reply = block_on(Relay::new(&config, &backend, &cache).handle(body.as_bytes()));
+        reply.body.unwrap()
+    };
+    let batch = run(&format!("[{}]", texts.join(",")));
+    for (id, _) in &members {
+        assert!(batch.contains(&format!(r#""id":{id},"#)), "{id} in {batch}");
+    }
+    let single = run(&texts[0]);
+    assert!(
+        single.contains(r#""id":12345678901234567890123,"#),
+        "{single}"
+    );
+    assert!(single.contains(r#""result":"0x1""#), "{single}");
+    let upstream = backend.upstream.borrow();
+    let read = upstream
+        .iter()
+        .find(|r| r["method"] == "eth_blockNumber")
+        .unwrap();
+    assert_eq!(
+        read["id"],
+        json!("12345678901234567890123"),
+        "a node takes it"
+    );
+}

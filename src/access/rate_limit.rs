@@ -3,8 +3,7 @@
 //! Workers Rate Limiting bindings `RATE_LIMIT_SEND` and `RATE_LIMIT_READ`, keyed by the client's
 //! IP); this is what is counted and what a client over a limit gets.
 
-use crate::jsonrpc::{self, Entry, RpcError, LIMIT_EXCEEDED};
-use serde_json::Value;
+use crate::jsonrpc::{self, Entry, Id, RpcError, LIMIT_EXCEEDED};
 
 /// Which limit a request counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,7 +34,7 @@ pub fn refusal(entries: &[&Entry], batch: bool) -> String {
     let answers: Vec<String> = entries
         .iter()
         .map(|e| {
-            let id = e.as_ref().ok().map_or(Value::Null, |r| r.response_id());
+            let id = e.as_ref().ok().map_or_else(Id::null, |r| r.response_id());
             exceeded().response(&id)
         })
         .collect();
@@ -50,6 +49,7 @@ pub fn refusal(entries: &[&Entry], batch: bool) -> String {
 mod tests {
     use super::*;
     use crate::jsonrpc::{parse, Incoming};
+    use serde_json::Value;
 
     #[test]
     fn a_batch_counts_each_member_in_its_bucket() {

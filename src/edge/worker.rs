@@ -15,7 +15,6 @@ use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
 use crate::relay::{status, wire, Backend, Relay};
 use futures_util::StreamExt;
-use serde_json::Value;
 use std::cell::OnceCell;
 use std::rc::Rc;
 use worker::{console_log, event, Context, Env, Headers, Method, Request, Response};
@@ -183,7 +182,7 @@ async fn handle_rpc(
             jsonrpc::LIMIT_EXCEEDED,
             format!("request body exceeds {} bytes", config.max_request_bytes),
         );
-        json_response(413, error.response(&Value::Null))
+        json_response(413, error.response(&jsonrpc::Id::null()))
     };
     let declared = req
         .headers()
@@ -285,7 +284,7 @@ async fn route(
                 )
             );
             let error = RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string());
-            return json_response(500, error.response(&Value::Null));
+            return json_response(500, error.response(&jsonrpc::Id::null()));
         }
     };
     let upgrade = req.headers().get("upgrade")?;
@@ -308,7 +307,7 @@ async fn route(
                 jsonrpc::INVALID_REQUEST,
                 "JSON-RPC requests are POSTed to /",
             );
-            let response = json_response(405, error.response(&Value::Null))?;
+            let response = json_response(405, error.response(&jsonrpc::Id::null()))?;
             response.headers().set("allow", "POST, OPTIONS")?;
             Ok(response)
         }

@@ -1,8 +1,10 @@
 //! JSON-RPC 2.0 requests, responses and error codes (JSON-RPC 2.0 specification; codes per EIP-1474).
 //! The request as the relay reads it, and why one is refused, are in [`request`].
 
+mod id;
 mod request;
 
+pub use id::Id;
 pub use request::{parse, raw_transaction_param, Entry, Incoming, Request, RequestError};
 
 use serde_json::value::RawValue;
@@ -66,18 +68,8 @@ impl RpcError {
     }
 
     /// The full response object for request `id`, as JSON text.
-    pub fn response(&self, id: &Value) -> String {
-        let mut error = Map::new();
-        error.insert("code".into(), self.code.into());
-        error.insert("message".into(), self.message.clone().into());
-        if let Some(data) = &self.data {
-            error.insert("data".into(), data.clone());
-        }
-        let mut obj = Map::new();
-        obj.insert("jsonrpc".into(), "2.0".into());
-        obj.insert("id".into(), id.clone());
-        obj.insert("error".into(), Value::Object(error));
-        Value::Object(obj).to_string()
+    pub fn response(&self, id: &Id) -> String {
+        Answer::error(self).render(id)
     }
 }
 
@@ -157,8 +149,9 @@ impl Answer {
         ))
     }
 
-    /// The full response text for request `id`: `{"jsonrpc":"2.0","id":...,"result"|"error":...}`.
-    pub fn render(&self, id: &Value) -> String {
+    /// The full response text for request `id`: `{"jsonrpc":"2.0","id":...,"result"|"error":...}`,
+    /// the id as the client wrote it.
+    pub fn render(&self, id: &Id) -> String {
         let (key, raw) = match self {
             Answer::Result(raw) => ("result", raw),
             Answer::Error(raw) => ("error", raw),

@@ -1,17 +1,19 @@
 //! A JSON-RPC 2.0 request as the relay reads it (JSON-RPC 2.0 section 4), a body's members, and
 //! why one is refused (section 5.1).
 
-use super::{RpcError, INVALID_PARAMS, INVALID_REQUEST, LIMIT_EXCEEDED, PARSE_ERROR};
+use super::{Id, RpcError, INVALID_PARAMS, INVALID_REQUEST, LIMIT_EXCEEDED, PARSE_ERROR};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{Map, Value};
+use std::fmt;
 
 /// A valid JSON-RPC 2.0 request object: the four members the relay read, and nothing else of
 /// what the client sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
-    /// The id: a string, a number or null. `None` for a notification (no `id` member), which gets
-    /// no response.
-    pub id: Option<Value>,
+    /// The id: a string, a number or null, as the client wrote it. `None` for a notification (no
+    /// `id` member), which gets no response.
+    pub id: Option<Id>,
     /// The method name.
     pub method: String,
     /// The params (array or object), `Value::Null` when absent.
@@ -20,13 +22,14 @@ pub struct Request {
 
 impl Request {
     /// The id to answer with: the request's, or null for a notification.
-    pub fn response_id(&self) -> Value {
-        self.id.clone().unwrap_or(Value::Null)
+    pub fn response_id(&self) -> Id {
+        self.id.clone().unwrap_or_else(Id::null)
     }
 
     /// The request as it goes to the upstream, made anew from the parsed members:
     /// `{"jsonrpc":"2.0","id":...,"method":...,"params":...}` (no `id` for a notification, no
-    /// `params` when absent). Never the client's text: a node that reads JSON as Go's
+    /// `params` when absent; the id as [`Id::for_upstream`] gives it). Never the client's text: a
+    /// node that reads JSON as Go's
     /// `encoding/json` does (geth, Erigon, op-geth, Nitro: keys matched case-insensitively, a
     /// later key winning) would otherwise run what the relay did not check (`"Method"`,
     /// `"Params"` beside the checked ones, escapes in the method name).
@@ -35,7 +38,7 @@ impl Request {
         out.push_str(r#"{"jsonrpc":"2.0","#);
         if let Some(id) = &self.id {
             out.push_str(r#""id":"#);
-            out.push_str(&id.to_string());
+            out.push_str(&id.for_upstream());
             out.push(',');
         }
         out.push_str(r#""method":"#);
@@ -75,13 +78,13 @@ pub(super) fn go_alias(key: &str, member: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestError {
     /// The id the response carries.
-    pub id: Value,
+    pub id: Id,
     /// Why it was refused.
     pub error: RpcError,
 }
 
 impl RequestError {
-    fn new(id: &Value, code: i64, message: impl Into<String>) -> Self {
+    fn new(id: &Id, code: i64, message: impl Into<String>) -> Self {
         RequestError {
             id: id.clone(),
             error: RpcError::new(code, message),
@@ -106,20 +109,55 @@ pub enum Incoming {
     Batch(Vec<Entry>),
 }
 
+/// A request object's members, read in one pass: every member as a [`Value`] but the id, which
+/// is kept as its text ([`Id`]); a later member of the same name wins, as in a [`Map`].
+struct Members {
+    obj: Map<String, Value>,
+    id: Option<Box<RawValue>>,
+}
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Of;
+        impl<'de> Visitor<'de> for Of {
+            type Value = Members;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut members = Members {
+                    obj: Map::new(),
+                    id: None,
+                };
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "id" {
+                        members.id = Some(map.next_value()?);
+                        members.obj.insert(key, Value::Null);
+                    } else {
+                        let value = map.next_value()?;
+                        members.obj.insert(key, value);
+                    }
+                }
+                Ok(members)
+            }
+        }
+        deserializer.deserialize_map(Of)
+    }
+}
+
 fn entry(raw: &RawValue) -> Entry {
-    let invalid = |id: &Value, why: &str| {
+    let invalid = |id: &Id, why: &str| {
         RequestError::new(id, INVALID_REQUEST, format!("invalid request: {why}"))
     };
-    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(raw.get()) else {
-        return Err(invalid(&Value::Null, "not a JSON object"));
+    let Ok(Members { obj, id }) = serde_json::from_str::<Members>(raw.get()) else {
+        return Err(invalid(&Id::null(), "not a JSON object"));
     };
-    let id = obj.get("id");
-    let response_id = match id {
-        None | Some(Value::Null | Value::Number(_) | Value::String(_)) => {
-            id.cloned().unwrap_or(Value::Null)
-        }
-        Some(_) => return Err(invalid(&Value::Null, "id must be a string, number or null")),
+    let id = match id.map(Id::from_raw) {
+        None => None,
+        Some(Some(id)) => Some(id),
+        Some(None) => return Err(invalid(&Id::null(), "id must be a string, number or null")),
     };
+    let response_id = id.clone().unwrap_or_else(Id::null);
     if let Some((key, member)) = obj
         .keys()
         .find_map(|key| MEMBERS.iter().find(|m| go_alias(key, m)).map(|m| (key, m)))
@@ -146,7 +184,7 @@ fn entry(raw: &RawValue) -> Entry {
         }
     };
     Ok(Request {
-        id: id.cloned(),
+        id,
         method: method.clone(),
         params,
     })
@@ -158,7 +196,7 @@ fn entry(raw: &RawValue) -> Entry {
 /// With a `null` id: -32700 for unparsable JSON, -32600 for an empty batch, or -32005 for a batch
 /// over `max_batch` members.
 pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, RequestError> {
-    let unparsable = |why: String| RequestError::new(&Value::Null, PARSE_ERROR, why);
+    let unparsable = |why: String| RequestError::new(&Id::null(), PARSE_ERROR, why);
     let text = std::str::from_utf8(body)
         .map_err(|_| unparsable("parse error: body is not UTF-8".into()))?;
     let raw: &RawValue =
@@ -168,14 +206,14 @@ pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, RequestError> {
             serde_json::from_str(raw.get()).map_err(|e| unparsable(format!("parse error: {e}")))?;
         if members.is_empty() {
             return Err(RequestError::new(
-                &Value::Null,
+                &Id::null(),
                 INVALID_REQUEST,
                 "invalid request: empty batch",
             ));
         }
         if members.len() > max_batch {
             return Err(RequestError::new(
-                &Value::Null,
+                &Id::null(),
                 LIMIT_EXCEEDED,
                 format!(
                     "batch of {} requests exceeds the limit of {max_batch}",

@@ -14,7 +14,7 @@ fn parses_single_and_batch() {
     else {
         panic!()
     };
-    assert_eq!(req.id, Some(json!(7)));
+    assert_eq!(req.id, Some(json!(7).into()));
     assert_eq!(req.method, "eth_chainId");
     let Incoming::Batch(entries) = parse(
         br#"[{"jsonrpc":"2.0","id":"a","method":"m","params":[]}, 5, {"jsonrpc":"1.0","id":2,"method":"m"}]"#,
@@ -149,7 +149,7 @@ fn answers_parse_and_render_with_any_id() {
     let ok = Answer::parse(r#"{"jsonrpc":"2.0","id":1,"result":"0xab"}"#).unwrap();
     assert_eq!(ok, Answer::Result("\"0xab\"".into()));
     assert_eq!(
-        ok.render(&json!("x")),
+        ok.render(&json!("x").into()),
         r#"{"jsonrpc":"2.0","id":"x","result":"0xab"}"#
     );
     let err = Answer::parse(
@@ -173,7 +173,7 @@ fn answers_parse_and_render_with_any_id() {
         assert_eq!(Answer::parse(bad), None, "{bad}");
     }
     assert_eq!(
-        Answer::hash(&[0xab; 32]).render(&json!(7)),
+        Answer::hash(&[0xab; 32]).render(&json!(7).into()),
         format!(
             r#"{{"jsonrpc":"2.0","id":7,"result":"0x{}"}}"#,
             "ab".repeat(32)
@@ -189,11 +189,71 @@ fn answers_parse_and_render_with_any_id() {
 
 #[test]
 fn error_responses_keep_the_id() {
-    let text = RpcError::new(INVALID_INPUT, "x").response(&json!("abc"));
+    let text = RpcError::new(INVALID_INPUT, "x").response(&json!("abc").into());
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         (v["id"].clone(), v["error"]["code"].as_i64()),
         (json!("abc"), Some(INVALID_INPUT))
     );
     assert_eq!(batch(&["1".into(), "2".into()]), "[1,2]");
+}
+
+/// Issue 32, point 8: an id beyond 64 bits (or any number) is echoed as the client wrote it, in
+/// a single answer, a batch member's, an error's, and a refused request's; the upstream gets it as
+/// a string, which every node takes.
+#[test]
+fn ids_are_echoed_exactly_whatever_their_size() {
+    const BIG: &str = "12345678901234567890123";
+    for id in [
+        BIG,
+        "-98765432109876543210",
+        "1.50",
+        "1e3",
+        "18446744073709551616",
+        "7",
+    ] {
+        let single = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_chainId","params":[]}}"#);
+        let Incoming::Single(Ok(req)) = parse(single.as_bytes(), 10).unwrap() else {
+            panic!("{single}")
+        };
+        let want = format!(r#""id":{id},"#);
+        let answered = Answer::Result("\"0x1\"".into()).render(&req.response_id());
+        assert!(answered.contains(&want), "{answered}");
+        let refused = RpcError::new(INVALID_INPUT, "no").response(&req.response_id());
+        assert!(refused.contains(&format!(r#""id":{id}"#)), "{refused}");
+        // What goes upstream: an id every node reads (anvil refuses numbers beyond 64 bits).
+        let upstream: Value = serde_json::from_str(&req.to_json()).unwrap();
+        match id.parse::<i64>() {
+            Ok(n) => assert_eq!(upstream["id"], json!(n)),
+            Err(_) => assert_eq!(upstream["id"], json!(id)),
+        }
+        // A batch member, and a member refused before any method ran.
+        let body = format!(
+            r#"[{single},{{"jsonrpc":"1.0","id":{id},"method":"m"}},{{"id":{id},"method":"m","Params":[]}}]"#
+        );
+        let Incoming::Batch(entries) = parse(body.as_bytes(), 10).unwrap() else {
+            panic!()
+        };
+        for entry in &entries[1..] {
+            let text = entry.as_ref().unwrap_err().response();
+            assert!(text.contains(&format!(r#""id":{id}"#)), "{text}");
+        }
+        let Ok(member) = &entries[0] else { panic!() };
+        assert_eq!(member.response_id(), req.response_id());
+    }
+    // Strings, null and a notification are as before.
+    let Incoming::Single(Ok(req)) =
+        parse(br#"{"jsonrpc":"2.0","id":"a\u0062","method":"m"}"#, 10).unwrap()
+    else {
+        panic!()
+    };
+    assert!(Answer::Result("1".into())
+        .render(&req.response_id())
+        .contains(r#""id":"a\u0062""#));
+    let Incoming::Single(Err(e)) =
+        parse(br#"{"jsonrpc":"2.0","id":true,"method":"m"}"#, 10).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(error_of(&e), (Value::Null, INVALID_REQUEST));
 }

@@ -407,7 +407,7 @@ mod tests {
             max_ms: 30_000,
         };
         let req = |method: &str, params: Value| Request {
-            id: Some(json!(1)),
+            id: Some(json!(1).into()),
             method: method.into(),
             params,
         };

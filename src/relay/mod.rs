@@ -32,7 +32,7 @@ use crate::access::rate_limit;
 use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
-use crate::jsonrpc::{self, Incoming, Request, RpcError};
+use crate::jsonrpc::{self, Answer, Incoming, Request, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::tx::{self, SignedTx, SyncTimeouts};
 use crate::transaction::{self, TxHash};
@@ -152,7 +152,7 @@ pub(crate) struct Member {
     /// Its index in the request (a batch's position).
     index: usize,
     /// The id to answer with.
-    id: serde_json::Value,
+    id: jsonrpc::Id,
     /// The transaction.
     tx: SignedTx,
 }
@@ -198,7 +198,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         let reads = if entries.is_empty() { 1 } else { reads };
         if self.backend.over_rate_limit(sends, reads).await {
             let body = match &parsed {
-                Err(_) => rate_limit::exceeded().response(&serde_json::Value::Null),
+                Err(_) => rate_limit::exceeded().response(&jsonrpc::Id::null()),
                 Ok(_) => rate_limit::refusal(&entries, batch),
             };
             return Reply {
@@ -480,7 +480,8 @@ impl<'a, B: Backend> Relay<'a, B> {
 
     /// Sends a request to the upstream, made anew from what was parsed ([`Request::to_json`]) and
     /// routed by its method ([`Route::of_method`]), and returns its answer unchanged, or the
-    /// JSON-RPC error when there was no usable one.
+    /// JSON-RPC error when there was no usable one. An id the upstream was not sent as it is (a
+    /// number beyond 64 bits, a fraction: [`jsonrpc::Id::sent_as_is`]) is put back in the answer.
     async fn proxy(&self, req: &Request) -> String {
         let route = Route::of_method(&req.method);
         match self
@@ -488,7 +489,12 @@ impl<'a, B: Backend> Relay<'a, B> {
             .post(&req.to_json(), route, self.config.upstream_timeout_ms)
             .await
         {
-            Ok(reply) => reply.body,
+            Ok(reply) => match &req.id {
+                Some(id) if !id.sent_as_is() => {
+                    Answer::parse(&reply.body).map_or(reply.body, |answer| answer.render(id))
+                }
+                _ => reply.body,
+            },
             Err(e) => {
                 self.backend.emit(&error_metric(&req.method, &e));
                 e.to_rpc().response(&req.response_id())

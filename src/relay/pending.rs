@@ -42,7 +42,7 @@ mod tests {
 
     fn request(method: &str, params: Value) -> Request {
         Request {
-            id: Some(json!(1)),
+            id: Some(json!(1).into()),
             method: method.into(),
             params,
         }

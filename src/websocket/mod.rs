@@ -18,7 +18,6 @@ pub mod params;
 pub mod subscriptions;
 
 use crate::jsonrpc::{RpcError, LIMIT_EXCEEDED};
-use serde_json::Value;
 
 /// `eth_subscribe` (geth's pub/sub API): params `[kind, options?]`, answers a subscription id.
 pub const SUBSCRIBE: &str = "eth_subscribe";
@@ -121,7 +120,7 @@ impl Close {
 
     /// The error as the message to send: a response with id null.
     pub fn message(&self) -> String {
-        self.error().response(&Value::Null)
+        self.error().response(&crate::jsonrpc::Id::null())
     }
 }
 
@@ -141,6 +140,7 @@ pub fn ws_url_of(http_url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn close_reasons_fit_a_close_frame_and_name_the_limit() {

@@ -182,7 +182,7 @@ impl Connection {
                     LIMIT_EXCEEDED,
                     "message refused: the connection's messages in flight use all the memory the relay allows (WS_MAX_CONNECTION_BYTES, WS_MAX_ISOLATE_BYTES); retry when they are answered",
                 );
-                self.send(&error.response(&Value::Null));
+                self.send(&error.response(&crate::jsonrpc::Id::null()));
                 continue;
             }
             spawn_local(self.clone().answer(body, n));
