@@ -19,7 +19,8 @@
 // strict proxy (the default) gets SEND_WINDOW=1, one at a time. Under mempool the accounting also
 // counts the sends that reached the upstream: one per transaction; MAX_QUEUE_PER_SENDER is passed
 // to the relay (a burst of one sender above it gets -32005 for the highest nonces);
-// UPSTREAMS=2 gives the relay a second upstream (another test proxy, with the same latency, in front
+// CONNECTION_CAP=6 enforces production's six connections waiting for headers at the test upstream
+// (see harness.mjs, startProxy's connectionCap); UPSTREAMS=2 gives the relay a second upstream (another test proxy, with the same latency, in front
 // of the same anvil) after the first in UPSTREAM_RPC_URL: the cost of the upstream pool when both
 // are healthy.
 import os from "node:os";
@@ -65,9 +66,14 @@ const sign = async (account, nonce) => {
   senderOfRaw.set(raw, account.address.toLowerCase());
   return raw;
 };
+// CONNECTION_CAP=6: the test upstream holds a request beyond six waiting for their headers until
+// one is answered, as Cloudflare holds a Worker invocation's (or a Durable Object's) seventh
+// outgoing connection; local workerd does not.
+const CAP = Number(process.env.CONNECTION_CAP ?? Infinity);
 const proxy = await startProxy({
   upstream: anvil.url,
   strictNonce: !MEMPOOL,
+  connectionCap: CAP,
   latency: (req) => (req?.method === "eth_sendRawTransaction" ? L : 0),
   senderOf: (raw) => senderOfRaw.get(raw),
 });
@@ -184,7 +190,9 @@ try {
     const relaySigned = await signAll(relaySenders);
     const cpuBefore = workerdCpu(relay);
     const allBefore = allCpu();
+    const cappedBefore = proxy.capStats().capped;
     const viaRelay = await burst(relay.url, relaySigned);
+    viaRelay.capped = proxy.capStats().capped - cappedBefore;
     const relayCpu = workerdCpu(relay) - cpuBefore;
     // The wall time this machine's CPU alone needs for the burst: all its processes' CPU / cores.
     const cpuFloor = (allCpu() - allBefore) / os.cpus().length;
@@ -216,7 +224,11 @@ try {
 
   const out = [];
   out.push(`Machine: ${os.cpus()[0].model}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB; date ${new Date().toISOString().slice(0, 10)}`);
-  out.push(`Command: make bench-e2e (SENDERS=${SIZES.join(",")} TXS=${N} LATENCY_MS=${L} UPSTREAMS=${UPSTREAMS} UPSTREAM=${MEMPOOL ? "mempool" : "strict"} SEND_WINDOW=${WINDOW ?? "default"})\n`);
+  out.push(`Command: make bench-e2e (SENDERS=${SIZES.join(",")} TXS=${N} LATENCY_MS=${L} UPSTREAMS=${UPSTREAMS} UPSTREAM=${MEMPOOL ? "mempool" : "strict"} SEND_WINDOW=${WINDOW ?? "default"} CONNECTION_CAP=${CAP})\n`);
+  if (CAP !== Infinity) {
+    const during = rows.map((r) => `${r.S} x ${N}: ${r.viaRelay.capped}`).join(", ");
+    out.push(`Connection cap: requests of the relay's burst that waited for a slot: ${during}; at most ${proxy.capStats().mostWaiting} waiting for headers at once in the whole run.\n`);
+  }
   out.push("| S senders x N | limit DS (S streams straight to the upstream) | relay wall | relay efficiency | Redis design wall | Redis design efficiency | relay workerd CPU / tx | CPU floor of the relay burst (all CPU / cores) | handoff gap p50 / p99, relay | handoff gap p50 / p99, Redis design |");
   out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const r of rows) {

@@ -102,6 +102,11 @@ export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPor
  *   earlier, from the transactions this proxy saw accepted (a lagging mirror node);
  * - senderOf(raw): the sender of a raw transaction the caller signed itself (lowercase), to spare
  *   the proxy a signature recovery under load; otherwise it recovers the sender;
+ * - connectionCap: at most this many requests waiting for their response headers at once; one
+ *   more waits, unsent, until one of them has its answer (FIFO): Cloudflare's limit of six
+ *   connections waiting for headers per Worker invocation (a Durable Object's concurrent
+ *   requests share one I/O context), which local workerd does not enforce. `capped` counts the
+ *   requests that had to wait, `mostWaiting` the most at once;
  * - goJson: read each request the way a Go node (geth, Erigon, op-geth, Nitro) reads it with
  *   `encoding/json`: member names matched case-insensitively (`Method`, `PARAMS`, `paramſ`), a
  *   later one winning; what it then runs is what is forwarded and recorded.
@@ -125,7 +130,22 @@ export async function startProxy({
   lagPendingMs = 0,
   senderOf = () => undefined,
   goJson = false,
+  connectionCap = Infinity,
 }) {
+  // The connection cap: requests with their headers not yet answered, and those waiting a slot.
+  const cap = { active: 0, queue: [], capped: 0, mostWaiting: 0 };
+  const acquire = async () => {
+    if (cap.active >= connectionCap) {
+      cap.capped += 1;
+      await new Promise((resolve) => cap.queue.push(resolve));
+    }
+    cap.active += 1;
+    cap.mostWaiting = Math.max(cap.mostWaiting, cap.active);
+  };
+  const release = () => {
+    cap.active -= 1;
+    cap.queue.shift()?.();
+  };
   const seen = [];
   const requests = [];
   const nextNonce = new Map();
@@ -265,7 +285,13 @@ export async function startProxy({
       } catch {
         return; // the client (the relay, killed mid-request) went away: nothing to answer
       }
-      const out = await handle(Buffer.concat(chunks).toString());
+      await acquire();
+      let out;
+      try {
+        out = await handle(Buffer.concat(chunks).toString());
+      } finally {
+        release(); // its headers go now (or never: hung, dropped)
+      }
       if (out === null) return;
       if (out === "destroy") return request.socket.destroy();
       response.writeHead(out.status, out.headers);
@@ -324,6 +350,8 @@ export async function startProxy({
     requests,
     outage,
     outages,
+    /** Requests that waited for a slot under `connectionCap`, and the most waiting for headers at once. */
+    capStats: () => ({ capped: cap.capped, mostWaiting: cap.mostWaiting }),
     /** How many WebSocket connections pass through now. */
     webSocketCount: () => webSockets.size,
     /** Cuts every WebSocket passing through (the upstream's socket drops). */
