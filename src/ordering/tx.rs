@@ -115,13 +115,18 @@ impl SignedTx {
     /// own id): `eth_sendRawTransaction` with `[raw]` (a send-and-wait call too), or
     /// `eth_sendRawTransactionConditional` with `[raw, options]`.
     pub fn request(&self) -> String {
+        self.request_with_id(1)
+    }
+
+    /// [`SignedTx::request`] with the id `id` (a member of a batch of sends).
+    pub fn request_with_id(&self, id: u64) -> String {
         let raw = crate::hex::encode(&self.raw);
         match &self.method {
             SendMethod::Plain | SendMethod::Sync { .. } => format!(
-                r#"{{"jsonrpc":"2.0","id":1,"method":"{SEND_RAW_TRANSACTION}","params":["{raw}"]}}"#
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"{SEND_RAW_TRANSACTION}","params":["{raw}"]}}"#
             ),
             SendMethod::Conditional { options } => format!(
-                r#"{{"jsonrpc":"2.0","id":1,"method":"{SEND_RAW_TRANSACTION_CONDITIONAL}","params":["{raw}",{options}]}}"#
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"{SEND_RAW_TRANSACTION_CONDITIONAL}","params":["{raw}",{options}]}}"#
             ),
         }
     }

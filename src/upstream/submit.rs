@@ -17,6 +17,13 @@
 //!    [`AnswerClass::Unavailable`] with -32002 and the hash, so that the sender's object keeps it
 //!    and checks it by hash again (and sends it again from its bytes while its nonce is free).
 //! 3. "Already known" answers are the hash: the transaction went in.
+//!
+//! Several transactions of one sender's send window may go as one JSON-RPC batch, in nonce order
+//! ([`post_batch`]): one connection instead of one each, since Cloudflare lets a Worker invocation
+//! (and a Durable Object, whose concurrent requests share one I/O context) have only six
+//! connections waiting for response headers and queues the rest. Each member's part of the batch's
+//! answer is its first attempt, and it goes on from there alone ([`submit_after`]): retried,
+//! checked by hash, classified as if it had been sent alone.
 
 use crate::hex;
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
@@ -28,7 +35,9 @@ use crate::transaction::TxHash;
 use crate::upstream::lookup::post_retried;
 use crate::upstream::retry::RetryPolicy;
 use crate::upstream::Platform;
-use crate::upstream::{classify, error_metric, may_have_arrived, Route, UpstreamError};
+use crate::upstream::{
+    classify, error_metric, may_have_arrived, Route, UpstreamError, UpstreamReply,
+};
 use serde_json::Value;
 
 /// The method whose answers [`submit`] classifies.
@@ -48,6 +57,21 @@ pub async fn submit<P: Platform + ?Sized>(
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Sent {
+    submit_after(upstream, tx, sender, pool, policy, deadline_ms, None).await
+}
+
+/// [`submit`], whose first attempt was already made when `first` is given (its reply: a member's
+/// part of a batch, [`post_batch`]): that reply is judged as the first attempt's, and the send goes
+/// on from there alone.
+pub async fn submit_after<P: Platform + ?Sized>(
+    upstream: &P,
+    tx: &SignedTx,
+    sender: &str,
+    pool: PoolKind,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+    mut first: Option<Result<UpstreamReply, UpstreamError>>,
+) -> Sent {
     let request = tx.request();
     let mut attempts = 0;
     // Whether a send so far may have reached the node although its answer was lost.
@@ -60,8 +84,13 @@ pub async fn submit<P: Platform + ?Sized>(
             break (AnswerClass::AlreadyKnown, None, None);
         }
         attempts += 1;
-        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(&request, Route::Send, timeout_ms).await;
+        let reply = match first.take() {
+            Some(reply) => reply,
+            None => {
+                let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+                upstream.post(&request, Route::Send, timeout_ms).await
+            }
+        };
         let (class, answer) = classify(&reply);
         if class.retryable() {
             maybe_in |= may_have_arrived(&reply);
@@ -123,6 +152,77 @@ pub async fn submit<P: Platform + ?Sized>(
         answer,
         attempts,
     }
+}
+
+/// The most transactions sent as one batch ([`post_batch`]).
+pub const MAX_BATCH_SENDS: usize = 64;
+
+/// From how many sends ready at once they go as one batch: Cloudflare's six connections waiting
+/// for response headers per Worker invocation, which a Durable Object's concurrent requests share.
+/// Fewer go alone, each with its own connection and answer (a lost connection loses one answer).
+pub const BATCH_FROM: usize = 6;
+
+/// The body of a batch of sends of `txs`, in the order given (nonce order, for a window): member
+/// `i` is [`SignedTx::request_with_id`] with id `i + 1`.
+pub fn batch_body(txs: &[&SignedTx]) -> String {
+    let members: Vec<String> = txs
+        .iter()
+        .enumerate()
+        .map(|(i, tx)| tx.request_with_id(i as u64 + 1))
+        .collect();
+    format!("[{}]", members.join(","))
+}
+
+/// Each member's reply of a batch of `count` sends ([`batch_body`]) from the batch's `reply`:
+/// its answer object by id (in any order) with the batch's status; the batch's own failure for
+/// every member when it had no usable answer (a transport error, or an HTTP error status the
+/// retry rules know); [`UpstreamError::Invalid`] for a member the answer leaves out or when the
+/// answer is not an array (a node that refuses batches): such a member is sent again alone, a
+/// copy the node may already have being answered as known.
+pub fn split_batch(
+    reply: &Result<UpstreamReply, UpstreamError>,
+    count: usize,
+) -> Vec<Result<UpstreamReply, UpstreamError>> {
+    let reply = match reply {
+        Err(e) => return vec![Err(e.clone()); count],
+        Ok(r) if crate::upstream::retry::RETRYABLE_STATUSES.contains(&r.status) => {
+            return vec![Ok(r.clone()); count]
+        }
+        Ok(r) => r,
+    };
+    let mut parts: Vec<Result<UpstreamReply, UpstreamError>> =
+        vec![Err(UpstreamError::Invalid); count];
+    let Ok(Value::Array(members)) = serde_json::from_str::<Value>(&reply.body) else {
+        return parts;
+    };
+    for member in members {
+        let index = member
+            .get("id")
+            .and_then(Value::as_u64)
+            .and_then(|id| usize::try_from(id).ok())
+            .filter(|id| (1..=count).contains(id));
+        if let Some(id) = index {
+            parts[id - 1] = Ok(UpstreamReply {
+                status: reply.status,
+                body: member.to_string(),
+                retry_after_ms: reply.retry_after_ms,
+            });
+        }
+    }
+    parts
+}
+
+/// The first attempt of several sends at once: `txs` as one batch ([`batch_body`]) within
+/// `timeout_ms`, and each member's part of the answer ([`split_batch`]), for [`submit_after`].
+pub async fn post_batch<P: Platform + ?Sized>(
+    upstream: &P,
+    txs: &[&SignedTx],
+    timeout_ms: u64,
+) -> Vec<Result<UpstreamReply, UpstreamError>> {
+    let reply = upstream
+        .post(&batch_body(txs), Route::Send, timeout_ms)
+        .await;
+    split_batch(&reply, txs.len())
 }
 
 /// -32002 for a transaction whose send may have gone in, whose nonce the upstream now refuses,
@@ -268,6 +368,78 @@ mod tests {
         *s.sends.borrow_mut() = sends.into();
         *s.lookups.borrow_mut() = lookups.into();
         s
+    }
+
+    #[test]
+    fn a_batch_of_sends_in_order_and_each_members_part_of_the_answer() {
+        let (a, mut b) = (signed(), signed());
+        b.raw = vec![0x03];
+        assert_eq!(
+            batch_body(&[&a, &b]),
+            format!(
+                "[{REQUEST},{}]",
+                REQUEST
+                    .replace(r#""id":1"#, r#""id":2"#)
+                    .replace("0x02", "0x03")
+            )
+        );
+        // Answers by id in any order; a member left out, or an answer that is not an array (a
+        // node that refuses batches), is no answer for it.
+        let parts = split_batch(
+            &ok(
+                r#"[{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"nonce too low"}},{"jsonrpc":"2.0","id":1,"result":"0xabab"}]"#,
+            ),
+            3,
+        );
+        assert_eq!(classify(&parts[0]).0, AnswerClass::Accepted);
+        assert_eq!(classify(&parts[1]).0, AnswerClass::NonceTooLow);
+        assert_eq!(parts[2], Err(UpstreamError::Invalid));
+        let refused = ok(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch not supported"}}"#,
+        );
+        assert_eq!(
+            split_batch(&refused, 2),
+            vec![Err(UpstreamError::Invalid); 2]
+        );
+        // No usable answer to the batch: the same for every member.
+        assert_eq!(split_batch(&lost(), 2), vec![lost(), lost()]);
+        let busy = Ok(UpstreamReply {
+            status: 503,
+            body: "<html>".into(),
+            retry_after_ms: Some(1_000),
+        });
+        assert_eq!(split_batch(&busy, 2), vec![busy.clone(), busy]);
+    }
+
+    #[test]
+    fn a_members_part_is_its_first_attempt_and_it_goes_on_alone() {
+        // Accepted in the batch: no send of its own.
+        let up = upstream(vec![], vec![]);
+        let first = split_batch(&ok(r#"[{"id":1,"result":"0xabab"}]"#), 1).remove(0);
+        let s = run(submit_after(
+            &up,
+            &signed(),
+            SENDER,
+            MEMPOOL,
+            &POLICY,
+            30_000,
+            Some(first),
+        ));
+        assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 1));
+        assert!(up.posts.borrow().is_empty());
+        // Left out of the batch's answer: sent again alone (the node knows it already).
+        let up = upstream(vec![error("already known")], vec![]);
+        let s = run(submit_after(
+            &up,
+            &signed(),
+            SENDER,
+            MEMPOOL,
+            &POLICY,
+            30_000,
+            Some(Err(UpstreamError::Invalid)),
+        ));
+        assert_eq!((s.class, s.attempts), (AnswerClass::AlreadyKnown, 2));
+        assert_eq!(up.posts.borrow()[0].0, REQUEST);
     }
 
     #[test]

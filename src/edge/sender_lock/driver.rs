@@ -11,6 +11,7 @@ use crate::edge::sender_lock::store::{StorageError, Store, Stored};
 use crate::jsonrpc::Answer;
 use crate::log;
 use crate::metrics::Metric;
+use crate::ordering::sender::PoolKind;
 use crate::ordering::sender::{
     is_deterministic, Arrival, Effects, LookupId, Query, Row, Sender, SessionKey, Ticket,
     Unstorable,
@@ -19,7 +20,8 @@ use crate::ordering::tx::SignedTx;
 use crate::relay::wire::{self, WireAnswer};
 use crate::transaction::TxHash;
 use crate::upstream::lookup::look_up;
-use crate::upstream::submit::submit;
+use crate::upstream::submit::{post_batch, submit_after, BATCH_FROM, MAX_BATCH_SENDS};
+use crate::upstream::{UpstreamError, UpstreamReply};
 use futures_channel::{mpsc, oneshot};
 use futures_util::future::{join_all, select, Either};
 use futures_util::StreamExt;
@@ -61,6 +63,8 @@ pub struct Driver {
     deferred: RefCell<Option<Stored>>,
     /// A task is asking the upstream the chain id for `deferred`.
     learning: Cell<bool>,
+    /// The sends asked for in the machine's current turn ([`Driver::flush`]).
+    outbox: RefCell<Vec<Outgoing>>,
     /// Test builds only: transactions whose send is followed by a crash of the object.
     #[cfg(feature = "test-faults")]
     crash: RefCell<std::collections::HashSet<TxHash>>,
@@ -68,6 +72,17 @@ pub struct Driver {
     #[cfg(feature = "test-faults")]
     crashed: Cell<bool>,
 }
+
+/// A send the machine asked for ([`Effects::send`]), waiting for the end of its turn.
+struct Outgoing {
+    session_key: SessionKey,
+    tx: Rc<SignedTx>,
+    deadline_ms: u64,
+    request_id: Option<Rc<str>>,
+}
+
+/// A member's part of its batch's answer ([`post_batch`]), its first attempt.
+type FirstAttempt = oneshot::Receiver<Result<UpstreamReply, UpstreamError>>;
 
 /// The machine's actions carried out by the object (see [`Effects`]); made for one
 /// [`Driver::pump`], so that nothing here borrows the machine while it runs.
@@ -201,30 +216,19 @@ impl Effects for Carry<'_> {
         if !self.live() {
             return;
         }
-        let driver = self.driver.clone();
-        let sender = self.sender.clone();
-        spawn_local(async move {
-            let upstream = driver.upstream(request_id.as_deref());
-            let pool = driver.machine.borrow().settings().pool;
-            let policy = driver.config.retry_policy();
-            let sent = submit(&upstream, &tx, &sender, pool, &policy, deadline_ms).await;
-            #[cfg(feature = "test-faults")]
-            if driver.crash.borrow_mut().remove(&tx.hash) {
-                // As a crash would leave it: sent, never reported; the open requests throw, and
-                // the next request meets a new instance on the same storage.
-                driver.crashed.set(true);
-                driver.superseded_as(&sender);
-                return;
-            }
-            if driver.superseded.get() {
-                return;
-            }
-            driver
-                .machine
-                .borrow_mut()
-                .sent(session_key, &tx, sent, now_ms());
-            driver.pump();
+        // Sent once this turn of the machine's is over, with the others it asks for now.
+        let mut outbox = self.driver.outbox.borrow_mut();
+        outbox.push(Outgoing {
+            session_key,
+            tx,
+            deadline_ms,
+            request_id,
         });
+        if outbox.len() == 1 {
+            let driver = self.driver.clone();
+            let sender = self.sender.clone();
+            spawn_local(async move { driver.flush(&sender) });
+        }
     }
 
     fn lookup(&mut self, id: LookupId, query: Query, deadline_ms: u64) {
@@ -327,6 +331,7 @@ impl Driver {
             chain_id_stored: Cell::new(chain_id_stored),
             deferred: RefCell::new(deferred),
             learning: Cell::new(false),
+            outbox: RefCell::new(Vec::new()),
             #[cfg(feature = "test-faults")]
             crash: RefCell::new(Default::default()),
             #[cfg(feature = "test-faults")]
@@ -395,6 +400,102 @@ impl Driver {
                 .restore(stored.chain, &stored.rows, now_ms());
             self.pump();
         }
+    }
+
+    /// Sends what the machine asked for in its last turns. [`BATCH_FROM`] or more members of a
+    /// send window on a mempool upstream, with one upstream, go as one JSON-RPC batch in nonce
+    /// order (at most
+    /// [`MAX_BATCH_SENDS`] a batch): one connection where Cloudflare lets an object have six
+    /// waiting for their response headers and queues the rest (README, "Send window"). Each
+    /// member's part of the answer is its first attempt; it goes on alone from there
+    /// ([`submit_after`]). With several upstreams each is sent alone (hedged or broadcast).
+    fn flush(self: &Rc<Self>, sender: &str) {
+        let mut sends = std::mem::take(&mut *self.outbox.borrow_mut());
+        if self.superseded.get() {
+            return;
+        }
+        let pool = self.machine.borrow().settings().pool;
+        let batched = pool == PoolKind::Mempool
+            && sends.len() >= BATCH_FROM
+            && self.config.upstream_urls.len() == 1;
+        if !batched {
+            for send in sends {
+                self.spawn_send(send, None, sender);
+            }
+            return;
+        }
+        sends.sort_by_key(|s| s.tx.nonce);
+        for chunk in sends.chunks(MAX_BATCH_SENDS) {
+            let txs: Vec<Rc<SignedTx>> = chunk.iter().map(|s| s.tx.clone()).collect();
+            let deadline_ms = chunk.iter().map(|s| s.deadline_ms).min().unwrap_or(0);
+            let (parts, firsts): (Vec<_>, Vec<_>) =
+                chunk.iter().map(|_| oneshot::channel()).unzip();
+            let driver = self.clone();
+            spawn_local(async move {
+                let upstream = driver.upstream(None);
+                let timeout_ms = driver
+                    .config
+                    .retry_policy()
+                    .attempt_timeout(now_ms(), deadline_ms);
+                let refs: Vec<&SignedTx> = txs.iter().map(|tx| tx.as_ref()).collect();
+                let replies = post_batch(&upstream, &refs, timeout_ms).await;
+                for (part, reply) in parts.into_iter().zip(replies) {
+                    let _ = part.send(reply);
+                }
+            });
+            for (send, first) in chunk.iter().zip(firsts) {
+                self.spawn_send(
+                    Outgoing {
+                        session_key: send.session_key,
+                        tx: send.tx.clone(),
+                        deadline_ms: send.deadline_ms,
+                        request_id: send.request_id.clone(),
+                    },
+                    Some(first),
+                    sender,
+                );
+            }
+        }
+    }
+
+    /// One send as a task of its own, reported to the machine when it has its final answer.
+    fn spawn_send(self: &Rc<Self>, send: Outgoing, first: Option<FirstAttempt>, sender: &str) {
+        let driver = self.clone();
+        let sender = sender.to_string();
+        spawn_local(async move {
+            let Outgoing {
+                session_key,
+                tx,
+                deadline_ms,
+                request_id,
+            } = send;
+            // A batch that never answered its part (dropped): sent alone.
+            let first = match first {
+                Some(first) => first.await.ok(),
+                None => None,
+            };
+            let upstream = driver.upstream(request_id.as_deref());
+            let pool = driver.machine.borrow().settings().pool;
+            let policy = driver.config.retry_policy();
+            let sent =
+                submit_after(&upstream, &tx, &sender, pool, &policy, deadline_ms, first).await;
+            #[cfg(feature = "test-faults")]
+            if driver.crash.borrow_mut().remove(&tx.hash) {
+                // As a crash would leave it: sent, never reported; the open requests throw, and
+                // the next request meets a new instance on the same storage.
+                driver.crashed.set(true);
+                driver.superseded_as(&sender);
+                return;
+            }
+            if driver.superseded.get() {
+                return;
+            }
+            driver
+                .machine
+                .borrow_mut()
+                .sent(session_key, &tx, sent, now_ms());
+            driver.pump();
+        });
     }
 
     /// The alarm could not be served (the chain id could not be learned): it fires again in
