@@ -162,6 +162,14 @@ pub const MAX_BATCH_SENDS: usize = 64;
 /// Fewer go alone, each with its own connection and answer (a lost connection loses one answer).
 pub const BATCH_FROM: usize = 6;
 
+/// Whether `ready` sends of one sender's window, asked for in one turn of its machine, go as one
+/// batch: on a mempool upstream (a strict one gets one at a time anyway), [`BATCH_FROM`] or more
+/// of them, and one upstream (with several, each is sent alone, hedged or broadcast, whose
+/// answers are merged per transaction).
+pub fn batched(pool: PoolKind, ready: usize, upstreams: usize) -> bool {
+    pool == PoolKind::Mempool && ready >= BATCH_FROM && upstreams == 1
+}
+
 /// The body of a batch of sends of `txs`, in the order given (nonce order, for a window): member
 /// `i` is [`SignedTx::request_with_id`] with id `i + 1`.
 pub fn batch_body(txs: &[&SignedTx]) -> String {
@@ -368,6 +376,21 @@ mod tests {
         *s.sends.borrow_mut() = sends.into();
         *s.lookups.borrow_mut() = lookups.into();
         s
+    }
+
+    #[test]
+    fn only_six_or_more_ready_sends_to_one_mempool_upstream_are_batched() {
+        assert!(batched(MEMPOOL, 6, 1));
+        assert!(batched(MEMPOOL, 16, 1));
+        assert!(
+            !batched(MEMPOOL, 5, 1),
+            "fewer fit the six connections alone"
+        );
+        assert!(!batched(STRICT, 6, 1));
+        assert!(
+            !batched(MEMPOOL, 6, 2),
+            "several upstreams: each alone, hedged or broadcast"
+        );
     }
 
     #[test]

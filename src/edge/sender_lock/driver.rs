@@ -11,7 +11,6 @@ use crate::edge::sender_lock::store::{StorageError, Store, Stored};
 use crate::jsonrpc::Answer;
 use crate::log;
 use crate::metrics::Metric;
-use crate::ordering::sender::PoolKind;
 use crate::ordering::sender::{
     is_deterministic, Arrival, Effects, LookupId, Query, Row, Sender, SessionKey, Ticket,
     Unstorable,
@@ -20,7 +19,7 @@ use crate::ordering::tx::SignedTx;
 use crate::relay::wire::{self, WireAnswer};
 use crate::transaction::TxHash;
 use crate::upstream::lookup::look_up;
-use crate::upstream::submit::{post_batch, submit_after, BATCH_FROM, MAX_BATCH_SENDS};
+use crate::upstream::submit::{batched, post_batch, submit_after, MAX_BATCH_SENDS};
 use crate::upstream::{UpstreamError, UpstreamReply};
 use futures_channel::{mpsc, oneshot};
 use futures_util::future::{join_all, select, Either};
@@ -282,8 +281,7 @@ impl Effects for Carry<'_> {
 
 impl Driver {
     /// Reads the stored state and hands it to a new machine (synchronous SQL: no event is
-    /// delivered before the constructor returns).
-    /// With stored transactions and the pool kind unknown (`UPSTREAM_POOL=auto`, no `CHAIN_ID`,
+    /// delivered before the constructor returns). With stored transactions and the pool kind unknown (`UPSTREAM_POOL=auto`, no `CHAIN_ID`,
     /// no chain id stored or in the rows), the rows wait for [`Driver::ready`].
     pub fn new(state: Rc<State>, env: Env, config: Config) -> Self {
         let store = Store::open(state.storage().sql());
@@ -402,23 +400,18 @@ impl Driver {
         }
     }
 
-    /// Sends what the machine asked for in its last turns. [`BATCH_FROM`] or more members of a
-    /// send window on a mempool upstream, with one upstream, go as one JSON-RPC batch in nonce
-    /// order (at most
-    /// [`MAX_BATCH_SENDS`] a batch): one connection where Cloudflare lets an object have six
-    /// waiting for their response headers and queues the rest (README, "Send window"). Each
-    /// member's part of the answer is its first attempt; it goes on alone from there
-    /// ([`submit_after`]). With several upstreams each is sent alone (hedged or broadcast).
+    /// Sends what the machine asked for in its last turns: as one JSON-RPC batch in nonce order
+    /// where [`batched`] says so (at most [`MAX_BATCH_SENDS`] a batch; one connection where
+    /// Cloudflare lets an object have six waiting for their response headers: README, "Send
+    /// window"), each member's part of the answer its first attempt, from which it goes on alone
+    /// ([`submit_after`]); otherwise each alone.
     fn flush(self: &Rc<Self>, sender: &str) {
         let mut sends = std::mem::take(&mut *self.outbox.borrow_mut());
         if self.superseded.get() {
             return;
         }
         let pool = self.machine.borrow().settings().pool;
-        let batched = pool == PoolKind::Mempool
-            && sends.len() >= BATCH_FROM
-            && self.config.upstream_urls.len() == 1;
-        if !batched {
+        if !batched(pool, sends.len(), self.config.upstream_urls.len()) {
             for send in sends {
                 self.spawn_send(send, None, sender);
             }
