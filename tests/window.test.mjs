@@ -27,21 +27,27 @@ const minedCount = async (url, address, want) => (await minedCounts(url, [{ addr
 /** The upstream's records of one sender's transactions. */
 const seenOf = (s, account) => s.proxy.seen.filter((r) => r.sender === account.address.toLowerCase());
 
+/** `a`'s 40 transactions fired at once through `s`: each client gets its hash, all are mined, each
+ * nonce reached the upstream once; the upstream's records of them. */
+async function fortyAtOnce(s, a) {
+  const raws = await Promise.all(Array.from({ length: 40 }, (_, n) => signTransfer(a, n)));
+  const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
+  assert.deepEqual(
+    answers.map((x) => x.json.result),
+    raws.map((raw) => keccak256(raw)),
+    JSON.stringify(answers.find((x) => !x.json.result)?.json),
+  );
+  assert.equal(await minedCount(s.anvil.url, a.address, 40), 40, "all mined");
+  const seen = seenOf(s, a);
+  assert.equal(seen.length, 40, "each nonce reached the upstream once");
+  assert.equal(new Set(seen.map((r) => r.nonce)).size, 40);
+  return seen;
+}
+
 test("one sender's 40 transactions fired at once over a 50 ms hop go out together: all mined, each nonce reaching the upstream once, at most SEND_WINDOW (16) at the upstream at a time", async () => {
   const s = await stack({ proxy: { strictNonce: false, latency: () => 50 }, vars: { SEND_WINDOW: undefined } });
   try {
-    const a = devAccount(1);
-    const raws = await Promise.all(Array.from({ length: 40 }, (_, n) => signTransfer(a, n)));
-    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
-    assert.deepEqual(
-      answers.map((x) => x.json.result),
-      raws.map((raw) => keccak256(raw)),
-      JSON.stringify(answers.find((x) => !x.json.result)?.json),
-    );
-    assert.equal(await minedCount(s.anvil.url, a.address, 40), 40, "all mined");
-    const seen = seenOf(s, a);
-    assert.equal(seen.length, 40, "each nonce reached the upstream once");
-    assert.equal(new Set(seen.map((r) => r.nonce)).size, 40);
+    const seen = await fortyAtOnce(s, devAccount(1));
     const most = mostAtOnce(seen);
     console.log(`# at most ${most} of the sender's transactions at the upstream at once`);
     assert.ok(most > 1, "sent together, not one per round trip");
@@ -55,18 +61,7 @@ test("one sender's 40 transactions fired at once over a 50 ms hop go out togethe
 test("under production's six-connection cap (the test upstream holds a seventh request until one is answered), one sender's 40 go out as batches in nonce order: all mined, each nonce reaching the upstream once", async () => {
   const s = await stack({ proxy: { strictNonce: false, latency: () => 50, connectionCap: 6 }, vars: { SEND_WINDOW: undefined } });
   try {
-    const a = devAccount(9);
-    const raws = await Promise.all(Array.from({ length: 40 }, (_, n) => signTransfer(a, n)));
-    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i)));
-    assert.deepEqual(
-      answers.map((x) => x.json.result),
-      raws.map((raw) => keccak256(raw)),
-      JSON.stringify(answers.find((x) => !x.json.result)?.json),
-    );
-    assert.equal(await minedCount(s.anvil.url, a.address, 40), 40, "all mined");
-    const seen = seenOf(s, a);
-    assert.equal(seen.length, 40, "each nonce reached the upstream once");
-    assert.equal(new Set(seen.map((r) => r.nonce)).size, 40);
+    const seen = await fortyAtOnce(s, devAccount(9));
     // Sends that share a request came as one batch, in nonce order.
     const sendRequests = s.proxy.requests.filter((q) => (Array.isArray(q.body) ? q.body : [q.body]).some((m) => m?.method === "eth_sendRawTransaction"));
     const batches = sendRequests.filter((q) => Array.isArray(q.body));

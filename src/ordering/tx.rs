@@ -164,10 +164,18 @@ impl SignedTx {
     /// # Errors
     /// [`StoredError`]: the bytes do not decode, have another hash, or the method is not one.
     pub fn from_row(raw: Vec<u8>, method: &str, hash: &TxHash) -> Result<SignedTx, StoredError> {
-        let method = match serde_json::from_str::<SendMethod>(method) {
-            Ok(SendMethod::Sync { .. }) | Ok(SendMethod::Plain) => SendMethod::Plain,
-            Ok(conditional) => conditional,
-            Err(e) => return Err(StoredError::NotASend(e.to_string())),
+        let method = serde_json::from_str::<SendMethod>(method)
+            .map_err(|e| StoredError::NotASend(e.to_string()))?;
+        Self::read_back(raw, method, hash)
+    }
+
+    /// A stored transaction's bytes and method made a [`SignedTx`] again: its bytes must decode
+    /// to `hash`; a send-and-wait call comes back as a plain send (nobody waits on a stored
+    /// transaction's receipt).
+    fn read_back(raw: Vec<u8>, method: SendMethod, hash: &TxHash) -> Result<SignedTx, StoredError> {
+        let method = match method {
+            SendMethod::Sync { .. } => SendMethod::Plain,
+            other => other,
         };
         let tx =
             crate::transaction::decode(&raw).map_err(|e| StoredError::BadRaw(e.to_string()))?;
@@ -186,9 +194,8 @@ impl SignedTx {
     /// A request a sender's object of an earlier release stored before a send (the request text),
     /// read back for a resend: parsed like any client's, a send whose raw transaction decodes to
     /// `hash`. The oldest rows hold the client's own text; what is sent again is what the relay
-    /// reads in it. Nobody waits on a
-    /// stored transaction's receipt: one stored as a send-and-wait call comes back as a plain
-    /// send (it waits out a gap like any resend).
+    /// reads in it. One stored as a send-and-wait call comes back as a plain send (it waits out
+    /// a gap like any resend).
     ///
     /// # Errors
     /// [`StoredError`]: why it is not a send of that transaction.
@@ -202,22 +209,7 @@ impl SignedTx {
         }
         let (raw, method) =
             send_params(&req, SYNC_STORED).map_err(|e| StoredError::BadRaw(e.message))?;
-        let method = match method {
-            SendMethod::Sync { .. } => SendMethod::Plain,
-            other => other,
-        };
-        let tx =
-            crate::transaction::decode(&raw).map_err(|e| StoredError::BadRaw(e.to_string()))?;
-        if &tx.hash != hash {
-            return Err(StoredError::OtherHash);
-        }
-        Ok(SignedTx {
-            hash: tx.hash,
-            nonce: tx.nonce,
-            chain_id: tx.chain_id,
-            raw,
-            method,
-        })
+        Self::read_back(raw, method, hash)
     }
 }
 
