@@ -1,4 +1,4 @@
-// The edges the send window stands on (issue 32), on the compiled relay (workerd) and anvil:
+// The edges of issue 32 at a sender's Durable Object, on the compiled relay (workerd) and anvil:
 //
 // - a strict sender stays strict after a restart: an object that restarts with stored
 //   transactions and no client request knows its chain (kept with its rows) before it sends, so
@@ -31,8 +31,10 @@ test("strict after a restart: chain 296 (CHAIN_ID unset), n..n+4 accepted, the p
     latency: (req) => (req?.method === "eth_sendRawTransaction" ? 300 : 0),
   });
   const persist = await mkdtemp(`${tmpdir()}/nonce-relay-do-`);
-  // As wrangler.toml ships it: CHAIN_ID unset, UPSTREAM_POOL=auto, SEND_WINDOW 16.
-  const vars = { UPSTREAM_RPC_URL: proxy.url, CHAIN_ID: undefined, SEND_WINDOW: "16", TRACK_INTERVAL_S: "1", ADMIN_TOKEN: "t" };
+  // As wrangler.toml ships it: CHAIN_ID unset, UPSTREAM_POOL=auto, SEND_WINDOW 16. The first
+  // tracking check (the storage alarm) comes 5 s after the sends, so the relay is stopped before
+  // it, and the restarted relay's alarm is the only thing that wakes the object.
+  const vars = { UPSTREAM_RPC_URL: proxy.url, CHAIN_ID: undefined, SEND_WINDOW: "16", TRACK_INTERVAL_S: "5", ADMIN_TOKEN: "t" };
   let relay = await startRelay({ vars, persist });
   try {
     const account = devAccount(4);
