@@ -28,7 +28,7 @@ test-native: setup
 # The e2e tests also run build-faults/: the same worker with the test-faults feature.
 test-e2e: build
 	@bash scripts/build.sh --out-dir build-faults . --features test-faults
-	@. scripts/env.sh && node --test --test-reporter=spec --test-concurrency=1 tests/
+	@. scripts/env.sh && "$$NODE_BIN" --test --test-reporter=spec --test-concurrency=1 tests/
 
 test: test-native test-e2e
 
@@ -41,19 +41,19 @@ bench: setup
 	$(NATIVE) cargo bench --bench decode -- --noplot
 	@WASM_OPT=1 bash scripts/build.sh --out-dir build-bench . --features bench
 	@WASM_OPT=1 bash scripts/build.sh --out-dir build-size
-	@. scripts/env.sh && node tests/bench/decode-report.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/decode-report.mjs
 
 # The relay under load against the measured serialized limit and the Redis design, side by side,
 # with full accounting (tests/bench/e2e.mjs; SENDERS, TXS, LATENCY_MS).
 bench-e2e: build
 	@bash scripts/bench-setup.sh
-	@. scripts/env.sh && node tests/bench/e2e.mjs
-	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 node tests/bench/e2e.mjs
-	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 CONNECTION_CAP=6 node tests/bench/e2e.mjs
-	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=200 MAX_QUEUE_PER_SENDER=256 node tests/bench/e2e.mjs
-	@. scripts/env.sh && UPSTREAM=mempool SENDERS=20 TXS=20 node tests/bench/e2e.mjs
-	@. scripts/env.sh && node tests/bench/ws-idle.mjs
-	@. scripts/env.sh && node tests/bench/ws-memory.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 CONNECTION_CAP=6 "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=200 MAX_QUEUE_PER_SENDER=256 "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && UPSTREAM=mempool SENDERS=20 TXS=20 "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/ws-idle.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/ws-memory.mjs
 
 # libFuzzer on the decoder (fuzz/), with rustup's stable toolchain in nightly mode. New inputs go to
 # fuzz/corpus-work; the committed seeds in fuzz/corpus/decode are only read.

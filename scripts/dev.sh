@@ -32,4 +32,4 @@ cat <<MSG
     0x000000000000000000000000000000000000dEaD --value 1
 
 MSG
-node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port "$RELAY_PORT"
+"$NODE_BIN" node_modules/wrangler/bin/wrangler.js dev --local --ip 127.0.0.1 --port "$RELAY_PORT"

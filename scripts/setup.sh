@@ -6,7 +6,8 @@
 #     Debian's rustc-web/cargo-web with the std sources (the std is then built with -Zbuild-std);
 #   - worker-build and wasm-bindgen-cli (pinned, built from source once) into $TOOLS_DIR;
 #   - the npm packages of package.json: wrangler, miniflare (workerd), anvil, cast, esbuild, binaryen,
-#     viem, ethers, playwright-core;
+#     viem, ethers, playwright-core, and Node 22 for them as this platform's node package (linux x64
+#     and arm64, macOS x64; elsewhere the system's node must be >= 22.12: scripts/env.sh picks);
 #   - a Chromium for the browser test (Debian's `chromium` where apt-get exists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,14 +45,24 @@ if [ "$("$TOOLS_DIR/bin/wasm-bindgen" --version 2>/dev/null || true)" != "wasm-b
   "$host_cargo" install -q wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --root "$TOOLS_DIR"
 fi
 
-if [ ! -x node_modules/.bin/wrangler ] || [ ! -x "${ANVIL_BIN:-}" ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+if [ ! -x node_modules/.bin/wrangler ] || [ ! -x "${ANVIL_BIN:-}" ] || [ -z "$NODE_BIN" ] ||
+  [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "installing npm packages"
   # `npm install`, not `npm ci`: the anvil and cast packages list their other-platform binaries
   # with empty versions, which package-lock.json cannot record, so `npm ci` calls it out of sync.
   # The lock file still pins every version that is installed.
+  # npm may run on an older node (Debian's 20): wrangler's and miniflare's engines then only warn,
+  # and they run on the node package installed here.
   npm install --no-audit --no-fund --loglevel=error
   . scripts/env.sh
 fi
+if [ -z "$NODE_BIN" ]; then
+  log "no Node >= $NODE_MIN_VERSION: wrangler and miniflare need it, and no node package of this"
+  log "platform ($(uname -s) $(uname -m)) is in node_modules. Install Node 22 (macOS: brew install"
+  log "node@22), or set NODE_BIN to one, and run this again."
+  exit 1
+fi
+log "node for wrangler, miniflare and the tests: $NODE_BIN ($("$NODE_BIN" --version))"
 
 if [ -z "$CHROMIUM_BIN" ]; then
   if command -v apt-get >/dev/null 2>&1; then

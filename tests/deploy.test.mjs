@@ -17,8 +17,9 @@ test("wrangler deploy --dry-run: the release bundle is valid and fits the free p
   const out = await mkdtemp(path.join(tmpdir(), "nonce-relay-deploy-"));
   try {
     const { stdout } = await promisify(execFile)(
-      path.join(ROOT, "node_modules/.bin/wrangler"),
-      ["deploy", "--dry-run", "--outdir", out],
+      // wrangler on this test's node (scripts/env.sh's NODE_BIN), whatever node PATH has first.
+      process.execPath,
+      [path.join(ROOT, "node_modules/wrangler/bin/wrangler.js"), "deploy", "--dry-run", "--outdir", out],
       { cwd: ROOT, env: { ...process.env, WASM_OPT: "1" }, maxBuffer: 16 << 20 },
     );
     assert.match(stdout, /env\.SENDER_LOCK \(SenderLock\)\s+Durable Object/);

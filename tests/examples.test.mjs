@@ -12,7 +12,12 @@ import { promisify } from "node:util";
 import { ROOT, stack, rpc, freePort } from "./support/harness.mjs";
 
 const run = promisify(execFile);
-const env = (relay) => ({ ...process.env, RELAY_URL: relay, PATH: `${path.join(ROOT, "node_modules/.bin")}:${process.env.PATH}` });
+// The examples run on this test's node, and its folder is on PATH for what they start.
+const env = (relay) => ({
+  ...process.env,
+  RELAY_URL: relay,
+  PATH: [path.join(ROOT, "node_modules/.bin"), path.dirname(process.execPath), process.env.PATH].join(path.delimiter),
+});
 
 test("every example file is in the README as it is", async () => {
   const readme = await readFile(path.join(ROOT, "README.md"), "utf8");
@@ -40,7 +45,7 @@ test("cast: chain id, block number, a transaction with its receipt", async () =>
 test("viem: a read, a transaction, and a burst of five sent at once, all mined in order", async () => {
   const s = await stack();
   try {
-    const { stdout } = await run("node", [path.join(ROOT, "examples/viem.mjs")], { env: env(s.relay.url) });
+    const { stdout } = await run(process.execPath, [path.join(ROOT, "examples/viem.mjs")], { env: env(s.relay.url) });
     assert.match(stdout, /^block \d+$/m);
     assert.match(stdout, /^sent 0x[0-9a-f]{64} success$/m);
     assert.match(stdout, /^burst 5 mined$/m);
@@ -54,7 +59,7 @@ test("viem: a read, a transaction, and a burst of five sent at once, all mined i
 test("ethers v6: network, block, balance, a transaction mined", async () => {
   const s = await stack();
   try {
-    const { stdout } = await run("node", [path.join(ROOT, "examples/ethers.mjs")], { env: env(s.relay.url) });
+    const { stdout } = await run(process.execPath, [path.join(ROOT, "examples/ethers.mjs")], { env: env(s.relay.url) });
     assert.match(stdout, /^chain 31337 block \d+$/m);
     assert.match(stdout, /^balance \d+$/m);
     assert.match(stdout, /^sent 0x[0-9a-f]{64} 1$/m);
@@ -66,7 +71,7 @@ test("ethers v6: network, block, balance, a transaction mined", async () => {
 test("viem over the WebSocket: watchBlocks, and a burst of three on the same socket, mined in order", async () => {
   const s = await stack({ anvil: { extraArgs: ["--block-time", "1"] } });
   try {
-    const { stdout } = await run("node", [path.join(ROOT, "examples/viem-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 });
+    const { stdout } = await run(process.execPath, [path.join(ROOT, "examples/viem-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 });
     assert.match(stdout, /^burst 3 mined$/m);
     assert.match(stdout, /^watched \d+ blocks$/m);
     assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0, "the strict upstream refused none");
@@ -79,7 +84,7 @@ test("viem over the WebSocket: watchBlocks, and a burst of three on the same soc
 test("ethers v6 over the WebSocket: on('block'), and a transaction mined", async () => {
   const s = await stack({ anvil: { extraArgs: ["--block-time", "1"] } });
   try {
-    const { stdout } = await run("node", [path.join(ROOT, "examples/ethers-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 });
+    const { stdout } = await run(process.execPath, [path.join(ROOT, "examples/ethers-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 });
     assert.match(stdout, /^block \d+$/m);
     assert.match(stdout, /^sent 0x[0-9a-f]{64} 1$/m);
     assert.equal(s.proxy.seen.filter((r) => r.accepted).length, 1);

@@ -94,7 +94,7 @@ const direct = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, CHAIN_ID:
 const redisPort = await freePort();
 const redisServer = await child("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {}, /Ready to accept connections/);
 const redisRelayPort = await freePort();
-const redisRelay = await child("node", [path.join(HERE, "redis-relay.mjs")], {
+const redisRelay = await child(process.execPath, [path.join(HERE, "redis-relay.mjs")], {
   UPSTREAM: proxy.url,
   REDIS_URL: `redis://127.0.0.1:${redisPort}`,
   PORT: String(redisRelayPort),

@@ -10,9 +10,9 @@
 // chain, nothing else) to the same test upstream as make bench-e2e (anvil behind the strict-nonce
 // proxy, 50 ms per send), and the gap that upstream sees between its answer to one and its
 // receipt of the next. `node tests/bench/floor.mjs`
-import { Miniflare } from "miniflare";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import http from "node:http";
-import { childPids, cpuMs, freePort, startAnvil, startProxy, devAccount, signTransfer } from "../support/harness.mjs";
+import { COMPATIBILITY_DATE, childPids, cpuMs, freePort, startAnvil, startProxy, devAccount, signTransfer } from "../support/harness.mjs";
 
 const answer = '{"jsonrpc":"2.0","id":1,"result":"0x1"}';
 const upstreamPort = await freePort();
@@ -76,7 +76,7 @@ const workers = {
 const results = [];
 for (const [name, { script, durableObjects, handoff }] of Object.entries(workers)) {
   const before = childPids();
-  const mf = new Miniflare({ modules: true, script, compatibilityDate: "2026-04-01", host: "127.0.0.1", port: await freePort(), ...(durableObjects ? { durableObjects } : {}) });
+  const mf = new Miniflare(convertV4MiniflareOptions({ modules: true, script, compatibilityDate: COMPATIBILITY_DATE, host: "127.0.0.1", port: await freePort(), ...(durableObjects ? { durableObjects } : {}) }));
   const url = (await mf.ready).toString();
   const pids = childPids().filter((p) => !before.includes(p));
   const cpu = () => pids.reduce((s, p) => s + cpuMs(p), 0);

@@ -9,8 +9,8 @@
 // Run by `make bench-e2e` (after tests/bench/e2e.mjs); results in BENCHMARKS.md.
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
-import { Miniflare } from "miniflare";
-import { startAnvil, startRelay, cpuMs, childPids, sleep } from "../support/harness.mjs";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { COMPATIBILITY_DATE, startAnvil, startRelay, cpuMs, childPids, sleep } from "../support/harness.mjs";
 
 const SOCKETS = Number(process.env.SOCKETS ?? 100);
 const IDLE_S = Number(process.env.IDLE_S ?? 60);
@@ -94,13 +94,13 @@ for (const [name, first] of [["relay (socket in the Worker)", chainId], ["relay,
   await relay.stop();
 }
 const before = childPids();
-const mf = new Miniflare({
+const mf = new Miniflare(convertV4MiniflareOptions({
   modules: true,
   script: HIBERNATION,
-  compatibilityDate: "2026-04-01",
+  compatibilityDate: COMPATIBILITY_DATE,
   durableObjects: { CONN: { className: "Conn", useSQLite: true } },
   host: "127.0.0.1",
-});
+}));
 const url = (await mf.ready).toString().replace(/^http/, "ws").replace(/\/$/, "");
 const pids = childPids().filter((pid) => !before.includes(pid));
 rows.push(await measure("hibernation API, one Durable Object per socket", (i) => `${url}/?n=${i}`, pids, { ping: 1 }));

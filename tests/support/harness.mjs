@@ -8,12 +8,14 @@ import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Miniflare } from "miniflare";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { toolPaths } from "../../scripts/tools.mjs";
 import { mnemonicToAccount } from "viem/accounts";
 import { parseTransaction, recoverTransactionAddress, parseGwei, keccak256 } from "viem";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+/** The compatibility date the relay runs with here: wrangler.toml's, as deployed. */
+export const COMPATIBILITY_DATE = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8"))[1];
 const TOOLS = toolPaths();
 /** This platform's anvil and cast binaries (scripts/tools.mjs), unless given in the environment. */
 export const ANVIL_BIN = process.env.ANVIL_BIN ?? TOOLS.ANVIL_BIN;
@@ -408,26 +410,10 @@ export function asGoReads(request) {
 export async function startRelay({ vars: given, lockHost, lockHostBuild, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
   const vars = "SEND_WINDOW" in (given ?? {}) ? given : { SEND_WINDOW: "1", ...given };
   const logs = [];
-  const collect = (stream) => {
-    let buf = "";
-    stream.on("data", (d) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        logs.push(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-      }
-    });
-  };
   const relay = {
     name: "relay",
-    scriptPath: path.resolve(ROOT, buildDir, "worker/shim.mjs"),
-    modules: true,
-    modulesRules: [
-      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
-      { type: "CompiledWasm", include: ["**/*.wasm"] },
-    ],
-    compatibilityDate: "2026-04-01",
+    ...workerModules(buildDir),
+    compatibilityDate: COMPATIBILITY_DATE,
     // A var given as undefined is left unset (CHAIN_ID: undefined makes the relay learn it).
     bindings: Object.fromEntries(
       Object.entries({ CHAIN_ID: String(CHAIN_ID), ...vars }).filter(([, v]) => v !== undefined),
@@ -438,15 +424,25 @@ export async function startRelay({ vars: given, lockHost, lockHostBuild, persist
         : { className: "SenderLock", useSQLite: true },
     },
     // Workers Rate Limiting bindings, as wrangler.toml's [[ratelimits]] would give them:
-    // { RATE_LIMIT_SEND: { simple: { limit, period } }, ... }.
-    ...(ratelimits ? { ratelimits } : {}),
+    // { RATE_LIMIT_SEND: { simple: { limit, period } }, ... }. Miniflare 5 wants each binding's
+    // namespace_id too (wrangler.toml's: 7001 send, 7002 read).
+    ...(ratelimits
+      ? {
+          ratelimits: Object.fromEntries(
+            Object.entries(ratelimits).map(([name, r], i) => [
+              name,
+              { namespace_id: { RATE_LIMIT_SEND: "7001", RATE_LIMIT_READ: "7002" }[name] ?? String(7100 + i), ...r },
+            ]),
+          ),
+        }
+      : {}),
   };
   const workers = [relay];
   if (lockHostBuild) {
     workers.push({
       ...relay,
       name: "lock-host",
-      scriptPath: path.resolve(ROOT, lockHostBuild, "worker/shim.mjs"),
+      ...workerModules(lockHostBuild),
       durableObjects: { SENDER_LOCK: { className: "SenderLock", useSQLite: true } },
     });
   }
@@ -455,23 +451,28 @@ export async function startRelay({ vars: given, lockHost, lockHostBuild, persist
       name: "lock-host",
       modules: true,
       script: lockHost,
-      compatibilityDate: "2026-04-01",
+      compatibilityDate: COMPATIBILITY_DATE,
       durableObjects: { SENDER_LOCK: { className: "SenderLock", useSQLite: true } },
     });
   }
   const port = await freePort();
   const before = childPids();
-  const mf = new Miniflare({
+  // Miniflare 5 takes a new shape of options; convertV4MiniflareOptions() turns the v4 shape
+  // into it, as wrangler itself does. It leaves the dev registry off (v4's default), so each relay
+  // stands alone: no discovery of other Miniflare processes' workers or storage.
+  const mf = new Miniflare(convertV4MiniflareOptions({
     workers,
     host: "127.0.0.1",
     port,
-    ...(persist ? { durableObjectsPersist: persist } : {}),
+    // Miniflare 5: one root for every resource's storage; Durable Objects go to <persist>/do.
+    ...(persist ? { resourcePersistencePath: persist } : {}),
     ...(inspectorPort ? { inspectorPort } : {}),
-    handleRuntimeStdio(stdout, stderr) {
-      collect(stdout);
-      collect(stderr);
+    // Miniflare 5 runs workerd with structured logging and hands over each line's message (the
+    // relay's console line as it wrote it; workerd's own internal lines it keeps to itself).
+    handleStructuredLogs({ message }) {
+      logs.push(...message.split("\n"));
     },
-  });
+  }));
   const url = (await mf.ready).toString().replace(/\/$/, "");
   const runtime = childPids().filter((pid) => !before.includes(pid));
   return {
@@ -494,6 +495,23 @@ export async function startRelay({ vars: given, lockHost, lockHostBuild, persist
         .filter((e) => e && e.event === name),
     stop: () => mf.dispose(),
   };
+}
+
+/**
+ * A worker-build output folder as Miniflare modules: worker/shim.mjs (wrangler.toml's main) first,
+ * then every other .js/.mjs as an ES module and .wasm as compiled Wasm, named by their path under
+ * the folder, as wrangler bundles them. (Miniflare 5 no longer collects modules by `modulesRules`.)
+ */
+function workerModules(buildDir) {
+  const root = path.resolve(ROOT, buildDir);
+  const main = path.join(root, "worker/shim.mjs");
+  const walk = (dir) =>
+    readdirSync(dir, { withFileTypes: true })
+      .filter((e) => !e.name.startsWith("."))
+      .flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+  const type = (f) => (/\.m?js$/.test(f) ? "ESModule" : f.endsWith(".wasm") ? "CompiledWasm" : undefined);
+  const rest = walk(root).filter((f) => f !== main && type(f));
+  return { modulesRoot: root, modules: [main, ...rest].map((f) => ({ type: type(f), path: f })) };
 }
 
 /** A process's resident memory now, in KiB (Linux /proc: VmRSS). */
