@@ -156,6 +156,28 @@ fn probe(config: &Config, env: &Env, index: usize) {
     });
 }
 
+/// Whether a probe or a chain check of this isolate is under way.
+pub fn background_running() -> bool {
+    STATE.with(|s| {
+        let s = s.borrow();
+        s.probing.iter().any(|&p| p) || s.checking.iter().any(|&t| t != 0)
+    })
+}
+
+/// Resolves once no probe or chain check of this isolate is under way, at most after
+/// [`CHECK_TIMEOUT_MS`]. The Worker hands it to `ctx.waitUntil` when it answers a request with
+/// one running: the runtime cancels a request's I/O once its response is sent, and a probe
+/// started by the request's last try would otherwise never reach its upstream.
+pub async fn background_done() {
+    let until = now_ms().saturating_add(CHECK_TIMEOUT_MS);
+    while background_running() && now_ms() < until {
+        Delay::from(Duration::from_millis(BACKGROUND_POLL_MS)).await;
+    }
+}
+
+/// How often [`background_done`] looks, ms.
+const BACKGROUND_POLL_MS: u64 = 20;
+
 /// The relay's chain id question.
 const CHAIN_ID_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
 

@@ -316,7 +316,7 @@ async fn route(
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let settings = settings(&env);
     let id = request_id(req.headers().get(request_id::HEADER)?.as_deref());
     let origin = req.headers().get("origin")?;
@@ -326,6 +326,10 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         Err(_) => crate::access::cors::CorsOrigins::Any,
     };
     let response = route(req, &env, &settings, &id).await?;
+    // A probe or chain check this request started outlives its response only through waitUntil.
+    if crate::edge::rotation::background_running() {
+        ctx.wait_until(crate::edge::rotation::background_done());
+    }
     if response.status_code() == 101 {
         return Ok(response); // a WebSocket: CORS does not apply, its headers are the runtime's
     }
