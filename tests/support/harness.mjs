@@ -217,6 +217,13 @@ export async function startProxy({
     }
     return answer;
   };
+  // A batch's members are handled one after another, in the batch's order, as geth and anvil
+  // run a batch (a window's members then reach anvil in nonce order, as they would a node).
+  const inOrder = async (members, each) => {
+    const out = [];
+    for (const member of members) out.push(await each(member));
+    return out;
+  };
   /** One request text in; { status, headers, body }, or "destroy", or null (hung). */
   let down503Until = 0;
   const handle = async (text) => {
@@ -240,7 +247,7 @@ export async function startProxy({
     }
     try {
       const answer = Array.isArray(req)
-        ? await Promise.all(req.map((r) => handleOne(r, arrivedAt)))
+        ? await inOrder(req, (r) => handleOne(r, arrivedAt))
         : await handleOne(req, arrivedAt);
       if (answer === null) return null; // hung: the socket stays open until stop()
       if (answer === DROP || (Array.isArray(answer) && answer.includes(DROP))) return "destroy";
