@@ -427,55 +427,55 @@ impl<'a, B: Backend> Relay<'a, B> {
         let tx = transaction::decode(&raw)
             .map_err(|e| RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {e}")))?;
         match tx.chain_id {
-            None if !self.config.allow_unprotected_txs => Err(RpcError::new(
-                jsonrpc::INVALID_INPUT,
-                "only replay-protected (EIP-155) transactions allowed over RPC",
-            )),
-            Some(have) if have != chain_id => Err(RpcError::new(
-                jsonrpc::INVALID_INPUT,
-                format!("invalid chain id for signer: have {have} want {chain_id}"),
-            )),
-            _ => match self.config.hardfork.map(|fork| fork.check(&tx)) {
-                Some(Err(broken)) => {
-                    self.backend.emit(
-                        &Metric::new("tx_refused", tx.sender.to_string(), broken.label())
-                            .value("count", 1.0)
-                            .field("nonce", tx.nonce)
-                            .field("tx_hash", crate::hex::encode(&tx.hash)),
-                    );
-                    Err(RpcError::new(jsonrpc::INVALID_INPUT, broken.to_string()))
-                }
-                _ => {
-                    let signed = SignedTx {
-                        hash: tx.hash,
-                        nonce: tx.nonce,
-                        chain_id: tx.chain_id,
-                        raw,
-                        method,
-                    };
-                    // Its sender's object stores it before its send: one that cannot be stored
-                    // is refused here, before anything is held for it.
-                    match signed
-                        .unstorable()
-                        .filter(|_| self.config.enable_nonce_ordering)
-                    {
-                        Some(too_large) => {
-                            self.backend.emit(
-                                &Metric::new("tx_refused", tx.sender.to_string(), "too_large")
-                                    .value("count", 1.0)
-                                    .field("nonce", tx.nonce)
-                                    .field("tx_hash", crate::hex::encode(&tx.hash)),
-                            );
-                            Err(RpcError::new(
-                                jsonrpc::LIMIT_EXCEEDED,
-                                too_large.to_string(),
-                            ))
-                        }
-                        None => Ok((tx.sender, signed)),
-                    }
-                }
-            },
+            None if !self.config.allow_unprotected_txs => {
+                return Err(RpcError::new(
+                    jsonrpc::INVALID_INPUT,
+                    "only replay-protected (EIP-155) transactions allowed over RPC",
+                ))
+            }
+            Some(have) if have != chain_id => {
+                return Err(RpcError::new(
+                    jsonrpc::INVALID_INPUT,
+                    format!("invalid chain id for signer: have {have} want {chain_id}"),
+                ))
+            }
+            _ => {}
         }
+        // A refusal the operator counts (`tx_refused`, by `label`).
+        let refused = |label: &str, error: RpcError| {
+            self.backend.emit(
+                &Metric::new("tx_refused", tx.sender.to_string(), label)
+                    .value("count", 1.0)
+                    .field("nonce", tx.nonce)
+                    .field("tx_hash", crate::hex::encode(&tx.hash)),
+            );
+            Err(error)
+        };
+        if let Some(Err(broken)) = self.config.hardfork.map(|fork| fork.check(&tx)) {
+            return refused(
+                broken.label(),
+                RpcError::new(jsonrpc::INVALID_INPUT, broken.to_string()),
+            );
+        }
+        let signed = SignedTx {
+            hash: tx.hash,
+            nonce: tx.nonce,
+            chain_id: tx.chain_id,
+            raw,
+            method,
+        };
+        // Its sender's object stores it before its send: one that cannot be stored is refused
+        // here, before anything is held for it.
+        if let Some(too_large) = signed
+            .unstorable()
+            .filter(|_| self.config.enable_nonce_ordering)
+        {
+            return refused(
+                "too_large",
+                RpcError::new(jsonrpc::LIMIT_EXCEEDED, too_large.to_string()),
+            );
+        }
+        Ok((tx.sender, signed))
     }
 
     /// Sends a request to the upstream, made anew from what was parsed ([`Request::to_json`]) and
