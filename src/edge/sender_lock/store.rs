@@ -1,8 +1,8 @@
 //! The object's SQLite storage: the stored transactions (table `sends`: each one's raw bytes as a
 //! BLOB and its send method; rows of earlier releases in table `txs`, their request text, are
-//! still read, resent and deleted) and what they belong to (table `meta`). Every call is synchronous SQL; the platform's output gate holds any later send
-//! until the writes are on disk. An error ([`StorageError`]) means the instance can no longer use
-//! its storage.
+//! still read, resent and deleted) and what they belong to (table `meta`). Every call is
+//! synchronous SQL; the platform's output gate holds any later send until the writes are on disk.
+//! An error ([`StorageError`]) means the instance can no longer use its storage.
 
 use crate::hex;
 use crate::log;
@@ -22,22 +22,19 @@ struct RowKey {
     at_ms: f64,
 }
 
-/// A row of `sends`, read back: the hash, the raw bytes, the stored method.
-fn sends_row(values: Vec<SqlStorageValue>) -> Option<(String, Vec<u8>, String)> {
+/// A row of `sends`, read back: the raw bytes and the stored method.
+fn sends_row(values: Vec<SqlStorageValue>) -> Option<(Vec<u8>, String)> {
     let mut values = values.into_iter();
-    match (values.next(), values.next(), values.next()) {
-        (
-            Some(SqlStorageValue::String(hash)),
-            Some(SqlStorageValue::Blob(raw)),
-            Some(SqlStorageValue::String(method)),
-        ) => Some((hash, raw, method)),
+    match (values.next(), values.next()) {
+        (Some(SqlStorageValue::Blob(raw)), Some(SqlStorageValue::String(method))) => {
+            Some((raw, method))
+        }
         _ => None,
     }
 }
 
 #[derive(Deserialize)]
 struct RowRequest {
-    hash: String,
     request: String,
 }
 
@@ -277,22 +274,8 @@ impl Store {
     /// The chain id of the first stored transaction that has one, as an earlier release stored it
     /// without meta `chain_id` (`None`: none stored, only unprotected legacy ones, or unreadable).
     pub fn chain_id_of_rows(&self, rows: &[StoredTx]) -> Option<u64> {
-        rows.iter().find_map(|row| {
-            if let Ok(Some(Ok(tx))) = self.load_send(&row.hash) {
-                return tx.chain_id;
-            }
-            let found = self
-                .sql
-                .exec(
-                    "SELECT hash, request FROM txs WHERE hash = ?",
-                    vec![SqlStorageValue::from(hex::encode(&row.hash))],
-                )
-                .and_then(|cursor| cursor.to_array::<RowRequest>())
-                .ok()?;
-            found
-                .iter()
-                .find_map(|r| SignedTx::from_stored(&r.request, &row.hash).ok()?.chain_id)
-        })
+        rows.iter()
+            .find_map(|row| self.load_one(&row.hash).ok()??.ok()?.chain_id)
     }
 
     /// Stores the chain's genesis hash and the sender.
@@ -309,66 +292,48 @@ impl Store {
     pub fn load(&self, sender: &str, hashes: &[TxHash]) -> Result<Vec<Rc<SignedTx>>, StorageError> {
         let mut txs = Vec::with_capacity(hashes.len());
         for hash in hashes {
-            match self.load_send(hash) {
-                Ok(Some(Ok(tx))) => {
-                    txs.push(Rc::new(tx));
-                    continue;
-                }
-                Ok(Some(Err(why))) => {
-                    refused(sender, hash, &why);
-                    continue;
-                }
-                Ok(None) => {}
-                Err(e) => return Err(e),
-            }
-            let found = self
-                .sql
-                .exec(
-                    "SELECT hash, request FROM txs WHERE hash = ?",
-                    vec![SqlStorageValue::from(hex::encode(hash))],
-                )
-                .and_then(|cursor| cursor.to_array::<RowRequest>());
-            let found = match found {
-                Ok(found) => found,
-                // Never written, or deleted since: nothing stored.
-                Err(e) if Self::missing(&e) => Vec::new(),
-                Err(e) => return Err(StorageError::of("load_request", &e)),
-            };
-            for row in found {
-                let Some(hash) = hex::decode_array(&row.hash) else {
-                    continue;
-                };
-                match SignedTx::from_stored(&row.request, &hash) {
-                    Ok(tx) => txs.push(Rc::new(tx)),
-                    Err(why) => refused(sender, &hash, &why),
-                }
+            match self.load_one(hash)? {
+                Some(Ok(tx)) => txs.push(Rc::new(tx)),
+                Some(Err(why)) => refused(sender, hash, &why),
+                None => {}
             }
         }
         Ok(txs)
     }
 
-    /// The row of `hash` in `sends`: `None` when there is none, or its transaction, or why it is
-    /// not one.
-    fn load_send(
+    /// The stored transaction `hash`, in `sends` or else in the earlier releases' `txs`: `None`
+    /// when neither has it (never written, or deleted since), or why its row is not a send of it.
+    fn load_one(
         &self,
         hash: &TxHash,
     ) -> Result<Option<Result<SignedTx, StoredError>>, StorageError> {
-        let cursor = match self.sql.exec(
-            "SELECT hash, raw, method FROM sends WHERE hash = ?",
-            vec![SqlStorageValue::from(hex::encode(hash))],
-        ) {
-            Ok(cursor) => cursor,
-            Err(e) if Self::missing(&e) => return Ok(None),
+        let key = || vec![SqlStorageValue::from(hex::encode(hash))];
+        let send = match self
+            .sql
+            .exec("SELECT raw, method FROM sends WHERE hash = ?", key())
+        {
+            Ok(cursor) => cursor.raw().next(),
+            Err(e) if Self::missing(&e) => None,
             Err(e) => return Err(StorageError::of("load_send", &e)),
         };
-        let Some(values) = cursor.raw().next() else {
-            return Ok(None);
-        };
-        let values = values.map_err(|e| StorageError::of("load_send", &e))?;
-        Ok(Some(match sends_row(values) {
-            Some((_, raw, method)) => SignedTx::from_row(raw, &method, hash),
-            None => Err(StoredError::NotARequest),
-        }))
+        if let Some(values) = send {
+            let values = values.map_err(|e| StorageError::of("load_send", &e))?;
+            return Ok(Some(match sends_row(values) {
+                Some((raw, method)) => SignedTx::from_row(raw, &method, hash),
+                None => Err(StoredError::NotARequest),
+            }));
+        }
+        let earlier = self
+            .sql
+            .exec("SELECT request FROM txs WHERE hash = ?", key())
+            .and_then(|cursor| cursor.to_array::<RowRequest>());
+        match earlier {
+            Ok(rows) => Ok(rows
+                .first()
+                .map(|row| SignedTx::from_stored(&row.request, hash))),
+            Err(e) if Self::missing(&e) => Ok(None),
+            Err(e) => Err(StorageError::of("load_request", &e)),
+        }
     }
 }
 
