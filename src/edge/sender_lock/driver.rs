@@ -418,7 +418,8 @@ impl Driver {
             return;
         }
         sends.sort_by_key(|s| s.tx.nonce);
-        for chunk in sends.chunks(MAX_BATCH_SENDS) {
+        while !sends.is_empty() {
+            let chunk: Vec<Outgoing> = sends.drain(..sends.len().min(MAX_BATCH_SENDS)).collect();
             let txs: Vec<Rc<SignedTx>> = chunk.iter().map(|s| s.tx.clone()).collect();
             let deadline_ms = chunk.iter().map(|s| s.deadline_ms).min().unwrap_or(0);
             let (parts, firsts): (Vec<_>, Vec<_>) =
@@ -436,17 +437,8 @@ impl Driver {
                     let _ = part.send(reply);
                 }
             });
-            for (send, first) in chunk.iter().zip(firsts) {
-                self.spawn_send(
-                    Outgoing {
-                        session_key: send.session_key,
-                        tx: send.tx.clone(),
-                        deadline_ms: send.deadline_ms,
-                        request_id: send.request_id.clone(),
-                    },
-                    Some(first),
-                    sender,
-                );
+            for (send, first) in chunk.into_iter().zip(firsts) {
+                self.spawn_send(send, Some(first), sender);
             }
         }
     }
