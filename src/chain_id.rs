@@ -21,7 +21,7 @@
 //! caller's upstream timeout and a margin), and the next request starts a new lookup.
 
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, RESOURCE_UNAVAILABLE};
-use crate::upstream::{error_metric, Platform, Route};
+use crate::upstream::{error_metric, CallKind, Platform, UpstreamReply};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -33,9 +33,8 @@ use std::rc::Rc;
 /// The upstream's error (-32002/-32603) saying the chain id could not be learned, or -32603 when
 /// the answer has no valid result.
 pub async fn ask(platform: &impl Platform, timeout_ms: u64) -> Result<u64, RpcError> {
-    let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
     let answer = platform
-        .post(request, Route::Own, timeout_ms)
+        .post(REQUEST, CallKind::OwnChainId, timeout_ms)
         .await
         .map_err(|e| {
             platform.emit(&error_metric("eth_chainId", &e));
@@ -44,12 +43,22 @@ pub async fn ask(platform: &impl Platform, timeout_ms: u64) -> Result<u64, RpcEr
                 format!("cannot learn the chain id: {}", e.reason()),
             )
         })?;
-    jsonrpc::result_quantity(&answer.body).ok_or_else(|| {
+    of_reply(&answer).ok_or_else(|| {
         RpcError::new(
             INTERNAL_ERROR,
             "cannot learn the chain id: the upstream's eth_chainId answer has no valid result",
         )
     })
+}
+
+/// The relay's `eth_chainId` question: [`ask`]'s, and the rotation's chain check and probe of
+/// one upstream (`edge/rotation.rs`).
+pub const REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+
+/// The chain id an upstream's answer to [`REQUEST`] gives (its `result`, a hex quantity), if
+/// it is one.
+pub fn of_reply(reply: &UpstreamReply) -> Option<u64> {
+    jsonrpc::result_quantity(&reply.body)
 }
 
 /// How often a request waiting for the lookup checks it, in ms.

@@ -12,7 +12,7 @@ use nonce_relay::ordering::tx::SignedTx;
 use nonce_relay::relay::wire::WireAnswer;
 use nonce_relay::relay::{Backend, ObjectError, Relay};
 use nonce_relay::upstream::Platform;
-use nonce_relay::upstream::{Route, UpstreamError, UpstreamReply};
+use nonce_relay::upstream::{CallKind, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -60,7 +60,7 @@ impl Platform for Recorder {
     async fn post(
         &self,
         body: &str,
-        _route: Route,
+        _kind: CallKind,
         _timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
         let req: Value = serde_json::from_str(body).unwrap();
@@ -123,7 +123,7 @@ impl Backend for Recorder {
                 .borrow_mut()
                 .push((sender.to_string(), tx.nonce));
             let reply = self
-                .post(&tx.request(), Route::Send, 1_000)
+                .post(&tx.request(), CallKind::Send, 1_000)
                 .await
                 .map_err(|e| ObjectError::Failed(e.to_string()))?;
             answers.push(WireAnswer::plain(Answer::parse(&reply.body).unwrap()));

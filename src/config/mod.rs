@@ -10,6 +10,7 @@ use crate::access::methods::{MethodPolicy, Patterns};
 use crate::hardfork::Hardfork;
 use crate::ordering::sender::{PoolKind, ReplacementPolicy, Settings, DEFAULT_GAP_WAIT_MS};
 use crate::upstream::retry::RetryPolicy;
+use crate::upstream::route::UpstreamSet;
 use crate::websocket::SocketLimits;
 use std::fmt;
 
@@ -376,10 +377,18 @@ impl Config {
     }
 
     /// The upstream pool on the chain `chain_id` (`CHAIN_ID`, or the one the Worker learned;
-    /// `None` while unknown): `UPSTREAM_POOL`, or for `auto` [`PoolKind::auto`].
+    /// `None` while unknown): [`Config::known_pool_kind`], the one resolver of `auto`, or while
+    /// no chain id is known [`PoolKind::auto`]'s guess (a mempool).
     pub fn pool_kind_for(&self, chain_id: Option<u64>) -> PoolKind {
-        self.upstream_pool
-            .unwrap_or_else(|| PoolKind::auto(chain_id.or(self.chain_id)))
+        self.known_pool_kind(chain_id)
+            .unwrap_or_else(|| PoolKind::auto(None))
+    }
+
+    /// The URLs of a set of upstreams, in preference order.
+    pub fn upstreams(&self, set: UpstreamSet) -> &[String] {
+        match set {
+            UpstreamSet::Rpc => &self.upstream_urls,
+        }
     }
 
     /// The settings of each sender's state in its Durable Object on the chain `chain_id` (see

@@ -11,7 +11,7 @@ use crate::relay::wire::WireAnswer;
 use crate::relay::{wire, Backend, ObjectError};
 use crate::transaction::TxHash;
 use crate::upstream::Platform;
-use crate::upstream::{Route, UpstreamError, UpstreamReply};
+use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
 use worker::js_sys::{Function, Object, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -248,10 +248,10 @@ impl Platform for WorkerBackend<'_> {
     async fn post(
         &self,
         body: &str,
-        route: Route,
+        kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        self.upstream.post(body, route, timeout_ms).await
+        self.upstream.post(body, kind, timeout_ms).await
     }
 
     async fn sleep(&self, ms: u64) {

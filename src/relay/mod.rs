@@ -37,7 +37,7 @@ use crate::metrics::Metric;
 use crate::ordering::tx::{self, SignedTx, SyncTimeouts};
 use crate::transaction::{self, TxHash};
 use crate::upstream::Platform;
-use crate::upstream::{error_metric, Route};
+use crate::upstream::{error_metric, CallKind};
 use crate::websocket::is_subscription;
 use futures_util::future::join_all;
 use socket::SubscriptionCalls;
@@ -479,14 +479,14 @@ impl<'a, B: Backend> Relay<'a, B> {
     }
 
     /// Sends a request to the upstream, made anew from what was parsed ([`Request::to_json`]) and
-    /// routed by its method ([`Route::of_method`]), and returns its answer unchanged, or the
+    /// routed by its method ([`CallKind::of_method`]), and returns its answer unchanged, or the
     /// JSON-RPC error when there was no usable one. An id the upstream was not sent as it is (a
     /// number beyond 64 bits, a fraction: [`jsonrpc::Id::sent_as_is`]) is put back in the answer.
     async fn proxy(&self, req: &Request) -> String {
-        let route = Route::of_method(&req.method);
+        let kind = CallKind::of_method(&req.method);
         match self
             .backend
-            .post(&req.to_json(), route, self.config.upstream_timeout_ms)
+            .post(&req.to_json(), kind, self.config.upstream_timeout_ms)
             .await
         {
             Ok(reply) => match &req.id {

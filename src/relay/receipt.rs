@@ -8,7 +8,7 @@
 
 use super::{Backend, Relay};
 use crate::jsonrpc::{Answer, RpcError};
-use crate::upstream::Route;
+use crate::upstream::CallKind;
 use serde_json::{json, Value};
 
 /// EIP-7966's error code for a transaction accepted but not included within the timeout; `data`
@@ -41,7 +41,11 @@ impl<B: Backend> Relay<'_, B> {
         loop {
             let left = deadline.saturating_sub(self.backend.now_ms());
             let attempt = self.config.upstream_timeout_ms.min(left).max(1);
-            if let Ok(reply) = self.backend.post(&request, Route::Own, attempt).await {
+            if let Ok(reply) = self
+                .backend
+                .post(&request, CallKind::OwnReceipt, attempt)
+                .await
+            {
                 if let Some(Answer::Result(receipt)) = Answer::parse(&reply.body) {
                     if receipt != "null" {
                         return Answer::Result(receipt);

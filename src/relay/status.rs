@@ -11,7 +11,7 @@ use super::{Backend, Relay};
 use crate::address::Address;
 use crate::hex;
 use crate::transaction::TxHash;
-use crate::upstream::Route;
+use crate::upstream::CallKind;
 use serde_json::{json, Value};
 
 /// The route's prefix; the rest of the path is the transaction hash.
@@ -89,7 +89,11 @@ impl<B: Backend> Relay<'_, B> {
         .to_string();
         let reply = self
             .backend
-            .post(&request, Route::Own, self.config.upstream_timeout_ms)
+            .post(
+                &request,
+                CallKind::OwnByHash,
+                self.config.upstream_timeout_ms,
+            )
             .await
             .ok()?;
         let value: Value = serde_json::from_str(&reply.body).ok()?;

@@ -14,11 +14,11 @@ use crate::hex;
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
 use crate::upstream::retry::{self, RetryPolicy};
 use crate::upstream::Platform;
-use crate::upstream::{Route, UpstreamError, UpstreamReply};
+use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 
-/// POSTs `body`, a question of the relay's own ([`Route::Own`]), until the upstream gives an
+/// POSTs `body`, a question of the relay's own of `kind` ([`CallKind::is_own`]), until the upstream gives an
 /// answer worth keeping, by `deadline_ms` (Unix ms): a lost connection, a timeout, a non-JSON body
 /// or HTTP 429/502/503/504 is tried again after the [`RetryPolicy`]'s backoff (or the upstream's
 /// `Retry-After`). For reads whose repetition is harmless (lookups); a transaction goes through
@@ -29,6 +29,7 @@ use serde_json::{json, Value};
 pub async fn post_retried<U: Platform + ?Sized>(
     upstream: &U,
     body: &str,
+    kind: CallKind,
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
@@ -36,7 +37,7 @@ pub async fn post_retried<U: Platform + ?Sized>(
     loop {
         attempts += 1;
         let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(body, Route::Own, timeout_ms).await;
+        let reply = upstream.post(body, kind, timeout_ms).await;
         let retry_after_ms = match &reply {
             Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
             Ok(_) => return reply,
@@ -190,18 +191,28 @@ pub async fn look_up<U: Platform + ?Sized>(
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Outcome {
-    let reply = post_retried(upstream, &batch(sender, query), policy, deadline_ms)
+    let members = members(sender, query);
+    // A batch asking a count or a transaction by hash is merged over the upstreams.
+    let kind = if members.iter().any(|(_, m)| {
+        let method = m.get("method").and_then(Value::as_str).unwrap_or("");
+        crate::upstream::merge::FAN_OUT_METHODS.contains(&method)
+    }) {
+        CallKind::OwnCount
+    } else {
+        CallKind::OwnOther
+    };
+    let reply = post_retried(upstream, &batch(sender, query), kind, policy, deadline_ms)
         .await
         .map_err(|e| LookupError::Unavailable(e.to_string()))?;
     if let Some(found) = parse(query, &reply.body) {
         return Ok(found);
     }
     // No batches here: one request per member, at once.
-    let singles = members(sender, query)
-        .into_iter()
-        .map(|(_, member)| async move {
-            post_retried(upstream, &member.to_string(), policy, deadline_ms).await
-        });
+    let singles = members.into_iter().map(|(_, member)| async move {
+        let method = member.get("method").and_then(Value::as_str).unwrap_or("");
+        let kind = CallKind::of_own_method(method);
+        post_retried(upstream, &member.to_string(), kind, policy, deadline_ms).await
+    });
     let replies = join_all(singles).await;
     let mut found = Found::default();
     let mut last_error = None;

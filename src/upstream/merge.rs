@@ -5,22 +5,14 @@
 
 use serde_json::Value;
 
-/// The methods asked of every healthy upstream at once, their answers merged.
+/// The methods whose calls are asked of every healthy upstream at once, their answers merged
+/// (a client's: [`crate::upstream::route::CallKind::ReadMerged`]; the relay's own count, lookup by
+/// hash and receipt).
 pub const FAN_OUT_METHODS: [&str; 3] = [
     "eth_getTransactionCount",
     "eth_getTransactionByHash",
     "eth_getTransactionReceipt",
 ];
-
-/// Whether `request` (one JSON-RPC request or a batch, as text) asks any of
-/// [`FAN_OUT_METHODS`]: such a request goes to every healthy upstream and the answers are merged
-/// with [`merge`].
-pub fn fans_out(request: &str) -> bool {
-    FAN_OUT_METHODS.iter().any(|m| request.contains(m))
-        && methods(request)
-            .iter()
-            .any(|(_, m)| FAN_OUT_METHODS.contains(&m.as_str()))
-}
 
 /// Each request's (id as JSON text, method), in order.
 fn methods(request: &str) -> Vec<(String, String)> {
@@ -109,7 +101,6 @@ mod tests {
         let request = r#"[{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionCount","params":["0xab","pending"]},
             {"jsonrpc":"2.0","id":2,"method":"eth_getTransactionByHash","params":["0x01"]},
             {"jsonrpc":"2.0","id":3,"method":"eth_getBlockByNumber","params":["0x0",false]}]"#;
-        assert!(fans_out(request));
         let lagging = r#"[{"jsonrpc":"2.0","id":1,"result":"0x5"},{"jsonrpc":"2.0","id":2,"result":null},{"jsonrpc":"2.0","id":3,"result":{"hash":"0xg"}}]"#;
         let ahead = r#"[{"jsonrpc":"2.0","id":2,"result":{"hash":"0x01"}},{"jsonrpc":"2.0","id":1,"result":"0x7"},{"jsonrpc":"2.0","id":3,"result":{"hash":"0xg"}}]"#;
         let merged: Value =
@@ -137,11 +128,5 @@ mod tests {
         let merged: Value = serde_json::from_str(&merge(request, &[error]).unwrap()).unwrap();
         assert_eq!(merged["error"]["code"], -32000);
         assert_eq!(merge(request, &["nope"]), None);
-        assert!(!fans_out(
-            r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}"#
-        ));
-        assert!(!fans_out(
-            r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":["eth_getTransactionCount"]}"#
-        ));
     }
 }

@@ -2,12 +2,14 @@
 //! there was none ([`UpstreamError`]), posted through the [`Platform`] (the whole platform: the upstream, a timer, the clock, randomness, metrics) (HTTP over
 //! `fetch` in `edge/http.rs`; scripted peers in the native tests). [`submit`] sends one
 //! transaction until it has a final answer, within the [`retry`] budget; [`lookup`] asks about a
-//! sender in one batch; [`route`] and [`rotation`] decide which of several upstreams a request
-//! goes to.
+//! sender in one batch. Which of several upstreams a call goes to: [`route`] (each call's
+//! [`CallKind`] and the [`route::RoutingTable`]), [`race`] (one call's race, a pure state machine)
+//! and [`rotation`] (each upstream's health).
 
 pub mod lookup;
 pub mod merge;
 pub mod platform;
+pub mod race;
 pub mod retry;
 pub mod rotation;
 pub mod route;
@@ -18,7 +20,7 @@ pub use platform::Platform;
 use crate::jsonrpc::{self, Answer, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::answer::{classify_message, AnswerClass};
-pub use route::Route;
+pub use route::CallKind;
 use std::fmt;
 
 /// A usable HTTP answer from the upstream: its status and a body that is JSON (checked by

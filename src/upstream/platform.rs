@@ -1,7 +1,7 @@
 //! The platform as the pure core sees it ([`Platform`]): the upstream, a timer, the clock,
 //! randomness and metrics.
 
-use super::{Route, UpstreamError, UpstreamReply};
+use super::{CallKind, UpstreamError, UpstreamReply};
 use crate::metrics::Metric;
 
 /// What the pure core needs of the platform it runs on: the upstream node (`post`), a timer
@@ -10,13 +10,14 @@ use crate::metrics::Metric;
 #[allow(async_fn_in_trait)] // single-threaded wasm: no Send bound wanted
 pub trait Platform {
     /// POSTs one JSON-RPC request (or batch) text to the upstream, waiting at most `timeout_ms`
-    /// for the whole answer, and returns it checked with [`super::check_upstream_body`]. `route` says
-    /// what the request is, for the upstreams it may go to ([`Route`]); `body` is always text the
+    /// for the whole answer, and returns it checked with [`super::check_upstream_body`]. `kind` says
+    /// what the call is, for the upstreams it may go to ([`CallKind`],
+    /// [`super::route::RoutingTable`]); `body` is always text the
     /// relay made, never a client's.
     async fn post(
         &self,
         body: &str,
-        route: Route,
+        kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError>;
 

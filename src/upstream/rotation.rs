@@ -1,10 +1,13 @@
 //! Several upstreams (`UPSTREAM_RPC_URL` as a comma-separated list, the first preferred): each
 //! one's health from its recent answers, the order in which they are tried, and the hedge delay of
-//! a send: the rotation. Pure and clock-free: the platform reports every attempt with [`Rotation::record`] and asks
-//! [`Rotation::order`] before each request.
+//! a send: the rotation. Pure and clock-free: the platform reports every attempt with
+//! [`Rotation::record`]; a [`crate::upstream::race::Race`] asks [`Rotation::order`] when it
+//! starts. Health is kept per upstream, by its URL ([`Rotation`] is keyed, not positional): a
+//! set of upstreams is named by its URLs in preference order at each question, so a change of
+//! the list resets nothing of the upstreams it keeps.
 //!
-//! - Health is judged by the relay's own small questions ([`Route::Own`]: counts, lookups by hash,
-//!   the chain id): no answer to one (connection errors, timeouts, HTTP 5xx and 429, an answer
+//! - Health is judged by the relay's own small questions ([`CallKind::is_own`]: counts, lookups
+//!   by hash, the chain id): no answer to one (connection errors, timeouts, HTTP 5xx and 429, an answer
 //!   too large or not JSON) or the node's own overload answer to one (busy, rate limited,
 //!   syncing) is a failure ([`Attempt::Failed`]). What a client asked for (a read, a send) is not
 //!   the node's health: a client's request that took too long, got too large an answer or made a
@@ -27,8 +30,9 @@
 //!   upstream's recent latencies, at least [`HEDGE_MIN_MS`], at most [`HEDGE_MAX_MS`].
 
 use crate::ordering::answer::AnswerClass;
-use crate::upstream::route::Route;
+use crate::upstream::route::CallKind;
 use crate::upstream::{classify, retry, UpstreamError, UpstreamReply};
+use std::collections::HashMap;
 use std::collections::VecDeque;
 
 /// Failures in a row that take an upstream out of the rotation.
@@ -86,14 +90,14 @@ pub enum AttemptKind {
     Unjudged,
 }
 
-/// Judges `reply` to a request on `route` (see the module documentation). For the request: no
+/// Judges `reply` to a call of `kind` (see the module documentation). For the request: no
 /// reply, or HTTP 429/502/503/504 whatever the body, is not usable (the next upstream is tried
-/// where the route allows), and so is a send's answer that says the node is busy. For the
+/// where the route's usage allows), and so is a send's answer that says the node is busy. For the
 /// upstream's health:
 ///
-/// - A question of the relay's own ([`Route::Own`]) is small and its text the relay's: any
+/// - A question of the relay's own ([`CallKind::is_own`]) is small and its text the relay's: any
 ///   failure to answer it, or a busy answer, is the node's.
-/// - A client's request ([`Route::Read`], [`Route::Send`]) is judged only by what it cannot have
+/// - A client's request (a read, a send, a WebSocket's gap question) is judged only by what it cannot have
 ///   caused. A refused connection (nothing was sent: the node or its port is not there) and HTTP
 ///   429 or 503 (the service turns every request away: a rate limit on the relay's key, a node
 ///   in maintenance) say the same of any request, so they count. A timeout, an answer over
@@ -104,8 +108,8 @@ pub enum AttemptKind {
 ///   requests. A node that really hangs is still found: such a reply asks for a
 ///   [`Judged::probe`], a question of the relay's own that is judged as one. How many requests a
 ///   client makes is bounded by the rate limits, not here.
-pub fn judge(route: Route, reply: &Result<UpstreamReply, UpstreamError>) -> Judged {
-    let clients = !matches!(route, Route::Own);
+pub fn judge(kind: CallKind, reply: &Result<UpstreamReply, UpstreamError>) -> Judged {
+    let clients = !kind.is_own();
     let failed = Judged {
         attempt: AttemptKind::Failed,
         usable: false,
@@ -137,11 +141,12 @@ pub fn judge(route: Route, reply: &Result<UpstreamReply, UpstreamError>) -> Judg
         }
         Ok(_) => {
             let busy = || classify(reply).0 == AnswerClass::Busy;
-            match route {
-                Route::Read(_) => answered(true),
-                Route::Send => answered(!busy()),
-                Route::Own if busy() => failed,
-                Route::Own => answered(true),
+            if kind.is_send() {
+                answered(!busy())
+            } else if kind.is_own() && busy() {
+                failed
+            } else {
+                answered(true)
             }
         }
     }
@@ -193,68 +198,63 @@ fn percentile(values: &VecDeque<u64>, p: usize) -> Option<u64> {
     Some(sorted[rank - 1])
 }
 
-/// The upstreams in rotation: each one's health, by position in `UPSTREAM_RPC_URL` (0 is the
-/// preferred one).
-#[derive(Debug, Clone)]
+/// The upstreams in rotation: each one's health, by its key (its URL). Every question names the
+/// set it is about, in preference order (its first is the preferred one); positions returned
+/// are positions in that set.
+#[derive(Debug, Clone, Default)]
 pub struct Rotation {
-    health: Vec<Health>,
+    health: HashMap<String, Health>,
 }
 
 impl Rotation {
-    /// A rotation of `count` upstreams, nothing known of any.
-    pub fn new(count: usize) -> Self {
-        Rotation {
-            health: vec![Health::default(); count],
-        }
+    /// A rotation knowing nothing of any upstream.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// How many upstreams there are (excluded ones included).
-    pub fn len(&self) -> usize {
-        self.health.len()
+    fn get(&self, key: &str) -> Option<&Health> {
+        self.health.get(key)
     }
 
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.health.is_empty()
+    fn get_mut(&mut self, key: &str) -> &mut Health {
+        self.health.entry(key.to_string()).or_default()
     }
 
-    /// Upstream `index` serves the relay's chain: it may be used.
-    pub fn checked(&mut self, index: usize) {
-        if let Some(h) = self.health.get_mut(index) {
-            h.checked = true;
-        }
+    /// Upstream `key` serves the relay's chain: it may be used.
+    pub fn checked(&mut self, key: &str) {
+        self.get_mut(key).checked = true;
     }
 
-    /// Whether any upstream was found on the relay's chain.
-    pub fn any_checked(&self) -> bool {
-        self.health.iter().any(|h| h.checked)
+    /// Whether any upstream of `set` was found on the relay's chain.
+    pub fn any_checked(&self, set: &[String]) -> bool {
+        set.iter().any(|k| self.get(k).is_some_and(|h| h.checked))
     }
 
-    /// The upstreams whose chain is not known yet (neither checked nor excluded).
-    pub fn unchecked(&self) -> Vec<usize> {
-        (0..self.health.len())
-            .filter(|&i| !self.health[i].checked && self.health[i].excluded.is_none())
+    /// The positions in `set` of the upstreams whose chain is not known yet (neither checked nor
+    /// excluded).
+    pub fn unchecked(&self, set: &[String]) -> Vec<usize> {
+        (0..set.len())
+            .filter(|&i| {
+                self.get(&set[i])
+                    .is_none_or(|h| !h.checked && h.excluded.is_none())
+            })
             .collect()
     }
 
-    /// Never use upstream `index` again (it serves another chain); `why` is what the log says.
-    pub fn exclude(&mut self, index: usize, why: impl Into<String>) {
-        if let Some(h) = self.health.get_mut(index) {
-            h.excluded = Some(why.into());
-        }
+    /// Never use upstream `key` again (it serves another chain); `why` is what the log says.
+    pub fn exclude(&mut self, key: &str, why: impl Into<String>) {
+        self.get_mut(key).excluded = Some(why.into());
     }
 
-    /// Why upstream `index` is excluded, when it is.
-    pub fn excluded(&self, index: usize) -> Option<&str> {
-        self.health.get(index)?.excluded.as_deref()
+    /// Why upstream `key` is excluded, when it is.
+    pub fn excluded(&self, key: &str) -> Option<&str> {
+        self.get(key)?.excluded.as_deref()
     }
 
-    /// Records an attempt at upstream `index` that ended at `now_ms`; whether it began a
+    /// Records an attempt at upstream `key` that ended at `now_ms`; whether it began a
     /// cool-down.
-    pub fn record(&mut self, index: usize, attempt: Attempt, now_ms: u64) -> bool {
-        let Some(h) = self.health.get_mut(index) else {
-            return false;
-        };
+    pub fn record(&mut self, key: &str, attempt: Attempt, now_ms: u64) -> bool {
+        let h = self.get_mut(key);
         match attempt {
             Attempt::Answered { latency_ms } => {
                 if h.latencies.len() == LATENCY_WINDOW {
@@ -284,31 +284,29 @@ impl Rotation {
         }
     }
 
-    /// Whether upstream `index` is in the rotation at `now_ms` (checked, not cooling).
-    pub fn healthy(&self, index: usize, now_ms: u64) -> bool {
-        self.health
-            .get(index)
+    /// Whether upstream `key` is in the rotation at `now_ms` (checked, not cooling).
+    pub fn healthy(&self, key: &str, now_ms: u64) -> bool {
+        self.get(key)
             .is_some_and(|h| h.checked && h.excluded.is_none() && now_ms >= h.cooling_until_ms)
     }
 
-    /// The preferred upstream in the rotation at `now_ms`: the first of `UPSTREAM_RPC_URL` that
-    /// is healthy, whatever the latencies; `None` when none is. Filters go there: a filter lives
-    /// on the node that made it.
-    pub fn preferred(&self, now_ms: u64) -> Option<usize> {
-        (0..self.health.len()).find(|&i| self.healthy(i, now_ms))
+    /// The position in `set` of the preferred upstream in the rotation at `now_ms`: the first of
+    /// `set` that is healthy, whatever the latencies; `None` when none is. Filters go there: a
+    /// filter lives on the node that made it.
+    pub fn preferred(&self, set: &[String], now_ms: u64) -> Option<usize> {
+        (0..set.len()).find(|&i| self.healthy(&set[i], now_ms))
     }
 
-    /// Whether upstream `index` is out of the rotation for a cool-down at `now_ms`.
-    pub fn cooling(&self, index: usize, now_ms: u64) -> bool {
-        self.health
-            .get(index)
-            .is_some_and(|h| now_ms < h.cooling_until_ms)
+    /// Whether upstream `key` is out of the rotation for a cool-down at `now_ms`.
+    pub fn cooling(&self, key: &str, now_ms: u64) -> bool {
+        self.get(key).is_some_and(|h| now_ms < h.cooling_until_ms)
     }
 
     /// Whether `a` should go behind `b` (both healthy): a clearly higher error rate, or a median
     /// latency above twice `b`'s and [`LATENCY_SLACK_MS`] more.
-    fn worse(&self, a: usize, b: usize) -> bool {
-        let (ha, hb) = (&self.health[a], &self.health[b]);
+    fn worse(&self, a: &str, b: &str) -> bool {
+        let none = Health::default();
+        let (ha, hb) = (self.get(a).unwrap_or(&none), self.get(b).unwrap_or(&none));
         if ha.error_rate > hb.error_rate + 0.25 {
             return true;
         }
@@ -321,41 +319,44 @@ impl Rotation {
         }
     }
 
-    /// The upstreams to try at `now_ms`, best first: the healthy ones (by preference, a clearly
-    /// worse one behind a better one), then the cooling ones by the end of their cool-down.
-    /// Excluded ones never appear.
-    pub fn order(&self, now_ms: u64) -> Vec<usize> {
-        let mut healthy: Vec<usize> = (0..self.health.len())
-            .filter(|&i| self.healthy(i, now_ms))
+    /// The positions in `set` of the upstreams to try at `now_ms`, best first: the healthy ones
+    /// (by preference, a clearly worse one behind a better one), then the cooling ones by the end
+    /// of their cool-down. Excluded and unchecked ones never appear.
+    pub fn order(&self, set: &[String], now_ms: u64) -> Vec<usize> {
+        let mut healthy: Vec<usize> = (0..set.len())
+            .filter(|&i| self.healthy(&set[i], now_ms))
             .collect();
         // A stable insertion sort by "worse than": the preference order breaks every tie.
         for i in 1..healthy.len() {
             let mut j = i;
-            while j > 0 && self.worse(healthy[j - 1], healthy[j]) {
+            while j > 0 && self.worse(&set[healthy[j - 1]], &set[healthy[j]]) {
                 healthy.swap(j - 1, j);
                 j -= 1;
             }
         }
-        let mut cooling: Vec<usize> = (0..self.health.len())
-            .filter(|&i| self.health[i].checked && self.health[i].excluded.is_none())
-            .filter(|&i| !self.healthy(i, now_ms))
+        let mut cooling: Vec<(u64, usize)> = (0..set.len())
+            .filter_map(|i| {
+                let h = self.get(&set[i])?;
+                let usable = h.checked && h.excluded.is_none() && !self.healthy(&set[i], now_ms);
+                usable.then_some((h.cooling_until_ms, i))
+            })
             .collect();
-        cooling.sort_by_key(|&i| (self.health[i].cooling_until_ms, i));
-        healthy.extend(cooling);
+        cooling.sort_unstable();
+        healthy.extend(cooling.into_iter().map(|(_, i)| i));
         healthy
     }
 
-    /// The upstreams a transaction goes to at once under `SEND_BROADCAST=all` at `now_ms`: the
-    /// healthy ones, best first. A cooling one is left out: one that swallows sends would make
-    /// every refusal wait for it (a refusal answers only once every upstream that has the bytes
-    /// answered). With every upstream cooling, all of them, in [`Rotation::order`]'s order: the
-    /// rotation never refuses on its own.
-    pub fn broadcast(&self, now_ms: u64) -> Vec<usize> {
-        let order = self.order(now_ms);
+    /// The positions in `set` of the upstreams a transaction goes to at once under
+    /// `SEND_BROADCAST=all` at `now_ms`: the healthy ones, best first. A cooling one is left out:
+    /// one that swallows sends would make every refusal wait for it (a refusal answers only once
+    /// every upstream that has the bytes answered). With every upstream cooling, all of them, in
+    /// [`Rotation::order`]'s order: the rotation never refuses on its own.
+    pub fn broadcast(&self, set: &[String], now_ms: u64) -> Vec<usize> {
+        let order = self.order(set, now_ms);
         let healthy: Vec<usize> = order
             .iter()
             .copied()
-            .filter(|&i| self.healthy(i, now_ms))
+            .filter(|&i| self.healthy(&set[i], now_ms))
             .collect();
         if healthy.is_empty() {
             order
@@ -364,12 +365,11 @@ impl Rotation {
         }
     }
 
-    /// How long a send waits for upstream `index` before it is also sent to the next, ms: the
+    /// How long a call waits for upstream `key` before it is also sent to the next, ms: the
     /// 95th percentile of its recent latencies within [`HEDGE_MIN_MS`]..=[`HEDGE_MAX_MS`]
     /// ([`HEDGE_MAX_MS`] while none is known).
-    pub fn hedge_delay_ms(&self, index: usize) -> u64 {
-        self.health
-            .get(index)
+    pub fn hedge_delay_ms(&self, key: &str) -> u64 {
+        self.get(key)
             .and_then(|h| percentile(&h.latencies, 95))
             .map_or(HEDGE_MAX_MS, |p95| p95.clamp(HEDGE_MIN_MS, HEDGE_MAX_MS))
     }
@@ -379,10 +379,15 @@ impl Rotation {
 mod tests {
     use super::*;
 
-    /// A rotation of `n` upstreams, each found on the relay's chain.
+    /// Three upstreams' keys, in preference order.
+    fn set() -> Vec<String> {
+        ["a", "b", "c"].map(String::from).to_vec()
+    }
+
+    /// A rotation of the first `n` of [`set`], each found on the relay's chain.
     fn checked(n: usize) -> Rotation {
-        let mut rotation = Rotation::new(n);
-        (0..n).for_each(|i| rotation.checked(i));
+        let mut rotation = Rotation::new();
+        set()[..n].iter().for_each(|k| rotation.checked(k));
         rotation
     }
 
@@ -392,58 +397,65 @@ mod tests {
 
     #[test]
     fn the_preferred_first_while_all_are_well() {
-        let mut rotation = Rotation::new(3);
+        let mut rotation = Rotation::new();
         assert_eq!(
-            rotation.order(0),
+            rotation.order(&set(), 0),
             Vec::<usize>::new(),
             "none checked: none used"
         );
-        assert_eq!(rotation.unchecked(), vec![0, 1, 2]);
-        assert!(!rotation.any_checked());
-        (0..3).for_each(|i| rotation.checked(i));
-        assert_eq!(rotation.order(0), vec![0, 1, 2]);
+        assert_eq!(rotation.unchecked(&set()), vec![0, 1, 2]);
+        assert!(!rotation.any_checked(&set()));
+        (0..3).for_each(|i| rotation.checked(&set()[i]));
+        assert_eq!(rotation.order(&set(), 0), vec![0, 1, 2]);
         for i in 0..3 {
-            rotation.record(i, answered(10 + i as u64), 0);
+            rotation.record(&set()[i], answered(10 + i as u64), 0);
         }
-        assert_eq!(rotation.order(0), vec![0, 1, 2]);
+        assert_eq!(rotation.order(&set(), 0), vec![0, 1, 2]);
     }
 
     #[test]
     fn three_failures_in_a_row_cool_an_upstream_down_and_it_comes_back_after() {
         let mut rotation = checked(2);
-        rotation.record(0, Attempt::Failed, 1_000);
-        rotation.record(0, Attempt::Failed, 1_000);
-        assert!(rotation.healthy(0, 1_000), "two failures are not enough");
+        rotation.record(&set()[0], Attempt::Failed, 1_000);
+        rotation.record(&set()[0], Attempt::Failed, 1_000);
         assert!(
-            rotation.record(0, Attempt::Failed, 1_000),
+            rotation.healthy(&set()[0], 1_000),
+            "two failures are not enough"
+        );
+        assert!(
+            rotation.record(&set()[0], Attempt::Failed, 1_000),
             "the third begins a cool-down"
         );
-        assert!(rotation.cooling(0, 1_000));
-        assert!(!rotation.healthy(0, 1_000));
-        assert_eq!(rotation.order(1_000), vec![1, 0], "still tried, last");
-        assert!(rotation.healthy(0, 1_000 + COOL_DOWN_MS));
+        assert!(rotation.cooling(&set()[0], 1_000));
+        assert!(!rotation.healthy(&set()[0], 1_000));
+        assert_eq!(
+            rotation.order(&set(), 1_000),
+            vec![1, 0],
+            "still tried, last"
+        );
+        assert!(rotation.healthy(&set()[0], 1_000 + COOL_DOWN_MS));
         // It keeps failing: the next cool-down is twice as long.
         for _ in 0..FAILURES_TO_COOL {
-            rotation.record(0, Attempt::Failed, 10_000);
+            rotation.record(&set()[0], Attempt::Failed, 10_000);
         }
-        assert!(!rotation.healthy(0, 10_000 + COOL_DOWN_MS));
-        assert!(rotation.healthy(0, 10_000 + 2 * COOL_DOWN_MS));
+        assert!(!rotation.healthy(&set()[0], 10_000 + COOL_DOWN_MS));
+        assert!(rotation.healthy(&set()[0], 10_000 + 2 * COOL_DOWN_MS));
         // One answer ends it all.
-        rotation.record(0, answered(5), 30_000);
-        assert!(rotation.healthy(0, 30_000));
+        rotation.record(&set()[0], answered(5), 30_000);
+        assert!(rotation.healthy(&set()[0], 30_000));
     }
 
     #[test]
     fn a_json_rpc_error_is_an_answer_and_a_flaky_upstream_goes_behind() {
         let mut rotation = checked(2);
         for _ in 0..5 {
-            rotation.record(0, Attempt::Failed, 0);
-            rotation.record(0, answered(5), 0);
-            rotation.record(1, answered(5), 0);
+            rotation.record(&set()[0], Attempt::Failed, 0);
+            rotation.record(&set()[0], answered(5), 0);
+            rotation.record(&set()[1], answered(5), 0);
         }
-        assert!(rotation.healthy(0, 0), "never three in a row");
+        assert!(rotation.healthy(&set()[0], 0), "never three in a row");
         assert_eq!(
-            rotation.order(0),
+            rotation.order(&set(), 0),
             vec![1, 0],
             "its error rate puts it behind"
         );
@@ -453,49 +465,51 @@ mod tests {
     fn a_slow_preferred_goes_behind_a_fast_one() {
         let mut rotation = checked(2);
         for _ in 0..10 {
-            rotation.record(0, answered(3_000), 0);
-            rotation.record(1, answered(10), 0);
+            rotation.record(&set()[0], answered(3_000), 0);
+            rotation.record(&set()[1], answered(10), 0);
         }
-        assert_eq!(rotation.order(0), vec![1, 0]);
+        assert_eq!(rotation.order(&set(), 0), vec![1, 0]);
         assert_eq!(
-            rotation.preferred(0),
+            rotation.preferred(&set(), 0),
             Some(0),
             "filters stay with the first"
         );
         for _ in 0..FAILURES_TO_COOL {
-            rotation.record(0, Attempt::Failed, 0);
+            rotation.record(&set()[0], Attempt::Failed, 0);
         }
-        assert_eq!(rotation.preferred(0), Some(1), "unless it is down");
+        assert_eq!(rotation.preferred(&set(), 0), Some(1), "unless it is down");
         // Somewhat slower (within twice and the slack) keeps the preference.
         let mut rotation = checked(2);
         for _ in 0..10 {
-            rotation.record(0, answered(60), 0);
-            rotation.record(1, answered(10), 0);
+            rotation.record(&set()[0], answered(60), 0);
+            rotation.record(&set()[1], answered(10), 0);
         }
-        assert_eq!(rotation.order(0), vec![0, 1]);
+        assert_eq!(rotation.order(&set(), 0), vec![0, 1]);
     }
 
     #[test]
     fn an_upstream_on_another_chain_is_never_tried() {
         let mut rotation = checked(3);
-        rotation.exclude(1, "eth_chainId 0x1, want 0x7a69");
-        assert_eq!(rotation.unchecked(), Vec::<usize>::new());
-        assert_eq!(rotation.order(0), vec![0, 2]);
+        rotation.exclude(&set()[1], "eth_chainId 0x1, want 0x7a69");
+        assert_eq!(rotation.unchecked(&set()), Vec::<usize>::new());
+        assert_eq!(rotation.order(&set(), 0), vec![0, 2]);
         for _ in 0..FAILURES_TO_COOL {
-            rotation.record(0, Attempt::Failed, 0);
-            rotation.record(2, Attempt::Failed, 0);
+            rotation.record(&set()[0], Attempt::Failed, 0);
+            rotation.record(&set()[2], Attempt::Failed, 0);
         }
         assert_eq!(
-            rotation.order(0),
+            rotation.order(&set(), 0),
             vec![0, 2],
             "cooling ones, never the excluded"
         );
-        assert_eq!(rotation.excluded(1), Some("eth_chainId 0x1, want 0x7a69"));
+        assert_eq!(
+            rotation.excluded(&set()[1]),
+            Some("eth_chainId 0x1, want 0x7a69")
+        );
     }
 
     #[test]
     fn only_the_relays_own_questions_judge_a_node_by_its_error_text() {
-        use crate::upstream::route::Read;
         let reply = |status: u16, message: &str| {
             Ok(UpstreamReply {
                 status,
@@ -522,43 +536,52 @@ mod tests {
             "try again later",
             "rate limit",
         ] {
-            for read in [Read::Idempotent, Read::Once, Read::Filter, Read::Merged] {
-                assert_eq!(
-                    judge(Route::Read(read), &reply(200, message)),
-                    answered(true)
-                );
+            for read in [
+                CallKind::Read,
+                CallKind::Other,
+                CallKind::Filter,
+                CallKind::ReadMerged,
+            ] {
+                assert_eq!(judge(read, &reply(200, message)), answered(true));
             }
-            assert_eq!(judge(Route::Own, &reply(200, message)), failed, "{message}");
+            assert_eq!(
+                judge(CallKind::OwnCount, &reply(200, message)),
+                failed,
+                "{message}"
+            );
         }
         // A send refused as busy goes on to the next upstream, and the node was still answering.
         assert_eq!(
-            judge(Route::Send, &reply(200, "txpool is full")),
+            judge(CallKind::Send, &reply(200, "txpool is full")),
             answered(false)
         );
         assert_eq!(
-            judge(Route::Send, &reply(200, "insufficient funds")),
+            judge(CallKind::Send, &reply(200, "insufficient funds")),
             answered(true)
         );
         // Overload statuses are failures on every route; a timeout only on the relay's own.
-        for route in [Route::Send, Route::Own, Route::Read(Read::Idempotent)] {
+        for route in [CallKind::Send, CallKind::OwnCount, CallKind::Read] {
             assert_eq!(judge(route, &reply(429, "x")), failed);
             assert_eq!(judge(route, &reply(503, "x")), failed);
         }
-        assert_eq!(judge(Route::Own, &Err(UpstreamError::Timeout(5))), failed);
+        assert_eq!(
+            judge(CallKind::OwnCount, &Err(UpstreamError::Timeout(5))),
+            failed
+        );
         // A client's read that timed out says nothing of the node: the node is asked a question
         // of the relay's own; one whose answer was too large did answer.
-        let timed_out = judge(Route::Read(Read::Once), &Err(UpstreamError::Timeout(5)));
+        let timed_out = judge(CallKind::Other, &Err(UpstreamError::Timeout(5)));
         assert_eq!(
             (timed_out.attempt, timed_out.probe),
             (AttemptKind::Unjudged, true)
         );
-        let too_large = judge(Route::Read(Read::Once), &Err(UpstreamError::TooLarge(5)));
+        let too_large = judge(CallKind::Other, &Err(UpstreamError::TooLarge(5)));
         assert_eq!(
             (too_large.attempt, too_large.probe),
             (AttemptKind::Unjudged, false)
         );
         assert_eq!(
-            judge(Route::Own, &reply(200, "execution reverted")),
+            judge(CallKind::OwnCount, &reply(200, "execution reverted")),
             answered(true)
         );
     }
@@ -570,7 +593,6 @@ mod tests {
     /// connection or HTTP 429/503 on any route. Every such reply still moves the request on.
     #[test]
     fn nothing_a_client_causes_by_the_shape_of_its_request_cools_an_upstream() {
-        use crate::upstream::route::Read;
         let shaped: Vec<Result<UpstreamReply, UpstreamError>> = vec![
             Err(UpstreamError::Timeout(60_000)),
             Err(UpstreamError::TooLarge(16 << 20)),
@@ -587,11 +609,11 @@ mod tests {
             }),
         ];
         let clients = [
-            Route::Read(Read::Idempotent),
-            Route::Read(Read::Once),
-            Route::Read(Read::Filter),
-            Route::Read(Read::Merged),
-            Route::Send,
+            CallKind::Read,
+            CallKind::Other,
+            CallKind::Filter,
+            CallKind::ReadMerged,
+            CallKind::Send,
         ];
         for reply in &shaped {
             for route in clients {
@@ -600,23 +622,27 @@ mod tests {
                 assert_ne!(judged.attempt, AttemptKind::Answered, "{route:?} {reply:?}");
                 assert!(!judged.usable, "still moved on: {route:?} {reply:?}");
             }
-            assert_eq!(judge(Route::Own, reply).attempt, AttemptKind::Failed);
+            assert_eq!(
+                judge(CallKind::OwnCount, reply).attempt,
+                AttemptKind::Failed
+            );
         }
         // The schedule: six slow eth_getLogs, each timing out on both upstreams.
         let mut rotation = checked(2);
-        let logs = Route::of_method("eth_getLogs");
+        let logs = CallKind::of_method("eth_getLogs");
         let mut cooled = 0;
         for n in 0..6 {
             for index in [0, 1] {
                 let judged = judge(logs, &Err(UpstreamError::Timeout(2_000)));
                 if judged.attempt == AttemptKind::Failed {
-                    cooled += usize::from(rotation.record(index, Attempt::Failed, 1_000 + n));
+                    cooled +=
+                        usize::from(rotation.record(&set()[index], Attempt::Failed, 1_000 + n));
                 }
             }
         }
         assert_eq!(cooled, 0, "upstream_cooling lines");
-        assert_eq!(rotation.order(2_000), vec![0, 1]);
-        assert!(rotation.healthy(0, 2_000) && rotation.healthy(1, 2_000));
+        assert_eq!(rotation.order(&set(), 2_000), vec![0, 1]);
+        assert!(rotation.healthy(&set()[0], 2_000) && rotation.healthy(&set()[1], 2_000));
         // What says the node is not there, whatever the request, still counts on every route.
         let away: Vec<Result<UpstreamReply, UpstreamError>> = vec![
             Err(UpstreamError::Unreachable(
@@ -626,7 +652,7 @@ mod tests {
             Err(UpstreamError::Status(429, Some(1_000))),
         ];
         for reply in &away {
-            for route in clients.into_iter().chain([Route::Own]) {
+            for route in clients.into_iter().chain([CallKind::OwnCount]) {
                 assert_eq!(
                     judge(route, reply).attempt,
                     AttemptKind::Failed,
@@ -642,47 +668,58 @@ mod tests {
     #[test]
     fn a_broadcast_goes_to_the_healthy_upstreams_only() {
         let mut rotation = checked(3);
-        assert_eq!(rotation.broadcast(0), vec![0, 1, 2]);
+        assert_eq!(rotation.broadcast(&set(), 0), vec![0, 1, 2]);
         for _ in 0..FAILURES_TO_COOL {
-            rotation.record(1, Attempt::Failed, 1_000);
+            rotation.record(&set()[1], Attempt::Failed, 1_000);
         }
-        assert_eq!(rotation.order(1_000), vec![0, 2, 1], "still in the order");
         assert_eq!(
-            rotation.broadcast(1_000),
+            rotation.order(&set(), 1_000),
+            vec![0, 2, 1],
+            "still in the order"
+        );
+        assert_eq!(
+            rotation.broadcast(&set(), 1_000),
             vec![0, 2],
             "not in the broadcast"
         );
         // Every one cooling: all of them, the first to come back first (a tie by preference).
         for i in [2, 0] {
             for _ in 0..FAILURES_TO_COOL {
-                rotation.record(i, Attempt::Failed, 2_000);
+                rotation.record(&set()[i], Attempt::Failed, 2_000);
             }
         }
-        assert_eq!(rotation.broadcast(2_000), vec![1, 0, 2]);
-        assert_eq!(rotation.broadcast(2_000), rotation.order(2_000));
+        assert_eq!(rotation.broadcast(&set(), 2_000), vec![1, 0, 2]);
+        assert_eq!(
+            rotation.broadcast(&set(), 2_000),
+            rotation.order(&set(), 2_000)
+        );
         // Back after its cool-down; an excluded one never.
-        assert_eq!(rotation.broadcast(1_000 + COOL_DOWN_MS), vec![1]);
-        rotation.exclude(1, "another chain");
-        assert_eq!(rotation.broadcast(1_000 + COOL_DOWN_MS), vec![0, 2]);
+        assert_eq!(rotation.broadcast(&set(), 1_000 + COOL_DOWN_MS), vec![1]);
+        rotation.exclude(&set()[1], "another chain");
+        assert_eq!(rotation.broadcast(&set(), 1_000 + COOL_DOWN_MS), vec![0, 2]);
     }
 
     #[test]
     fn the_hedge_delay_is_the_p95_within_50_ms_and_1_s() {
         let mut rotation = checked(1);
-        assert_eq!(rotation.hedge_delay_ms(0), HEDGE_MAX_MS, "nothing known");
+        assert_eq!(
+            rotation.hedge_delay_ms(&set()[0]),
+            HEDGE_MAX_MS,
+            "nothing known"
+        );
         for ms in 1..=100 {
-            rotation.record(0, answered(ms * 4), 0);
+            rotation.record(&set()[0], answered(ms * 4), 0);
         }
         assert_eq!(
-            rotation.hedge_delay_ms(0),
+            rotation.hedge_delay_ms(&set()[0]),
             388,
             "p95 (nearest rank) of the last 64: 148..400"
         );
         let mut fast = checked(1);
-        fast.record(0, answered(2), 0);
-        assert_eq!(fast.hedge_delay_ms(0), HEDGE_MIN_MS);
+        fast.record(&set()[0], answered(2), 0);
+        assert_eq!(fast.hedge_delay_ms(&set()[0]), HEDGE_MIN_MS);
         let mut slow = checked(1);
-        slow.record(0, answered(3_000), 0);
-        assert_eq!(slow.hedge_delay_ms(0), HEDGE_MAX_MS);
+        slow.record(&set()[0], answered(3_000), 0);
+        assert_eq!(slow.hedge_delay_ms(&set()[0]), HEDGE_MAX_MS);
     }
 }

@@ -1,49 +1,226 @@
-//! What one request to the upstream is, for the upstreams it may go to and for what its answer
-//! says of an upstream's health ([`crate::upstream::rotation`]). With one upstream every request goes
-//! to it, whatever its route.
+//! Which upstreams a call goes to, and how: every call the relay makes has a [`CallKind`], and
+//! one [`RoutingTable`] maps each kind to a [`Route`] (a set of upstreams and a [`Usage`]). With
+//! one upstream in a set every call goes to it, whatever its usage. The race over several
+//! upstreams that a usage describes is [`crate::upstream::race::Race`]; their health is
+//! [`crate::upstream::rotation::Rotation`].
 //!
-//! A route is decided by the relay from what it parsed (the method of a client's request, or the
-//! kind of question the relay asks itself), never from the text that goes out: a method name
+//! A call's kind is decided by the relay from what it parsed (the method of a client's request,
+//! or the question the relay asks itself), never from the text that goes out: a method name
 //! written with JSON escapes (`"eth_sendRawTransactio\u006e"`) is the same method.
+//!
+//! Today's table ([`RoutingTable::new`]):
+//!
+//! | kind | upstreams | usage |
+//! | --- | --- | --- |
+//! | [`CallKind::Send`] | `UPSTREAM_RPC_URL` | [`Usage::Hedged`]; [`Usage::Failover`] under a strict pool; [`Usage::Broadcast`] with `SEND_BROADCAST=all` |
+//! | [`CallKind::Read`], [`CallKind::OwnChainId`], [`CallKind::OwnOther`], [`CallKind::Head`] | `UPSTREAM_RPC_URL` | [`Usage::Hedged`] |
+//! | [`CallKind::ReadMerged`], [`CallKind::OwnCount`], [`CallKind::OwnByHash`], [`CallKind::OwnReceipt`] | `UPSTREAM_RPC_URL` | [`Usage::Merged`] |
+//! | [`CallKind::Filter`] | `UPSTREAM_RPC_URL` | [`Usage::Sticky`] |
+//! | [`CallKind::Other`] | `UPSTREAM_RPC_URL` | [`Usage::Once`] |
 
 use crate::jsonrpc;
+use crate::ordering::sender::PoolKind;
 
-/// How a request is routed over several upstreams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// A transaction's signed bytes (any of the three send methods): to the best upstream,
-    /// hedged (never under a strict upstream pool, where a second copy is a charged refusal) or
-    /// to every healthy one (`SEND_BROADCAST=all`). The first acceptance wins; a refusal only
-    /// once every upstream that may have the bytes answered. A JSON-RPC error is the node's answer
-    /// to the client's transaction: it never counts against the node's health.
+/// What one call to the upstreams is: whose it is (a client's or the relay's own) and what it
+/// asks. Its [`Route`] comes from the [`RoutingTable`]; how its answer judges a node's health
+/// from [`CallKind::is_own`] ([`crate::upstream::rotation::judge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// A transaction's signed bytes (any of the three send methods, a client's or the object's
+    /// send or resend of one). The first acceptance wins; a refusal only once every upstream that
+    /// may have the bytes answered. A JSON-RPC error is the node's answer to the transaction: it
+    /// never counts against the node's health.
     Send,
-    /// A client's request, by its method.
-    Read(Read),
-    /// A question of the relay's own, idempotent (a sender's counts and transactions by hash,
-    /// a receipt, the chain id): hedged and failed over, and fanned out and merged when it asks
-    /// a count, a transaction or a receipt ([`crate::upstream::merge`]). Its text is the relay's,
-    /// so an error answer that says the node is busy, rate limited or syncing is the node's
-    /// overload and counts against its health.
-    Own,
+    /// A client's read that may be repeated ([`IDEMPOTENT`]).
+    Read,
+    /// A client's transaction count, transaction or receipt by hash
+    /// ([`crate::upstream::merge::FAN_OUT_METHODS`]): the most any upstream knows.
+    ReadMerged,
+    /// A client's filter call ([`FILTER_METHODS`]): a filter lives on the node that made it.
+    Filter,
+    /// A client's call of any other method (one the relay does not know, or one that changes the
+    /// node's state): sent once.
+    Other,
+    /// The heads and logs a WebSocket subscription missed, and the head: asked for a client's
+    /// subscriptions, judged as a client's read.
+    Head,
+    /// The relay's own: a sender's counts and lookups, in one batch
+    /// ([`crate::upstream::lookup`]), or a transaction count alone.
+    OwnCount,
+    /// The relay's own: a transaction by hash.
+    OwnByHash,
+    /// The relay's own: a receipt by hash.
+    OwnReceipt,
+    /// The relay's own: `eth_chainId`.
+    OwnChainId,
+    /// The relay's own: anything else it asks (the genesis block, a transaction by sender and
+    /// nonce).
+    OwnOther,
 }
 
-/// How a client's request (not a send) is routed.
+impl CallKind {
+    /// The kind of a client's request for `method` (as parsed).
+    pub fn of_method(method: &str) -> CallKind {
+        if jsonrpc::is_send(method) {
+            CallKind::Send
+        } else if crate::upstream::merge::FAN_OUT_METHODS.contains(&method) {
+            CallKind::ReadMerged
+        } else if FILTER_METHODS.contains(&method) {
+            CallKind::Filter
+        } else if IDEMPOTENT.contains(&method) {
+            CallKind::Read
+        } else {
+            CallKind::Other
+        }
+    }
+
+    /// The kind of a question of the relay's own asking `method` alone (a lookup's member sent
+    /// by itself to an upstream that refuses batches).
+    pub fn of_own_method(method: &str) -> CallKind {
+        match method {
+            "eth_getTransactionCount" => CallKind::OwnCount,
+            "eth_getTransactionByHash" => CallKind::OwnByHash,
+            "eth_getTransactionReceipt" => CallKind::OwnReceipt,
+            "eth_chainId" => CallKind::OwnChainId,
+            _ => CallKind::OwnOther,
+        }
+    }
+
+    /// Whether the call is a question of the relay's own: small, idempotent, its text the
+    /// relay's, so any failure to answer it, or an answer that says the node is busy, rate
+    /// limited or syncing, is the node's and counts against its health.
+    pub fn is_own(self) -> bool {
+        matches!(
+            self,
+            CallKind::OwnCount
+                | CallKind::OwnByHash
+                | CallKind::OwnReceipt
+                | CallKind::OwnChainId
+                | CallKind::OwnOther
+        )
+    }
+
+    /// Whether the call carries a transaction's signed bytes.
+    pub fn is_send(self) -> bool {
+        self == CallKind::Send
+    }
+
+    /// Every kind, for tables and tests.
+    pub const ALL: [CallKind; 11] = [
+        CallKind::Send,
+        CallKind::Read,
+        CallKind::ReadMerged,
+        CallKind::Filter,
+        CallKind::Other,
+        CallKind::Head,
+        CallKind::OwnCount,
+        CallKind::OwnByHash,
+        CallKind::OwnReceipt,
+        CallKind::OwnChainId,
+        CallKind::OwnOther,
+    ];
+}
+
+/// A set of upstreams a route uses, in preference order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Read {
-    /// A read that may be repeated ([`IDEMPOTENT`]): to the best upstream, hedged after its
-    /// hedge delay and moved to the next on a failure.
-    Idempotent,
-    /// A transaction count, a transaction or a receipt ([`crate::upstream::merge::FAN_OUT_METHODS`]):
-    /// every healthy upstream at once, the answers merged (the highest count, any that has the
-    /// transaction).
+pub enum UpstreamSet {
+    /// `UPSTREAM_RPC_URL` (one URL or a comma-separated list, the first preferred).
+    Rpc,
+}
+
+/// How a call uses the upstreams of its set (two or more; with one, every usage is that one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    /// To the best upstream; if it has not answered within its hedge delay also to the next (at
+    /// most [`crate::upstream::race::MAX_TRIED_AT_ONCE`] in all), and a failure moves it to the
+    /// next at once. The first usable answer wins.
+    Hedged,
+    /// As [`Usage::Hedged`] but never hedged: it moves to the next upstream only when one fails
+    /// (a strict pool, where a second copy of a transaction is a charged refusal).
+    Failover,
+    /// To every healthy upstream at once ([`crate::upstream::rotation::Rotation::broadcast`]).
+    Broadcast,
+    /// To every healthy upstream at once; the usable answers that came by the first one's arrival
+    /// and its hedge delay are merged ([`crate::upstream::merge`]).
     Merged,
-    /// A filter method ([`FILTER_METHODS`]): a filter lives on the node that made it, so every
-    /// filter call goes to the preferred upstream (the first of `UPSTREAM_RPC_URL` in the
-    /// rotation), never hedged and never moved once sent.
-    Filter,
-    /// Anything else (a method the relay does not know, or one that changes the node's state):
-    /// to the best upstream once, never hedged, never sent again.
+    /// To the preferred upstream (the first of the set that is healthy), once, never hedged,
+    /// never moved once sent: state that lives on one node.
+    Sticky,
+    /// To the best upstream, once, never hedged, never sent again.
     Once,
+}
+
+impl Usage {
+    /// Whether a call may go to another upstream while the first has not answered (a hedge).
+    pub fn hedged(self) -> bool {
+        self == Usage::Hedged
+    }
+
+    /// Whether a call goes to the next upstream after the first failed (it may have reached the
+    /// first: only a call that may be repeated is moved).
+    pub fn moved_on_failure(self) -> bool {
+        matches!(self, Usage::Hedged | Usage::Failover | Usage::Broadcast)
+    }
+}
+
+/// Where one kind of call goes and how: a row of the [`RoutingTable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The upstreams it may go to.
+    pub upstreams: UpstreamSet,
+    /// How it uses them.
+    pub usage: Usage,
+}
+
+/// Every kind of call and its [`Route`]: the relay's routing, as data. A new route is rows here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutingTable {
+    rows: Vec<(CallKind, Route)>,
+}
+
+impl RoutingTable {
+    /// Today's table (see the module documentation): a send is hedged on a mempool, failed over
+    /// on a strict pool (`pool`, resolved by [`crate::config::Config::pool_kind`]) and broadcast
+    /// with `SEND_BROADCAST=all` (`broadcast`).
+    pub fn new(pool: PoolKind, broadcast: bool) -> Self {
+        let send = match (broadcast, pool) {
+            (true, _) => Usage::Broadcast,
+            (false, PoolKind::Strict) => Usage::Failover,
+            (false, PoolKind::Mempool) => Usage::Hedged,
+        };
+        let rows = CallKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let usage = match kind {
+                    CallKind::Send => send,
+                    CallKind::Read | CallKind::Head | CallKind::OwnChainId | CallKind::OwnOther => {
+                        Usage::Hedged
+                    }
+                    CallKind::ReadMerged
+                    | CallKind::OwnCount
+                    | CallKind::OwnByHash
+                    | CallKind::OwnReceipt => Usage::Merged,
+                    CallKind::Filter => Usage::Sticky,
+                    CallKind::Other => Usage::Once,
+                };
+                let route = Route {
+                    upstreams: UpstreamSet::Rpc,
+                    usage,
+                };
+                (kind, route)
+            })
+            .collect();
+        RoutingTable { rows }
+    }
+
+    /// The route of `kind`.
+    pub fn route(&self, kind: CallKind) -> Route {
+        self.rows
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, r)| *r)
+            .expect("every kind has a row")
+    }
 }
 
 /// The filter methods (execution-apis `eth/filter.yaml`): a filter's id names state on one node.
@@ -101,75 +278,76 @@ pub const IDEMPOTENT: &[&str] = &[
     "web3_sha3",
 ];
 
-impl Route {
-    /// The route of a client's request for `method` (as parsed).
-    pub fn of_method(method: &str) -> Route {
-        if jsonrpc::is_send(method) {
-            Route::Send
-        } else if crate::upstream::merge::FAN_OUT_METHODS.contains(&method) {
-            Route::Read(Read::Merged)
-        } else if FILTER_METHODS.contains(&method) {
-            Route::Read(Read::Filter)
-        } else if IDEMPOTENT.contains(&method) {
-            Route::Read(Read::Idempotent)
-        } else {
-            Route::Read(Read::Once)
-        }
-    }
-
-    /// Whether a request on this route may go to another upstream while the first has not
-    /// answered (a hedge).
-    pub fn hedged(self) -> bool {
-        matches!(
-            self,
-            Route::Send | Route::Own | Route::Read(Read::Idempotent)
-        )
-    }
-
-    /// Whether a request on this route goes to the next upstream after the first failed (it may
-    /// have reached the first: only a request that may be repeated is moved).
-    pub fn moved_on_failure(self) -> bool {
-        self.hedged()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn routes_come_from_the_parsed_method() {
+    fn kinds_come_from_the_parsed_method() {
         for send in [
             "eth_sendRawTransaction",
             "eth_sendRawTransactionSync",
             "eth_sendRawTransactionConditional",
         ] {
-            assert_eq!(Route::of_method(send), Route::Send);
+            assert_eq!(CallKind::of_method(send), CallKind::Send);
         }
         assert_eq!(
-            Route::of_method("eth_getTransactionReceipt"),
-            Route::Read(Read::Merged)
+            CallKind::of_method("eth_getTransactionReceipt"),
+            CallKind::ReadMerged
         );
         assert_eq!(
-            Route::of_method("eth_getFilterChanges"),
-            Route::Read(Read::Filter)
+            CallKind::of_method("eth_getFilterChanges"),
+            CallKind::Filter
         );
-        assert_eq!(Route::of_method("eth_call"), Route::Read(Read::Idempotent));
+        assert_eq!(CallKind::of_method("eth_call"), CallKind::Read);
         for once in [
             "debug_setHead",
             "eth_submitWork",
             "anvil_mine",
             "eth_subscribe",
         ] {
-            assert_eq!(Route::of_method(once), Route::Read(Read::Once), "{once}");
+            assert_eq!(CallKind::of_method(once), CallKind::Other, "{once}");
         }
-        assert!(Route::Send.hedged() && Route::Own.hedged());
-        assert!(!Route::Read(Read::Filter).hedged() && !Route::Read(Read::Once).hedged());
-        assert!(!Route::Read(Read::Once).moved_on_failure());
         let mut sorted = IDEMPOTENT.to_vec();
         sorted.sort_unstable();
         assert_eq!(sorted, IDEMPOTENT, "kept sorted, each once");
         sorted.dedup();
         assert_eq!(sorted.len(), IDEMPOTENT.len());
+    }
+
+    #[test]
+    fn the_table_holds_todays_routing() {
+        let mempool = RoutingTable::new(PoolKind::Mempool, false);
+        let usage = |table: &RoutingTable, kind| table.route(kind).usage;
+        assert_eq!(usage(&mempool, CallKind::Send), Usage::Hedged);
+        assert_eq!(
+            usage(&RoutingTable::new(PoolKind::Strict, false), CallKind::Send),
+            Usage::Failover,
+            "a strict pool is never hedged"
+        );
+        assert_eq!(
+            usage(&RoutingTable::new(PoolKind::Strict, true), CallKind::Send),
+            Usage::Broadcast
+        );
+        for kind in [CallKind::Read, CallKind::Head, CallKind::OwnChainId] {
+            assert_eq!(usage(&mempool, kind), Usage::Hedged, "{kind:?}");
+        }
+        for kind in [
+            CallKind::ReadMerged,
+            CallKind::OwnCount,
+            CallKind::OwnByHash,
+            CallKind::OwnReceipt,
+        ] {
+            assert_eq!(usage(&mempool, kind), Usage::Merged, "{kind:?}");
+        }
+        assert_eq!(usage(&mempool, CallKind::Filter), Usage::Sticky);
+        assert_eq!(usage(&mempool, CallKind::Other), Usage::Once);
+        assert!(CallKind::ALL
+            .iter()
+            .all(|&k| mempool.route(k).upstreams == UpstreamSet::Rpc));
+        assert!(Usage::Hedged.hedged() && !Usage::Failover.hedged());
+        assert!(Usage::Failover.moved_on_failure());
+        assert!(!Usage::Sticky.moved_on_failure() && !Usage::Once.moved_on_failure());
+        assert!(CallKind::OwnOther.is_own() && !CallKind::Head.is_own());
     }
 }

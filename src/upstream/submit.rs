@@ -36,7 +36,7 @@ use crate::upstream::lookup::post_retried;
 use crate::upstream::retry::RetryPolicy;
 use crate::upstream::Platform;
 use crate::upstream::{
-    classify, error_metric, may_have_arrived, Route, UpstreamError, UpstreamReply,
+    classify, error_metric, may_have_arrived, CallKind, UpstreamError, UpstreamReply,
 };
 use serde_json::Value;
 
@@ -88,7 +88,7 @@ pub async fn submit_after<P: Platform + ?Sized>(
             Some(reply) => reply,
             None => {
                 let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-                upstream.post(&request, Route::Send, timeout_ms).await
+                upstream.post(&request, CallKind::Send, timeout_ms).await
             }
         };
         let (class, answer) = classify(&reply);
@@ -228,7 +228,7 @@ pub async fn post_batch<P: Platform + ?Sized>(
     timeout_ms: u64,
 ) -> Vec<Result<UpstreamReply, UpstreamError>> {
     let reply = upstream
-        .post(&batch_body(txs), Route::Send, timeout_ms)
+        .post(&batch_body(txs), CallKind::Send, timeout_ms)
         .await;
     split_batch(&reply, txs.len())
 }
@@ -258,7 +258,7 @@ pub async fn known_by_hash<U: Platform + ?Sized>(
         r#"{{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByHash","params":["{}"]}}"#,
         hex::encode(hash)
     );
-    match post_retried(upstream, &request, policy, deadline_ms).await {
+    match post_retried(upstream, &request, CallKind::OwnByHash, policy, deadline_ms).await {
         Ok(reply) if (200..300).contains(&reply.status) => {
             matches!(Answer::parse(&reply.body), Some(Answer::Result(raw))
                 if serde_json::from_str::<Value>(&raw).is_ok_and(|v| v.is_object()))
@@ -294,7 +294,7 @@ mod tests {
         async fn post(
             &self,
             body: &str,
-            _route: Route,
+            _kind: CallKind,
             timeout_ms: u64,
         ) -> Result<UpstreamReply, UpstreamError> {
             self.posts.borrow_mut().push((body.to_string(), timeout_ms));

@@ -5,9 +5,8 @@
 
 use super::{log, Connection};
 use crate::edge::backend::WorkerBackend;
-use crate::upstream::route::Read;
+use crate::upstream::CallKind;
 use crate::upstream::Platform;
-use crate::upstream::Route;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
@@ -78,8 +77,7 @@ impl Connection {
             .collect();
         let body = format!("[{}]", members.join(","));
         let timeout_ms = self.config.upstream_timeout_ms.min(GAP_QUESTION_MS);
-        let route = Route::Read(Read::Idempotent);
-        let Ok(reply) = backend.post(&body, route, timeout_ms).await else {
+        let Ok(reply) = backend.post(&body, CallKind::Head, timeout_ms).await else {
             return answers;
         };
         let Ok(Value::Array(responses)) = serde_json::from_str::<Value>(&reply.body) else {
