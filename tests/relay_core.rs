@@ -232,7 +232,9 @@ fn handle(
     body: &Value,
 ) -> Option<Value> {
     let reply = block_on(Relay::new(config, backend, cache).handle(body.to_string().as_bytes()));
-    reply.body.map(|b| serde_json::from_str(&b).unwrap())
+    reply
+        .body
+        .map(|b| serde_json::from_str(&b.render()).unwrap())
 }
 
 #[test]
@@ -432,7 +434,7 @@ fn object_calls_the_runtime_marks_retryable_are_made_again_and_an_overloaded_obj
         Relay::new(&config, &overloaded, &cache)
             .handle(send(json!(2), &raw).to_string().as_bytes()),
     );
-    let answer: Value = serde_json::from_str(&reply.body.unwrap()).unwrap();
+    let answer: Value = serde_json::from_str(&reply.body.unwrap().render()).unwrap();
     assert_eq!(answer["error"]["code"], -32005);
     assert_eq!(reply.retry_after_s, Some(1));
     assert!(
@@ -489,7 +491,7 @@ fn over_a_rate_limit_the_whole_body_gets_429_and_nothing_goes_on() {
     let reply =
         block_on(Relay::new(&config, &backend, &cache).handle(sends.to_string().as_bytes()));
     assert_eq!((reply.status, reply.retry_after_s), (429, Some(10)));
-    let answers: Value = serde_json::from_str(&reply.body.unwrap()).unwrap();
+    let answers: Value = serde_json::from_str(&reply.body.unwrap().render()).unwrap();
     assert_eq!(
         answers.as_array().unwrap().len(),
         3,
@@ -765,7 +767,7 @@ mod any_body {
                 Rc::new(ChainIdCache::new()),
             );
             let reply = block_on(Relay::new(&config, &backend, &cache).handle(&body));
-            if let Some(text) = reply.body {
+            if let Some(text) = reply.body.map(|b| b.render()) {
                 let value: Value = serde_json::from_str(&text)
                     .map_err(|e| TestCaseError::fail(format!("answer is not JSON ({e}): {text}")))?;
                 match &value {
@@ -836,7 +838,7 @@ fn a_websocket_message_answers_subscriptions_on_the_connection_and_the_rest_as_o
             Relay::new(&config, &backend, &cache)
                 .handle_message(body.to_string().as_bytes(), &subscriber),
         )
-        .map(|text| serde_json::from_str::<Value>(&text).unwrap())
+        .map(|body| serde_json::from_str::<Value>(&body.render()).unwrap())
     };
     let batch = json!([
         {"jsonrpc": "2.0", "id": "s", "method": "eth_subscribe", "params": ["newHeads"]},
@@ -893,7 +895,7 @@ fn a_websocket_message_answers_subscriptions_on_the_connection_and_the_rest_as_o
             .handle_message(read.to_string().as_bytes(), &subscriber),
     );
     assert_eq!(
-        serde_json::from_str::<Value>(&text.unwrap()).unwrap()["result"],
+        serde_json::from_str::<Value>(&text.unwrap().render()).unwrap()["result"],
         "0x7a69"
     );
     let quiet = json!({"jsonrpc": "2.0", "method": "eth_chainId"});
@@ -971,7 +973,7 @@ fn ids_beyond_64_bits_come_back_exactly() {
         .collect();
     let run = |body: &str| {
         let reply = block_on(Relay::new(&config, &backend, &cache).handle(body.as_bytes()));
-        reply.body.unwrap()
+        reply.body.unwrap().render()
     };
     let batch = run(&format!("[{}]", texts.join(",")));
     for (id, _) in &members {

@@ -3,7 +3,7 @@
 //! Workers Rate Limiting bindings `RATE_LIMIT_SEND` and `RATE_LIMIT_READ`, keyed by the client's
 //! IP); this is what is counted and what a client over a limit gets.
 
-use crate::jsonrpc::{self, Entry, Id, RpcError, LIMIT_EXCEEDED};
+use crate::jsonrpc::{self, Body, Entry, Id, Response, RpcError, LIMIT_EXCEEDED};
 
 /// Which limit a request counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,18 +30,20 @@ pub fn exceeded() -> RpcError {
 
 /// The answer body to a refused body: the error with each request's id (a batch answers each
 /// member, notifications included, since the whole body was refused).
-pub fn refusal(entries: &[&Entry], batch: bool) -> String {
-    let answers: Vec<String> = entries
+pub fn refusal(entries: &[&Entry], batch: bool) -> Body {
+    let mut answers: Vec<Response> = entries
         .iter()
         .map(|e| {
             let id = e.as_ref().ok().map_or_else(Id::null, |r| r.response_id());
-            exceeded().response(&id)
+            Response::error(&id, &exceeded())
         })
         .collect();
-    if batch {
-        jsonrpc::batch(&answers)
-    } else {
-        answers.into_iter().next().unwrap_or_default()
+    match (batch, answers.pop()) {
+        (false, Some(one)) => Body::One(one),
+        (_, last) => {
+            answers.extend(last);
+            Body::Batch(answers)
+        }
     }
 }
 
@@ -61,7 +63,7 @@ mod tests {
         };
         let refs: Vec<&Entry> = entries.iter().collect();
         assert_eq!(count(&refs), (2, 2));
-        let answer: Value = serde_json::from_str(&refusal(&refs, true)).unwrap();
+        let answer: Value = serde_json::from_str(&refusal(&refs, true).render()).unwrap();
         assert_eq!(answer.as_array().unwrap().len(), 4);
         assert_eq!(answer[0]["id"], 1);
         assert_eq!(answer[0]["error"]["code"], -32005);

@@ -203,7 +203,7 @@ async fn handle_rpc(
     let chain_ids = chain_ids();
     let reply = Relay::new(config, &backend, &chain_ids).handle(&body).await;
     let response = match reply.body {
-        Some(body) => json_response(reply.status, body)?,
+        Some(body) => json_response(reply.status, body.render())?,
         None => Response::empty()?.with_status(reply.status),
     };
     if let Some(seconds) = reply.retry_after_s {

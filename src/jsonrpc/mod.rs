@@ -3,9 +3,11 @@
 
 mod id;
 mod request;
+mod response;
 
 pub use id::Id;
 pub use request::{parse, raw_transaction_param, Entry, Incoming, Request, RequestError};
+pub use response::{Body, Response};
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

@@ -93,7 +93,12 @@ impl RequestError {
 
     /// The error response text.
     pub fn response(&self) -> String {
-        self.error.response(&self.id)
+        self.to_response().render()
+    }
+
+    /// The error response, typed ([`super::Response`]).
+    pub fn to_response(&self) -> super::Response {
+        super::Response::error(&self.id, &self.error)
     }
 }
 

@@ -32,7 +32,7 @@ use crate::access::rate_limit;
 use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
-use crate::jsonrpc::{self, Answer, Incoming, Request, RpcError};
+use crate::jsonrpc::{self, Answer, Body, Incoming, Request, Response, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::tx::{self, SignedTx, SyncTimeouts};
 use crate::transaction::{self, TxHash};
@@ -118,12 +118,13 @@ pub trait Backend: Platform {
 }
 
 /// The HTTP answer to a request body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     /// The HTTP status: 200, 204 when every request was a notification, 429 over a rate limit.
     pub status: u16,
-    /// The JSON body; `None` when every request was a notification (HTTP 204).
-    pub body: Option<String>,
+    /// The JSON-RPC body, rendered by the edge ([`Body::render`]); `None` when every request
+    /// was a notification (HTTP 204).
+    pub body: Option<Body>,
     /// The `Retry-After` header, s: over a rate limit (HTTP 429), or when a transaction was
     /// refused for a full queue or an overloaded object (the longest of them).
     pub retry_after_s: Option<u64>,
@@ -138,7 +139,7 @@ pub struct Relay<'a, B: Backend> {
 }
 
 enum Plan {
-    Done(String),
+    Done(Response),
     Proxy(Request),
     /// `eth_subscribe` / `eth_unsubscribe` on a WebSocket: the connection's own.
     Subscription(Request),
@@ -182,7 +183,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         body: &[u8],
         subscriptions: Option<&S>,
     ) -> Reply {
-        let reply = |(body, retry_after_s): (Option<String>, Option<u64>)| Reply {
+        let reply = |(body, retry_after_s): (Option<Body>, Option<u64>)| Reply {
             status: if body.is_some() { 200 } else { 204 },
             body,
             retry_after_s,
@@ -198,7 +199,10 @@ impl<'a, B: Backend> Relay<'a, B> {
         let reads = if entries.is_empty() { 1 } else { reads };
         if self.backend.over_rate_limit(sends, reads).await {
             let body = match &parsed {
-                Err(_) => rate_limit::exceeded().response(&jsonrpc::Id::null()),
+                Err(_) => Body::One(Response::error(
+                    &jsonrpc::Id::null(),
+                    &rate_limit::exceeded(),
+                )),
                 Ok(_) => rate_limit::refusal(&entries, batch),
             };
             return Reply {
@@ -208,11 +212,15 @@ impl<'a, B: Backend> Relay<'a, B> {
             };
         }
         match parsed {
-            Err(error) => reply((Some(error.response()), None)),
+            Err(error) => reply((Some(Body::One(error.to_response())), None)),
             Ok(Incoming::Single(entry)) => {
                 let notification = entry.as_ref().is_ok_and(|r| r.id.is_none());
                 let (answers, retry_after_s) = self.answer_all(vec![entry], subscriptions).await;
-                let body = (!notification).then(|| answers.into_iter().next().unwrap_or_default());
+                let body = answers
+                    .into_iter()
+                    .next()
+                    .filter(|_| !notification)
+                    .map(Body::One);
                 reply((body, retry_after_s))
             }
             Ok(Incoming::Batch(entries)) => {
@@ -221,25 +229,25 @@ impl<'a, B: Backend> Relay<'a, B> {
                     .map(|e| e.as_ref().map_or(true, |r| r.id.is_some()))
                     .collect();
                 let (answers, retry_after_s) = self.answer_all(entries, subscriptions).await;
-                let kept: Vec<String> = answers
+                let kept: Vec<Response> = answers
                     .into_iter()
                     .zip(wanted)
                     .filter_map(|(a, w)| w.then_some(a))
                     .collect();
                 reply((
-                    (!kept.is_empty()).then(|| jsonrpc::batch(&kept)),
+                    (!kept.is_empty()).then_some(Body::Batch(kept)),
                     retry_after_s,
                 ))
             }
         }
     }
 
-    /// Each entry's response text in order, and the longest `Retry-After` among them, s.
+    /// Each entry's response in order, and the longest `Retry-After` among them, s.
     async fn answer_all<S: SubscriptionCalls>(
         &self,
         entries: Vec<jsonrpc::Entry>,
         subscriptions: Option<&S>,
-    ) -> (Vec<String>, Option<u64>) {
+    ) -> (Vec<Response>, Option<u64>) {
         let needs_chain_id = entries
             .iter()
             .any(|e| e.as_ref().is_ok_and(|r| jsonrpc::is_send(&r.method)));
@@ -254,14 +262,14 @@ impl<'a, B: Backend> Relay<'a, B> {
         let plans: Vec<Plan> = entries
             .into_iter()
             .map(|entry| match entry {
-                Err(error) => Plan::Done(error.response()),
-                Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(
-                    RpcError::new(
+                Err(error) => Plan::Done(error.to_response()),
+                Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(Response::error(
+                    &req.response_id(),
+                    &RpcError::new(
                         jsonrpc::METHOD_NOT_FOUND,
                         format!("method not allowed: {}", req.method),
-                    )
-                    .response(&req.response_id()),
-                ),
+                    ),
+                )),
                 Ok(req) if subscriptions.is_some() && is_subscription(&req.method) => {
                     Plan::Subscription(req)
                 }
@@ -285,13 +293,13 @@ impl<'a, B: Backend> Relay<'a, B> {
                             tx,
                         },
                     ),
-                    Err(error) => Plan::Done(error.response(&req.response_id())),
+                    Err(error) => Plan::Done(Response::error(&req.response_id(), &error)),
                 },
             })
             .collect();
 
         // One task per proxied request and per sender (its transactions in one call).
-        let mut answers: Vec<Option<String>> = vec![None; plans.len()];
+        let mut answers: Vec<Option<Response>> = vec![None; plans.len()];
         let mut proxied = Vec::new();
         let mut subscribed = Vec::new();
         let mut counts = Vec::new();
@@ -299,7 +307,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         let mut sender_order = Vec::new();
         for (i, plan) in plans.into_iter().enumerate() {
             match plan {
-                Plan::Done(text) => answers[i] = Some(text),
+                Plan::Done(response) => answers[i] = Some(response),
                 Plan::Proxy(req) => proxied.push((i, req)),
                 Plan::Subscription(req) => subscribed.push((i, req)),
                 Plan::PendingCount(req, address) => counts.push((i, req, address)),
@@ -322,9 +330,9 @@ impl<'a, B: Backend> Relay<'a, B> {
             let txs = by_sender.remove(&sender).unwrap_or_default();
             async move { self.send_group(&sender, txs).await }
         });
-        let subscription_tasks = subscribed
-            .into_iter()
-            .filter_map(|(i, req)| subscriptions.map(|s| async move { (i, s.call(&req).await) }));
+        let subscription_tasks = subscribed.into_iter().filter_map(|(i, req)| {
+            subscriptions.map(|s| async move { (i, Response::Text(s.call(&req).await)) })
+        });
         let (sent, proxied, (counted, subscribed)) = futures_util::future::join3(
             join_all(send_tasks),
             join_all(proxy_tasks),
@@ -332,15 +340,18 @@ impl<'a, B: Backend> Relay<'a, B> {
         )
         .await;
         let mut retry_after_s: Option<u64> = None;
-        for (i, text, retry_after) in sent.into_iter().flatten() {
-            answers[i] = Some(text);
+        for (i, response, retry_after) in sent.into_iter().flatten() {
+            answers[i] = Some(response);
             retry_after_s = retry_after_s.max(retry_after);
         }
-        for (i, text) in proxied.into_iter().chain(counted).chain(subscribed) {
-            answers[i] = Some(text);
+        for (i, response) in proxied.into_iter().chain(counted).chain(subscribed) {
+            answers[i] = Some(response);
         }
-        let texts = answers.into_iter().map(Option::unwrap_or_default).collect();
-        (texts, retry_after_s)
+        let responses = answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Response::Text(String::new())))
+            .collect();
+        (responses, retry_after_s)
     }
 
     /// Makes a call to `sender`'s object with `call`, again on a new stub (each call gets one)
@@ -482,7 +493,7 @@ impl<'a, B: Backend> Relay<'a, B> {
     /// routed by its method ([`CallKind::of_method`]), and returns its answer unchanged, or the
     /// JSON-RPC error when there was no usable one. An id the upstream was not sent as it is (a
     /// number beyond 64 bits, a fraction: [`jsonrpc::Id::sent_as_is`]) is put back in the answer.
-    async fn proxy(&self, req: &Request) -> String {
+    async fn proxy(&self, req: &Request) -> Response {
         let kind = CallKind::of_method(&req.method);
         match self
             .backend
@@ -490,14 +501,15 @@ impl<'a, B: Backend> Relay<'a, B> {
             .await
         {
             Ok(reply) => match &req.id {
-                Some(id) if !id.sent_as_is() => {
-                    Answer::parse(&reply.body).map_or(reply.body, |answer| answer.render(id))
-                }
-                _ => reply.body,
+                Some(id) if !id.sent_as_is() => match Answer::parse(&reply.body) {
+                    Some(answer) => Response::new(id, answer),
+                    None => Response::Text(reply.body),
+                },
+                _ => Response::Text(reply.body),
             },
             Err(e) => {
                 self.backend.emit(&error_metric(&req.method, &e));
-                e.to_rpc().response(&req.response_id())
+                Response::error(&req.response_id(), &e.to_rpc())
             }
         }
     }

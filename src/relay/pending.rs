@@ -4,7 +4,7 @@
 
 use super::{Backend, Relay};
 use crate::address::Address;
-use crate::jsonrpc::Request;
+use crate::jsonrpc::{Request, Response};
 use serde_json::Value;
 
 /// The address of an `eth_getTransactionCount(address, "pending")` request; `None` for any other
@@ -24,12 +24,12 @@ impl<B: Backend> Relay<'_, B> {
     /// `eth_getTransactionCount(address, "pending")`: the sender's object answers it (it asks the
     /// upstream and raises its count past the accepted transactions the upstream still holds).
     /// When the object can't be reached, the upstream's own answer.
-    pub(super) async fn pending_count(&self, req: &Request, address: &Address) -> String {
+    pub(super) async fn pending_count(&self, req: &Request, address: &Address) -> Response {
         match self
             .retry_object_call(address, || self.backend.pending_count(address))
             .await
         {
-            Ok(wire) => wire.answer.render(&req.response_id()),
+            Ok(wire) => Response::new(&req.response_id(), wire.answer),
             Err(_) => self.proxy(req).await,
         }
     }

@@ -4,7 +4,7 @@
 use super::{Backend, Member, ObjectError, Relay};
 use crate::address::Address;
 use crate::hex;
-use crate::jsonrpc::{self, Answer, RpcError};
+use crate::jsonrpc::{self, Answer, Response, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::tx::{SendMethod, SignedTx};
 use crate::upstream::submit::submit;
@@ -25,7 +25,7 @@ impl<B: Backend> Relay<'_, B> {
         &self,
         sender: &Address,
         members: Vec<Member>,
-    ) -> Vec<(usize, String, Option<u64>)> {
+    ) -> Vec<(usize, Response, Option<u64>)> {
         if !self.config.enable_nonce_ordering {
             let sends = members
                 .iter()
@@ -41,7 +41,7 @@ impl<B: Backend> Relay<'_, B> {
             Ok(answers) => {
                 let finished = members.iter().zip(answers).map(|(m, wire)| async move {
                     let answer = self.finish(wire.answer, &m.tx.method).await;
-                    (m.index, answer.render(&m.id), wire.retry_after_s)
+                    (m.index, Response::new(&m.id, answer), wire.retry_after_s)
                 });
                 return join_all(finished).await;
             }
@@ -59,7 +59,7 @@ impl<B: Backend> Relay<'_, B> {
                 .map(|m| {
                     (
                         m.index,
-                        refusal.response(&m.id),
+                        Response::error(&m.id, &refusal),
                         Some(OVERLOADED_RETRY_AFTER_S),
                     )
                 })
@@ -92,9 +92,8 @@ impl<B: Backend> Relay<'_, B> {
     }
 
     /// Sends one of `sender`'s transactions straight to the upstream with the same retries and
-    /// answer rules as the objects ([`submit`]), within `LOCK_MAX_HOLD_MS`; returns the response
-    /// text.
-    async fn direct(&self, sender: &Address, member: &Member) -> String {
+    /// answer rules as the objects ([`submit`]), within `LOCK_MAX_HOLD_MS`; returns the response.
+    async fn direct(&self, sender: &Address, member: &Member) -> Response {
         let sender = sender.to_string();
         // The chain the Worker checked it against (an unprotected legacy one has none of its own).
         let pool = self
@@ -114,8 +113,7 @@ impl<B: Backend> Relay<'_, B> {
             deadline_ms,
         )
         .await;
-        self.finish(sent.answer, &member.tx.method)
-            .await
-            .render(&member.id)
+        let answer = self.finish(sent.answer, &member.tx.method).await;
+        Response::new(&member.id, answer)
     }
 }

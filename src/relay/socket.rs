@@ -4,7 +4,7 @@
 //! subscriptions too (`METHOD_DENYLIST=eth_subscribe` turns them off).
 
 use super::{Backend, Relay};
-use crate::jsonrpc::Request;
+use crate::jsonrpc::{Body, Request};
 use std::convert::Infallible;
 
 /// The connection's side of `eth_subscribe` and `eth_unsubscribe`, over the upstream's
@@ -25,13 +25,13 @@ impl SubscriptionCalls for Infallible {
 
 impl<B: Backend> Relay<'_, B> {
     /// Answers one WebSocket message (already bounded by `WS_MAX_MESSAGE_BYTES`): the response
-    /// text, or `None` when every request in it was a notification. [`Relay::handle`]'s body,
+    /// body, or `None` when every request in it was a notification. [`Relay::handle`]'s body,
     /// with the subscription calls answered by `subscriptions`, concurrently with the rest.
     pub async fn handle_message(
         &self,
         body: &[u8],
         subscriptions: &impl SubscriptionCalls,
-    ) -> Option<String> {
+    ) -> Option<Body> {
         self.answer_body(body, Some(subscriptions)).await.body
     }
 }

@@ -224,8 +224,8 @@ impl Connection {
         let answer = relay.handle_message(&body, &self).await;
         self.subscriptions.borrow().memory().give(body.len());
         drop(body);
-        if let Some(text) = answer {
-            self.send(&text);
+        if let Some(body) = answer {
+            self.send(&body.render());
         }
         let close = self.close_after.borrow_mut().take();
         if let Some(close) = close {
