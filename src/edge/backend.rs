@@ -3,7 +3,7 @@
 
 use crate::address::Address;
 use crate::config::Config;
-use crate::edge::rotation::HttpUpstream;
+use crate::edge::platform::HttpUpstream;
 use crate::edge::runtime::{emit, now_ms, whole_text};
 use crate::metrics::Metric;
 use crate::ordering::tx::SignedTx;

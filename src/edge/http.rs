@@ -1,6 +1,6 @@
 //! HTTP to the upstream node from the Worker and the Durable Object (wasm32 only): a POST with a
 //! timeout, an answer size limit, and errors redacted of the upstream URL (the transport that
-//! [`crate::edge::rotation`] uses).
+//! [`crate::edge::race`] uses).
 
 use crate::config::Config;
 use crate::edge::runtime::whole_text;

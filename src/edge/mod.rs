@@ -8,7 +8,8 @@
 
 pub mod backend;
 pub mod http;
-pub mod rotation;
+pub mod platform;
+pub mod race;
 pub mod runtime;
 pub mod sender_lock;
 pub mod websocket;

@@ -327,8 +327,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     };
     let response = route(req, &env, &settings, &id).await?;
     // A probe or chain check this request started outlives its response only through waitUntil.
-    if crate::edge::rotation::background_running() {
-        ctx.wait_until(crate::edge::rotation::background_done());
+    if crate::edge::race::background_running() {
+        ctx.wait_until(crate::edge::race::background_done());
     }
     if response.status_code() == 101 {
         return Ok(response); // a WebSocket: CORS does not apply, its headers are the runtime's

@@ -5,7 +5,7 @@
 
 use crate::chain_id;
 use crate::config::Config;
-use crate::edge::rotation::HttpUpstream;
+use crate::edge::platform::HttpUpstream;
 use crate::edge::runtime::{emit, now_ms};
 use crate::edge::sender_lock::store::{StorageError, Store, Stored};
 use crate::jsonrpc::Answer;

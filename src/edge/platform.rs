@@ -1,0 +1,67 @@
+//! The core's [`Platform`] on the Worker and the Durable Object (wasm32 only): the upstreams
+//! (through [`crate::edge::race::run`]), a timer, the clock, randomness and metrics.
+
+use crate::config::Config;
+use crate::edge::race::run;
+use crate::edge::runtime::chain_ids;
+use crate::metrics::Metric;
+use crate::upstream::route::RoutingTable;
+use crate::upstream::Platform;
+use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
+use std::time::Duration;
+use worker::Delay;
+
+/// The upstream, the clock and the metrics of one Worker request or Durable Object call.
+pub struct HttpUpstream<'a> {
+    /// The settings (upstream URL, limits).
+    pub config: &'a Config,
+    /// The environment, for the metrics dataset.
+    pub env: &'a worker::Env,
+    /// The `X-Request-Id` of the request this work is for, added to its metrics.
+    pub request_id: Option<&'a str>,
+}
+
+impl Platform for HttpUpstream<'_> {
+    /// To the upstreams of `kind`'s row in the [`RoutingTable`], raced ([`run`]). A send's row
+    /// depends on the pool of the isolate's chain ([`Config::pool_kind_for`]).
+    async fn post(
+        &self,
+        body: &str,
+        kind: CallKind,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let chain_id = self.config.chain_id.or_else(|| chain_ids().known());
+        let table = RoutingTable::new(
+            self.config.pool_kind_for(chain_id),
+            self.config.send_broadcast,
+        );
+        let route = table.route(kind);
+        let set = self.config.upstreams(route.upstreams);
+        run(
+            self.config,
+            self.env,
+            set,
+            kind,
+            route.usage,
+            body,
+            timeout_ms,
+        )
+        .await
+    }
+
+    async fn sleep(&self, ms: u64) {
+        Delay::from(Duration::from_millis(ms)).await;
+    }
+
+    fn now_ms(&self) -> u64 {
+        crate::edge::runtime::now_ms()
+    }
+
+    fn random(&self) -> f64 {
+        worker::js_sys::Math::random()
+    }
+
+    fn emit(&self, metric: &Metric) {
+        crate::edge::runtime::emit(self.env, metric, self.request_id);
+    }
+}
