@@ -7,7 +7,7 @@
 //! reached through),
 //! the request semantics in [`relay`] with the [`chain_id`] learned once, [`jsonrpc`] types and errors, [`config`] parsing,
 //! structured [`log`] lines and operator [`metrics`], JSON-RPC over [`websocket`] (limits, subscriptions). The wasm32-only adapters, in `edge/`:
-//! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object), `http` and `rotation`
+//! `worker` (the Worker's fetch handler), `sender_lock` (the Durable Object), `http`, `race` and `platform`
 //! (HTTP to the upstreams), `websocket` (a client's WebSocket) and `runtime` (settings, clock,
 //! metrics).
 

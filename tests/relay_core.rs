@@ -100,7 +100,7 @@ impl Platform for Recorder {
 }
 
 impl Backend for Recorder {
-    async fn sender_lock(
+    async fn send_in_order(
         &self,
         sender: &Address,
         _chain_id: Option<u64>,

@@ -3,7 +3,7 @@
 
 use crate::address::Address;
 use crate::config::Config;
-use crate::edge::platform::HttpUpstream;
+use crate::edge::platform::EdgePlatform;
 use crate::edge::runtime::{emit, now_ms, whole_text};
 use crate::metrics::Metric;
 use crate::ordering::tx::SignedTx;
@@ -34,7 +34,7 @@ pub const TEST_FAULT_HEADER: &str = "x-test-fault";
 /// The backend of one Worker request.
 pub struct WorkerBackend<'a> {
     /// The upstream, clock and metrics of this request.
-    pub upstream: HttpUpstream<'a>,
+    pub upstream: EdgePlatform<'a>,
     /// The environment (bindings).
     pub env: &'a Env,
     /// The client's IP (`CF-Connecting-IP`), the rate limits' key.
@@ -48,7 +48,7 @@ impl<'a> WorkerBackend<'a> {
     /// The backend of a request with this id.
     pub fn new(config: &'a Config, env: &'a Env, request_id: &'a str, client_ip: String) -> Self {
         WorkerBackend {
-            upstream: HttpUpstream {
+            upstream: EdgePlatform {
                 config,
                 env,
                 request_id: Some(request_id),
@@ -272,7 +272,7 @@ impl Platform for WorkerBackend<'_> {
 }
 
 impl Backend for WorkerBackend<'_> {
-    async fn sender_lock(
+    async fn send_in_order(
         &self,
         sender: &Address,
         chain_id: Option<u64>,

@@ -2,7 +2,8 @@
 //! CORS, request ids, limits), [`backend`] (the relay core's backend over `fetch`, the Durable
 //! Object stubs and the rate limit bindings), [`sender_lock`] (the `SenderLock` Durable Object:
 //! storage, alarm, the holder's upstream calls), [`http`] (HTTP to one upstream node),
-//! [`rotation`] (several upstreams: health, failover, hedging, per isolate), [`websocket`] (a
+//! [`race`] (the posts and timers of a call's race over several upstreams, chain checks,
+//! probes), [`platform`] (the core's platform over them), [`websocket`] (a
 //! client's WebSocket, held by the Worker, and the upstream's WebSocket for its subscriptions)
 //! and [`runtime`] (settings, clock and metrics shared by the Worker and the object).
 

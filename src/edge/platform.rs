@@ -11,8 +11,9 @@ use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
 use std::time::Duration;
 use worker::Delay;
 
-/// The upstream, the clock and the metrics of one Worker request or Durable Object call.
-pub struct HttpUpstream<'a> {
+/// The platform of one Worker request or Durable Object call ([`Platform`]): the upstreams, the
+/// clock and the metrics.
+pub struct EdgePlatform<'a> {
     /// The settings (upstream URL, limits).
     pub config: &'a Config,
     /// The environment, for the metrics dataset.
@@ -21,7 +22,7 @@ pub struct HttpUpstream<'a> {
     pub request_id: Option<&'a str>,
 }
 
-impl Platform for HttpUpstream<'_> {
+impl Platform for EdgePlatform<'_> {
     /// To the upstreams of `kind`'s row in the [`RoutingTable`], raced ([`run`]). A send's row
     /// depends on the pool of the isolate's chain ([`Config::pool_kind_for`]).
     async fn post(

@@ -1,7 +1,8 @@
 //! The upstreams' I/O and timers (wasm32 only): the posts and the timer of each call's
 //! [`Race`] (the pure machine in `upstream/race.rs` decides which upstream gets the bytes and
 //! which answer is the call's), the chain check of each upstream before it is used, and the
-//! background probes a race asks for; and the core's [`Platform`] over them ([`HttpUpstream`]).
+//! background probes a race asks for. The core's platform over them is
+//! [`crate::edge::platform::EdgePlatform`].
 //! One [`Rotation`] per isolate (the Worker's, and each Durable Object's), keyed by upstream
 //! URL: it learns from every call the isolate makes, with no round trip to shared state; an
 //! isolate that starts learns within a few requests.

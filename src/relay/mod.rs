@@ -2,7 +2,7 @@
 //!
 //! - `eth_sendRawTransaction`: the raw transaction is decoded and checked
 //!   ([`crate::transaction`]), its chain id compared with the configured (or learned) one, then it
-//!   is handed to its sender's Durable Object ([`Backend::sender_lock`]), which sends it in nonce
+//!   is handed to its sender's Durable Object ([`Backend::send_in_order`]), which sends it in nonce
 //!   order, with retries and idempotency by hash. A call the runtime marks retryable is made again
 //!   on a new stub within `LOCK_MAX_HOLD_MS`; an overloaded object gets -32005 with `Retry-After`
 //!   (failing open there would break the order exactly under load); when the object can't be
@@ -87,7 +87,7 @@ pub trait Backend: Platform {
     ///
     /// # Errors
     /// [`ObjectError`]: how the call failed, which decides what the caller does next.
-    async fn sender_lock(
+    async fn send_in_order(
         &self,
         sender: &Address,
         chain_id: Option<u64>,

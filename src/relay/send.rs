@@ -35,7 +35,9 @@ impl<B: Backend> Relay<'_, B> {
         let txs: Vec<&SignedTx> = members.iter().map(|m| &m.tx).collect();
         let chain_id = self.known_chain_id();
         let error = match self
-            .retry_object_call(sender, || self.backend.sender_lock(sender, chain_id, &txs))
+            .retry_object_call(sender, || {
+                self.backend.send_in_order(sender, chain_id, &txs)
+            })
             .await
         {
             Ok(answers) => {

@@ -5,7 +5,7 @@
 
 use crate::chain_id;
 use crate::config::Config;
-use crate::edge::platform::HttpUpstream;
+use crate::edge::platform::EdgePlatform;
 use crate::edge::runtime::{emit, now_ms};
 use crate::edge::sender_lock::store::{StorageError, Store, Stored};
 use crate::jsonrpc::Answer;
@@ -512,8 +512,8 @@ impl Driver {
     }
 
     /// The upstream, its metrics tagged with `request_id` (the client request the work is for).
-    fn upstream<'a>(&'a self, request_id: Option<&'a str>) -> HttpUpstream<'a> {
-        HttpUpstream {
+    fn upstream<'a>(&'a self, request_id: Option<&'a str>) -> EdgePlatform<'a> {
+        EdgePlatform {
             config: &self.config,
             env: &self.env,
             request_id,

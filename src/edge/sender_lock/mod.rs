@@ -48,11 +48,11 @@ use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Respons
 /// Test builds only: the first request with `x-test-fault: storage-fails` in this isolate fails
 /// the object's next write, as writes fail once a newer instance took over.
 #[cfg(feature = "test-faults")]
-fn storage_fails_once(core: &Driver) {
+fn storage_fails_once(driver: &Driver) {
     use std::sync::atomic::{AtomicBool, Ordering};
     static DONE: AtomicBool = AtomicBool::new(false);
     if !DONE.swap(true, Ordering::SeqCst) {
-        core.fail_next_write();
+        driver.fail_next_write();
     }
 }
 
@@ -60,7 +60,7 @@ fn storage_fails_once(core: &Driver) {
 /// object (`DurableObjectState.abort`), as a deploy or the runtime would; its caller gets the
 /// runtime's error.
 #[cfg(feature = "test-faults")]
-fn reset_once(core: &Driver) {
+fn reset_once(driver: &Driver) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use worker::js_sys::{Function, Promise, Reflect};
     use worker::wasm_bindgen::{JsCast, JsValue};
@@ -68,7 +68,7 @@ fn reset_once(core: &Driver) {
     if DONE.swap(true, Ordering::SeqCst) {
         return;
     }
-    let state: &JsValue = core.state().as_raw().as_ref();
+    let state: &JsValue = driver.state().as_raw().as_ref();
     if let Ok(abort) = Reflect::get(state, &JsValue::from_str("abort")) {
         if let Ok(abort) = abort.dyn_into::<Function>() {
             // From a microtask of its own: abort's exception can't be caught, and must not
@@ -94,30 +94,30 @@ const ALARM_POLL_MS: u64 = 100;
 pub struct SenderLock {
     /// The object's tasks' shared state; a misconfigured object answers every request with the
     /// configuration error. (Test builds replace it after a simulated crash.)
-    core: RefCell<Result<Rc<Driver>, ConfigError>>,
+    driver: RefCell<Result<Rc<Driver>, ConfigError>>,
 }
 
 impl SenderLock {
-    fn core(&self) -> Result<Rc<Driver>, ConfigError> {
-        self.core.borrow().clone()
+    fn driver(&self) -> Result<Rc<Driver>, ConfigError> {
+        self.driver.borrow().clone()
     }
 }
 
 impl DurableObject for SenderLock {
     fn new(state: State, env: Env) -> Self {
-        let core =
+        let driver =
             config_from_env(&env).map(|config| Rc::new(Driver::new(Rc::new(state), env, config)));
         SenderLock {
-            core: RefCell::new(core),
+            driver: RefCell::new(driver),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        let core = match self.core() {
-            Ok(core) => core,
+        let driver = match self.driver() {
+            Ok(driver) => driver,
             Err(e) => return Response::error(e.to_string(), 500),
         };
-        if core.superseded() {
+        if driver.superseded() {
             return superseded_response();
         }
         // Test builds only: `x-test-fault` (read once) makes this request meet a fault.
@@ -125,12 +125,12 @@ impl DurableObject for SenderLock {
         let fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;
         #[cfg(feature = "test-faults")]
         match fault.as_deref() {
-            Some("reset-once") => reset_once(&core),
-            Some("storage-fails") => storage_fails_once(&core),
+            Some("reset-once") => reset_once(&driver),
+            Some("storage-fails") => storage_fails_once(&driver),
             _ => {}
         }
         if let Some(sender) = req.headers().get(SENDER_HEADER)? {
-            core.set_sender(&sender);
+            driver.set_sender(&sender);
         }
         let rid: Option<Rc<str>> = req.headers().get(request_id::HEADER)?.map(Rc::from);
         match (req.method(), req.path().as_str()) {
@@ -139,25 +139,25 @@ impl DurableObject for SenderLock {
                 #[cfg(feature = "test-faults")]
                 if fault.as_deref() == Some("throw-after-forward") {
                     if let Ok(send) = wire::decode_send(&body) {
-                        core.mark_crash(&send.txs);
+                        driver.mark_crash(&send.txs);
                     }
                 }
-                let response = core.send(&body, rid).await;
+                let response = driver.send(&body, rid).await;
                 // Test builds only: after a crash or a failed write, the next request meets a new
                 // instance on the same storage, as the runtime starts one.
                 #[cfg(feature = "test-faults")]
-                if core.crashed() || core.superseded() {
-                    *self.core.borrow_mut() = Ok(Rc::new(core.restarted()));
+                if driver.crashed() || driver.superseded() {
+                    *self.driver.borrow_mut() = Ok(Rc::new(driver.restarted()));
                 }
                 response
             }
             // Every other route: stored transactions first know their chain (`Driver::ready`).
-            _ if !core.ready(None).await => chain_unknown_response(),
-            (Method::Get, wire::PENDING_COUNT_PATH) => core.pending_count().await,
-            (Method::Get, wire::STATE_PATH) => Response::ok(core.view().await.to_string()),
+            _ if !driver.ready(None).await => chain_unknown_response(),
+            (Method::Get, wire::PENDING_COUNT_PATH) => driver.pending_count().await,
+            (Method::Get, wire::STATE_PATH) => Response::ok(driver.view().await.to_string()),
             (Method::Get, path) if path.starts_with(wire::TX_PREFIX) => {
                 let hash = crate::relay::status::hash_of_path(path).and_then(Result::ok);
-                match hash.and_then(|hash| core.status(&hash)) {
+                match hash.and_then(|hash| driver.status(&hash)) {
                     Some(status) => Response::ok(status.to_string()),
                     None => Response::error("unknown transaction", 404),
                 }
@@ -167,18 +167,18 @@ impl DurableObject for SenderLock {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        let Ok(core) = self.core() else {
+        let Ok(driver) = self.driver() else {
             return Response::ok("");
         };
-        if !core.ready(None).await {
-            core.alarm_again_in(ALARM_RETRY_MS).await;
+        if !driver.ready(None).await {
+            driver.alarm_again_in(ALARM_RETRY_MS).await;
             return Response::ok("");
         }
-        core.alarm();
+        driver.alarm();
         // An object the alarm woke has no client keeping it alive: stay until the work it started
         // is done, at most one maximum hold (the machine sets the alarm again if work is left).
-        let until = now_ms().saturating_add(core.config().lock_max_hold_ms);
-        while !core.is_quiet() && !core.superseded() && now_ms() < until {
+        let until = now_ms().saturating_add(driver.config().lock_max_hold_ms);
+        while !driver.is_quiet() && !driver.superseded() && now_ms() < until {
             Delay::from(Duration::from_millis(ALARM_POLL_MS)).await;
         }
         Response::ok("")
