@@ -108,6 +108,12 @@ impl ChainIdCache {
         }
     }
 
+    /// The chain id as far as it is known without asking: `configured` (`CHAIN_ID`), else the one
+    /// learned. The Worker's sends and the platform's routing both read it here.
+    pub fn current(&self, configured: Option<u64>) -> Option<u64> {
+        configured.or_else(|| self.known())
+    }
+
     /// Learns the chain id from elsewhere (the rotation's check of its most preferred upstream)
     /// unless one is known: returns the one known afterwards (the first learned wins). A lookup
     /// under way still reports to its waiters.

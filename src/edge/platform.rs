@@ -31,7 +31,7 @@ impl Platform for EdgePlatform<'_> {
         kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        let chain_id = self.config.chain_id.or_else(|| chain_ids().known());
+        let chain_id = chain_ids().current(self.config.chain_id);
         let table = RoutingTable::new(
             self.config.pool_kind_for(chain_id),
             self.config.send_broadcast,

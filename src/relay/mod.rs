@@ -423,7 +423,7 @@ impl<'a, B: Backend> Relay<'a, B> {
     /// The chain id as far as it is known without asking: `CHAIN_ID`, or the one learned (every
     /// send was checked against it, so a send always finds it known).
     fn known_chain_id(&self) -> Option<u64> {
-        self.config.chain_id.or_else(|| self.chain_ids.known())
+        self.chain_ids.current(self.config.chain_id)
     }
 
     /// Decodes and checks a send request (any of [`jsonrpc::is_send`]) against the chain id policy
