@@ -52,7 +52,7 @@ pub async fn ask(platform: &impl Platform, timeout_ms: u64) -> Result<u64, RpcEr
 }
 
 /// The relay's `eth_chainId` question: [`ask`]'s, and the rotation's chain check and probe of
-/// one upstream (`edge/rotation.rs`).
+/// one upstream (`edge/race.rs`).
 pub const REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
 
 /// The chain id an upstream's answer to [`REQUEST`] gives (its `result`, a hex quantity), if
