@@ -3,12 +3,15 @@
 //! the holder's send and release, lookups, force release and restart recovery) that its Durable
 //! Object drives; [`answer`] classes the upstream's answers and their effect on the next nonce;
 //! [`accepted`] keeps the transactions the upstream took, by hash and nonce; [`tx`] is the one
-//! transaction type that travels from the Worker to the upstream; [`identifier`] names the
+//! transaction type that travels from the Worker to the upstream, [`send_params`] reads it from
+//! the params of a send, and [`row`] is its row in its sender's storage; [`identifier`] names the
 //! machine's ids.
 
 pub mod accepted;
 pub mod answer;
 pub mod identifier;
 pub mod queue;
+pub mod row;
+pub mod send_params;
 pub mod sender;
 pub mod tx;

@@ -34,7 +34,8 @@ use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
 use crate::jsonrpc::{self, Answer, Body, Incoming, Request, Response, RpcError};
 use crate::metrics::Metric;
-use crate::ordering::tx::{self, SignedTx, SyncTimeouts};
+use crate::ordering::send_params::{send_params, SyncTimeouts};
+use crate::ordering::tx::SignedTx;
 use crate::transaction::{self, TxHash};
 use crate::upstream::Platform;
 use crate::upstream::{error_metric, CallKind};
@@ -434,7 +435,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             default_ms: self.config.sync_timeout_ms,
             max_ms: self.config.sync_timeout_max_ms,
         };
-        let (raw, method) = tx::send_params(req, timeouts)?;
+        let (raw, method) = send_params(req, timeouts)?;
         let tx = transaction::decode(&raw)
             .map_err(|e| RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {e}")))?;
         match tx.chain_id {

@@ -6,8 +6,9 @@
 
 use crate::hex;
 use crate::log;
+use crate::ordering::row::StoredError;
 use crate::ordering::sender::{Row, StoredTx};
-use crate::ordering::tx::{SignedTx, StoredError};
+use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use serde::Deserialize;
 use std::collections::HashMap;

@@ -6,7 +6,7 @@ use crate::hex;
 use crate::jsonrpc::{
     RpcError, INTERNAL_ERROR, INVALID_INPUT, LIMIT_EXCEEDED, RESOURCE_UNAVAILABLE,
 };
-use crate::ordering::tx::TooLarge;
+use crate::ordering::row::TooLarge;
 use crate::transaction::TxHash;
 
 /// How long a client refused for the queue bound is asked to wait before it retries, s.

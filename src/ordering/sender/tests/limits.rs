@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::ordering::accepted::MAX_ACCEPTED;
-use crate::ordering::tx::MAX_STORED_TX_BYTES;
+use crate::ordering::row::MAX_STORED_TX_BYTES;
 
 const WINDOW: Settings = Settings {
     send_window: 4,

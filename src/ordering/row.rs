@@ -1,0 +1,182 @@
+//! A transaction's row in its sender's storage: what it keeps there (its raw bytes and
+//! [`SignedTx::stored_method`], at most [`MAX_STORED_TX_BYTES`]) and how a row is read back
+//! ([`SignedTx::from_row`]; the request text rows of earlier releases hold,
+//! [`SignedTx::from_stored`]).
+
+use crate::jsonrpc;
+use crate::ordering::send_params::{send_params, SyncTimeouts};
+use crate::ordering::tx::{SendMethod, SignedTx};
+use crate::transaction::TxHash;
+use std::fmt;
+
+/// The most a transaction may keep in one row of its sender's storage, bytes
+/// ([`SignedTx::stored_len`]): a SQLite-backed Durable Object holds at most 2 MB in a string,
+/// BLOB or row (Cloudflare's Durable Objects limits), less 4 KiB for the row's other columns.
+pub const MAX_STORED_TX_BYTES: usize = 2_000_000 - 4_096;
+
+/// A transaction too large to keep in its sender's storage: it is refused before it is sent
+/// (-32005 with this wording), since a send the relay cannot store cannot be resent or followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge {
+    /// What it would keep, bytes.
+    pub bytes: usize,
+    /// [`MAX_STORED_TX_BYTES`].
+    pub max: usize,
+}
+
+impl fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "transaction too large for the relay to store: {} bytes, at most {} (a Durable Object row holds 2 MB); not sent",
+            self.bytes, self.max
+        )
+    }
+}
+
+/// Why a stored request is not a send of the transaction its row names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredError {
+    /// Not one JSON-RPC request object.
+    NotARequest,
+    /// A request for another method.
+    NotASend(String),
+    /// Its raw transaction is missing, not hex, or does not decode.
+    BadRaw(String),
+    /// Its raw transaction decodes to another hash.
+    OtherHash,
+}
+
+impl fmt::Display for StoredError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoredError::NotARequest => write!(f, "not one JSON-RPC request"),
+            StoredError::NotASend(method) => write!(f, "not a send: {method}"),
+            StoredError::BadRaw(why) => write!(f, "its raw transaction: {why}"),
+            StoredError::OtherHash => write!(f, "its raw transaction has another hash"),
+        }
+    }
+}
+
+impl SignedTx {
+    /// How its send method is stored beside its bytes: the method's serde form
+    /// (`{"kind":"plain"}`, or `{"kind":"conditional","options":{…}}`). A send-and-wait call is
+    /// stored as a plain send: nobody waits on a stored transaction's receipt.
+    pub fn stored_method(&self) -> String {
+        let method = match &self.method {
+            SendMethod::Sync { .. } => &SendMethod::Plain,
+            other => other,
+        };
+        serde_json::to_string(method).expect("a send method always serializes")
+    }
+
+    /// What the transaction keeps in its sender's storage, bytes: its raw bytes and its stored
+    /// method ([`SignedTx::stored_method`]), the row's other columns aside.
+    pub fn stored_len(&self) -> usize {
+        self.raw.len() + self.stored_method().len()
+    }
+
+    /// Why it cannot be kept in one row of its sender's storage ([`MAX_STORED_TX_BYTES`]), or
+    /// `None` when it can.
+    pub fn unstorable(&self) -> Option<TooLarge> {
+        let bytes = self.stored_len();
+        (bytes > MAX_STORED_TX_BYTES).then_some(TooLarge {
+            bytes,
+            max: MAX_STORED_TX_BYTES,
+        })
+    }
+
+    /// A stored row read back (the one stored form: the raw bytes and the stored method): a send
+    /// whose raw transaction decodes to `hash`.
+    ///
+    /// # Errors
+    /// [`StoredError`]: the bytes do not decode, have another hash, or the method is not one.
+    pub fn from_row(raw: Vec<u8>, method: &str, hash: &TxHash) -> Result<SignedTx, StoredError> {
+        let method = serde_json::from_str::<SendMethod>(method)
+            .map_err(|e| StoredError::NotASend(e.to_string()))?;
+        Self::read_back(raw, method, hash)
+    }
+
+    /// A stored transaction's bytes and method made a [`SignedTx`] again: its bytes must decode
+    /// to `hash`; a send-and-wait call comes back as a plain send (nobody waits on a stored
+    /// transaction's receipt).
+    fn read_back(raw: Vec<u8>, method: SendMethod, hash: &TxHash) -> Result<SignedTx, StoredError> {
+        let method = match method {
+            SendMethod::Sync { .. } => SendMethod::Plain,
+            other => other,
+        };
+        let tx =
+            crate::transaction::decode(&raw).map_err(|e| StoredError::BadRaw(e.to_string()))?;
+        if &tx.hash != hash {
+            return Err(StoredError::OtherHash);
+        }
+        Ok(SignedTx {
+            hash: tx.hash,
+            nonce: tx.nonce,
+            chain_id: tx.chain_id,
+            raw,
+            method,
+        })
+    }
+
+    /// A request a sender's object of an earlier release stored before a send (the request text),
+    /// read back for a resend: parsed like any client's, a send whose raw transaction decodes to
+    /// `hash`. The oldest rows hold the client's own text; what is sent again is what the relay
+    /// reads in it. One stored as a send-and-wait call comes back as a plain send (it waits out
+    /// a gap like any resend).
+    ///
+    /// # Errors
+    /// [`StoredError`]: why it is not a send of that transaction.
+    pub fn from_stored(text: &str, hash: &TxHash) -> Result<SignedTx, StoredError> {
+        let req = match jsonrpc::parse(text.as_bytes(), 1) {
+            Ok(jsonrpc::Incoming::Single(Ok(req))) => req,
+            _ => return Err(StoredError::NotARequest),
+        };
+        if !jsonrpc::is_send(&req.method) {
+            return Err(StoredError::NotASend(req.method));
+        }
+        let (raw, method) =
+            send_params(&req, SYNC_STORED).map_err(|e| StoredError::BadRaw(e.message))?;
+        Self::read_back(raw, method, hash)
+    }
+}
+
+/// A stored request is never waited on by anyone: its timeouts do not matter.
+const SYNC_STORED: SyncTimeouts = SyncTimeouts {
+    default_ms: 0,
+    max_ms: 0,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_form_reads_back_and_a_transaction_past_a_row_is_unstorable() {
+        // EIP-155's example transfer (chain id 1, nonce 9), as in the wire tests.
+        let raw = crate::hex::decode("0xf86c098504a817c800825208943535353535353535353535353535353535353535880de0b6b3a76400008025a028ef61340bd939bc2195fe537567866003e1a15d3c71ff63e1590620aa636276a067cbe9d8997f761aecb703304b3800ccf555c9f3dc64214b297fb1966a3b6d83").unwrap();
+        let hash = crate::transaction::decode(&raw).unwrap().hash;
+        let plain = r#"{"kind":"plain"}"#;
+        let tx = SignedTx::from_row(raw.clone(), plain, &hash).unwrap();
+        assert_eq!((tx.nonce, tx.chain_id), (9, Some(1)));
+        assert_eq!(
+            (tx.raw.clone(), tx.method.clone()),
+            (raw.clone(), SendMethod::Plain)
+        );
+        assert_eq!(
+            SignedTx::from_row(raw.clone(), plain, &[0; 32]),
+            Err(StoredError::OtherHash)
+        );
+        assert!(SignedTx::from_row(raw.clone(), "plain", &hash).is_err());
+        assert!(SignedTx::from_row(vec![0xf8], plain, &hash).is_err());
+        let mut big = tx.clone();
+        big.raw = vec![0; MAX_STORED_TX_BYTES - plain.len()];
+        assert_eq!(big.unstorable(), None);
+        big.raw.push(0);
+        let too_large = big.unstorable().unwrap();
+        assert_eq!(too_large.bytes, MAX_STORED_TX_BYTES + 1);
+        assert!(too_large
+            .to_string()
+            .starts_with("transaction too large for the relay to store: "));
+    }
+}
