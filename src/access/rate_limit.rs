@@ -3,7 +3,7 @@
 //! Workers Rate Limiting bindings `RATE_LIMIT_SEND` and `RATE_LIMIT_READ`, keyed by the client's
 //! IP); this is what is counted and what a client over a limit gets.
 
-use crate::jsonrpc::{self, Body, Entry, Id, Response, RpcError, LIMIT_EXCEEDED};
+use crate::jsonrpc::{self, Body, Id, ParsedRequest, Response, RpcError, LIMIT_EXCEEDED};
 
 /// Which limit a request counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -15,12 +15,12 @@ pub enum Bucket {
 }
 
 /// How many requests of a body count against each limit: `(sends, reads)`.
-pub fn count(entries: &[&Entry]) -> (usize, usize) {
-    let sends = entries
+pub fn count(requests: &[&ParsedRequest]) -> (usize, usize) {
+    let sends = requests
         .iter()
         .filter(|e| e.as_ref().is_ok_and(|r| jsonrpc::is_send(&r.method)))
         .count();
-    (sends, entries.len() - sends)
+    (sends, requests.len() - sends)
 }
 
 /// The error every member of a refused body gets: -32005 (EIP-1474 limit exceeded).
@@ -30,8 +30,8 @@ pub fn exceeded() -> RpcError {
 
 /// The answer body to a refused body: the error with each request's id (a batch answers each
 /// member, notifications included, since the whole body was refused).
-pub fn refusal(entries: &[&Entry], batch: bool) -> Body {
-    let mut answers: Vec<Response> = entries
+pub fn refusal(requests: &[&ParsedRequest], batch: bool) -> Body {
+    let mut answers: Vec<Response> = requests
         .iter()
         .map(|e| {
             let id = e.as_ref().ok().map_or_else(Id::null, |r| r.response_id());
@@ -58,10 +58,10 @@ mod tests {
         let body = br#"[{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x"]},
                         {"jsonrpc":"2.0","id":2,"method":"eth_call","params":[]}, 7,
                         {"jsonrpc":"2.0","id":3,"method":"eth_sendRawTransaction","params":["0x"]}]"#;
-        let Incoming::Batch(entries) = parse(body, 10).unwrap() else {
+        let Incoming::Batch(requests) = parse(body, 10).unwrap() else {
             panic!()
         };
-        let refs: Vec<&Entry> = entries.iter().collect();
+        let refs: Vec<&ParsedRequest> = requests.iter().collect();
         assert_eq!(count(&refs), (2, 2));
         let answer: Value = serde_json::from_str(&refusal(&refs, true).render()).unwrap();
         assert_eq!(answer.as_array().unwrap().len(), 4);

@@ -6,7 +6,7 @@ mod request;
 mod response;
 
 pub use id::Id;
-pub use request::{parse, raw_transaction_param, Entry, Incoming, Request, RequestError};
+pub use request::{parse, raw_transaction_param, Incoming, ParsedRequest, Request, RequestError};
 pub use response::{Body, Response};
 
 use serde_json::value::RawValue;

@@ -102,16 +102,17 @@ impl RequestError {
     }
 }
 
-/// One member of the incoming body: a valid request, or why it is not one.
-pub type Entry = Result<Request, RequestError>;
+/// One request object of the incoming body (the body itself, or a member of its batch) as
+/// parsed: a valid request, or why it is not one.
+pub type ParsedRequest = Result<Request, RequestError>;
 
 /// A parsed HTTP body.
 #[derive(Debug)]
 pub enum Incoming {
     /// A single request object.
-    Single(Entry),
+    Single(ParsedRequest),
     /// A batch (a non-empty JSON array), in order.
-    Batch(Vec<Entry>),
+    Batch(Vec<ParsedRequest>),
 }
 
 /// A request object's members, read in one pass: every member as a [`Value`] but the id, which
@@ -150,7 +151,7 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
-fn entry(raw: &RawValue) -> Entry {
+fn parse_request(raw: &RawValue) -> ParsedRequest {
     let invalid = |id: &Id, why: &str| {
         RequestError::new(id, INVALID_REQUEST, format!("invalid request: {why}"))
     };
@@ -226,9 +227,11 @@ pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, RequestError> {
                 ),
             ));
         }
-        Ok(Incoming::Batch(members.into_iter().map(entry).collect()))
+        Ok(Incoming::Batch(
+            members.into_iter().map(parse_request).collect(),
+        ))
     } else {
-        Ok(Incoming::Single(entry(raw)))
+        Ok(Incoming::Single(parse_request(raw)))
     }
 }
 

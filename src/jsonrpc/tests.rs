@@ -16,21 +16,21 @@ fn parses_single_and_batch() {
     };
     assert_eq!(req.id, Some(json!(7).into()));
     assert_eq!(req.method, "eth_chainId");
-    let Incoming::Batch(entries) = parse(
+    let Incoming::Batch(requests) = parse(
         br#"[{"jsonrpc":"2.0","id":"a","method":"m","params":[]}, 5, {"jsonrpc":"1.0","id":2,"method":"m"}]"#,
         10,
     )
     .unwrap() else {
         panic!()
     };
-    assert_eq!(entries.len(), 3);
-    assert!(entries[0].is_ok());
+    assert_eq!(requests.len(), 3);
+    assert!(requests[0].is_ok());
     assert_eq!(
-        error_of(entries[1].as_ref().unwrap_err()),
+        error_of(requests[1].as_ref().unwrap_err()),
         (Value::Null, INVALID_REQUEST)
     );
     assert_eq!(
-        error_of(entries[2].as_ref().unwrap_err()),
+        error_of(requests[2].as_ref().unwrap_err()),
         (json!(2), INVALID_REQUEST)
     );
 }
@@ -38,7 +38,7 @@ fn parses_single_and_batch() {
 #[test]
 fn what_goes_upstream_is_made_from_the_parsed_members_only() {
     let parse_one = |body: &str| match parse(body.as_bytes(), 10).unwrap() {
-        Incoming::Single(entry) => entry,
+        Incoming::Single(parsed) => parsed,
         Incoming::Batch(_) => panic!(),
     };
     // Unknown members and escapes go; the method is the one the policy read.
@@ -231,14 +231,14 @@ fn ids_are_echoed_exactly_whatever_their_size() {
         let body = format!(
             r#"[{single},{{"jsonrpc":"1.0","id":{id},"method":"m"}},{{"id":{id},"method":"m","Params":[]}}]"#
         );
-        let Incoming::Batch(entries) = parse(body.as_bytes(), 10).unwrap() else {
+        let Incoming::Batch(requests) = parse(body.as_bytes(), 10).unwrap() else {
             panic!()
         };
-        for entry in &entries[1..] {
-            let text = entry.as_ref().unwrap_err().response();
+        for parsed in &requests[1..] {
+            let text = parsed.as_ref().unwrap_err().response();
             assert!(text.contains(&format!(r#""id":{id}"#)), "{text}");
         }
-        let Ok(member) = &entries[0] else { panic!() };
+        let Ok(member) = &requests[0] else { panic!() };
         assert_eq!(member.response_id(), req.response_id());
     }
     // Strings, null and a notification are as before.

@@ -190,7 +190,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             retry_after_s,
         };
         let parsed = jsonrpc::parse(body, self.config.max_batch);
-        let (entries, batch): (Vec<&jsonrpc::Entry>, bool) = match &parsed {
+        let (entries, batch): (Vec<&jsonrpc::ParsedRequest>, bool) = match &parsed {
             Err(_) => (Vec::new(), false),
             Ok(Incoming::Single(entry)) => (vec![entry], false),
             Ok(Incoming::Batch(entries)) => (entries.iter().collect(), true),
@@ -246,7 +246,7 @@ impl<'a, B: Backend> Relay<'a, B> {
     /// Each entry's response in order, and the longest `Retry-After` among them, s.
     async fn answer_all<S: SubscriptionCalls>(
         &self,
-        entries: Vec<jsonrpc::Entry>,
+        entries: Vec<jsonrpc::ParsedRequest>,
         subscriptions: Option<&S>,
     ) -> (Vec<Response>, Option<u64>) {
         let needs_chain_id = entries
