@@ -1,6 +1,6 @@
 //! The identifiers of the sender's machine, each a named type (as reth's
 //! `transaction-pool/src/identifier.rs` names its `SenderId` and `TransactionId`): a client's
-//! [`Ticket`], an [`EntryId`] in the queue, a [`LookupId`], a holding's [`SessionKey`].
+//! [`Ticket`], a [`QueuedTxId`] in the queue, a [`LookupId`], a holding's [`SessionKey`].
 
 use std::fmt;
 use uuid::Uuid;
@@ -44,6 +44,6 @@ impl fmt::Debug for SessionKey {
     }
 }
 
-/// An entry of the queue, numbered in arrival order.
+/// A transaction in the queue ([`crate::ordering::queue::QueuedTx`]), numbered in arrival order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EntryId(pub u64);
+pub struct QueuedTxId(pub u64);

@@ -10,7 +10,7 @@
 //! - an entry leaves with all its tickets ([`Queue::remove`]), and a stage changes only through
 //!   [`Queue::set_stage`].
 
-pub use crate::ordering::identifier::EntryId;
+pub use crate::ordering::identifier::QueuedTxId;
 use crate::ordering::identifier::{LookupId, Ticket};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -23,7 +23,7 @@ pub struct Place {
     /// The transaction's nonce.
     pub nonce: u64,
     /// The entry.
-    pub entry: EntryId,
+    pub entry: QueuedTxId,
 }
 
 /// Where a transaction is in its sender's object.
@@ -55,7 +55,7 @@ pub enum Check {
 
 /// A transaction in the queue, with every client waiting for it.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct QueuedTx {
     /// The transaction.
     pub tx: Rc<SignedTx>,
     /// When it arrived (or was read back for a resend), Unix ms.
@@ -73,10 +73,10 @@ pub struct Entry {
     pub refused_ahead: bool,
 }
 
-impl Entry {
+impl QueuedTx {
     /// A transaction that just arrived, waiting.
     pub fn new(tx: Rc<SignedTx>, arrived_ms: u64, request_id: Option<Rc<str>>) -> Self {
-        Entry {
+        QueuedTx {
             tx,
             arrived_ms,
             tickets: Vec::new(),
@@ -111,8 +111,8 @@ impl Entry {
 /// One sender's queue. See the module documentation.
 #[derive(Debug, Default)]
 pub struct Queue {
-    entries: HashMap<EntryId, Entry>,
-    by_hash: HashMap<TxHash, EntryId>,
+    entries: HashMap<QueuedTxId, QueuedTx>,
+    by_hash: HashMap<TxHash, QueuedTxId>,
     waiting: BTreeSet<Place>,
     ids: u64,
 }
@@ -125,9 +125,9 @@ impl Queue {
 
     /// Adds `entry` (its hash not in the queue: the caller joins copies to the entry of
     /// [`Queue::find`]); returns its id.
-    pub fn insert(&mut self, entry: Entry) -> EntryId {
+    pub fn insert(&mut self, entry: QueuedTx) -> QueuedTxId {
         self.ids += 1;
-        let id = EntryId(self.ids);
+        let id = QueuedTxId(self.ids);
         debug_assert!(
             !self.by_hash.contains_key(&entry.hash()),
             "one entry a hash"
@@ -144,22 +144,22 @@ impl Queue {
     }
 
     /// The entry of `hash`, when the queue holds it.
-    pub fn find(&self, hash: &TxHash) -> Option<EntryId> {
+    pub fn find(&self, hash: &TxHash) -> Option<QueuedTxId> {
         self.by_hash.get(hash).copied()
     }
 
     /// Entry `id`.
-    pub fn get(&self, id: EntryId) -> Option<&Entry> {
+    pub fn get(&self, id: QueuedTxId) -> Option<&QueuedTx> {
         self.entries.get(&id)
     }
 
     /// Entry `id`, to change what is not its stage.
-    pub fn get_mut(&mut self, id: EntryId) -> Option<&mut Entry> {
+    pub fn get_mut(&mut self, id: QueuedTxId) -> Option<&mut QueuedTx> {
         self.entries.get_mut(&id)
     }
 
     /// Moves entry `id` to `stage`, keeping the waiting order.
-    pub fn set_stage(&mut self, id: EntryId, stage: Stage) {
+    pub fn set_stage(&mut self, id: QueuedTxId, stage: Stage) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
@@ -177,7 +177,7 @@ impl Queue {
     }
 
     /// Takes entry `id` out, with its tickets.
-    pub fn remove(&mut self, id: EntryId) -> Option<Entry> {
+    pub fn remove(&mut self, id: QueuedTxId) -> Option<QueuedTx> {
         let entry = self.entries.remove(&id)?;
         self.waiting.remove(&Place {
             nonce: entry.nonce(),
@@ -205,7 +205,7 @@ impl Queue {
     }
 
     /// Every entry, in no order.
-    pub fn iter(&self) -> impl Iterator<Item = (EntryId, &Entry)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (QueuedTxId, &QueuedTx)> + '_ {
         self.entries.iter().map(|(id, e)| (*id, e))
     }
 
@@ -258,7 +258,7 @@ mod tests {
     use super::*;
     use crate::ordering::tx::SendMethod;
 
-    fn entry(nonce: u64, variant: u8) -> Entry {
+    fn entry(nonce: u64, variant: u8) -> QueuedTx {
         let mut hash = [variant; 32];
         hash[..8].copy_from_slice(&nonce.to_be_bytes());
         let tx = SignedTx {
@@ -268,7 +268,7 @@ mod tests {
             raw: vec![variant],
             method: SendMethod::Plain,
         };
-        Entry::new(Rc::new(tx), 0, None)
+        QueuedTx::new(Rc::new(tx), 0, None)
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::{tagged, Purpose, ReplacementPolicy, Sender};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::accepted::{Status, MAX_ACCEPTED};
-use crate::ordering::queue::{Check, Entry, EntryId, Stage};
+use crate::ordering::queue::{Check, QueuedTx, QueuedTxId, Stage};
 use crate::ordering::sender::{Arrival, Found, Outcome, Query, Refusal, Seen, Ticket};
 use crate::transaction::TxHash;
 use std::rc::Rc;
@@ -39,7 +39,7 @@ impl Sender {
             self.answer(&[ticket], &Answer::hash(&tx.hash), None);
             return;
         }
-        let mut entry = Entry::new(tx, now_ms, request_id);
+        let mut entry = QueuedTx::new(tx, now_ms, request_id);
         entry.tickets.push(ticket);
         let id = self.queue.insert(entry);
         if accepted.is_some_and(|tx| !tx.status.is_final()) {
@@ -68,7 +68,7 @@ impl Sender {
 
     /// The checks of a transaction the object does not hold: stale, replacement, the bound.
     /// Passed, it waits for the lock.
-    fn screen(&mut self, id: EntryId, now_ms: u64) {
+    fn screen(&mut self, id: QueuedTxId, now_ms: u64) {
         let Some(entry) = self.queue.get(id) else {
             return;
         };
@@ -113,10 +113,14 @@ impl Sender {
     /// same way, by the bytes of every transaction the object holds. The lowest nonce waiting,
     /// the one that would be granted next, is never refused.
     fn bound(&mut self) {
-        let waiting: Vec<EntryId> = self
+        let waiting: Vec<QueuedTxId> = self
             .queue
             .waiting()
-            .filter(|place| self.queue.get(place.entry).is_some_and(Entry::has_clients))
+            .filter(|place| {
+                self.queue
+                    .get(place.entry)
+                    .is_some_and(QueuedTx::has_clients)
+            })
             .map(|place| place.entry)
             .collect();
         let over = waiting.len().saturating_sub(self.settings.max_queue);
@@ -144,8 +148,8 @@ impl Sender {
     }
 
     /// Asks the upstream whether it has the entry's hash before deciding.
-    fn start_check(&mut self, id: EntryId, check: Check, now_ms: u64) {
-        let Some(hash) = self.queue.get(id).map(Entry::hash) else {
+    fn start_check(&mut self, id: QueuedTxId, check: Check, now_ms: u64) {
+        let Some(hash) = self.queue.get(id).map(QueuedTx::hash) else {
             return;
         };
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
@@ -155,7 +159,7 @@ impl Sender {
             latest: matches!(check, Check::Replacement { .. }),
             ..Query::default()
         };
-        let lookup = self.ask(Purpose::Entry(id), query, deadline_ms);
+        let lookup = self.ask(Purpose::Admit(id), query, deadline_ms);
         self.queue.set_stage(id, Stage::Checking(lookup, check));
     }
 
@@ -163,7 +167,7 @@ impl Sender {
     /// not (a stale nonce is refused; an accepted hash it forgot is admitted anew, and kept as
     /// the relay's own until it is sent again); the upstream could not be asked (a stale nonce is
     /// refused as unchecked, -32002; an accepted hash is answered from memory).
-    pub(super) fn on_entry_check(&mut self, id: EntryId, outcome: Outcome, now_ms: u64) {
+    pub(super) fn on_entry_check(&mut self, id: QueuedTxId, outcome: Outcome, now_ms: u64) {
         let Some(entry) = self.queue.get(id) else {
             return;
         };

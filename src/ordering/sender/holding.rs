@@ -251,7 +251,7 @@ impl Sender {
         if let Some(id) = waiting {
             if let Some(entry) = self.queue.remove(id) {
                 self.lookups
-                    .retain(|_, (purpose, _)| *purpose != Purpose::Entry(id));
+                    .retain(|_, (purpose, _)| *purpose != Purpose::Admit(id));
                 self.deduplicated(nonce, &hash, "late_answer", &entry.request_id);
                 self.answer(&entry.tickets, &Answer::hash(&hash), None);
             }

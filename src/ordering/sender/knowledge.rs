@@ -13,7 +13,7 @@
 use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
-use crate::ordering::queue::{Entry, EntryId, Stage};
+use crate::ordering::queue::{QueuedTx, QueuedTxId, Stage};
 use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -54,7 +54,7 @@ impl Sender {
                 continue;
             }
             let (hash, nonce) = (tx.hash, tx.nonce);
-            let mut entry = Entry::new(tx, now_ms, None);
+            let mut entry = QueuedTx::new(tx, now_ms, None);
             entry.stored = true;
             self.queue.insert(entry);
             self.counters.resubmitted += 1;
@@ -74,7 +74,7 @@ impl Sender {
         match purpose {
             Purpose::Nonces => self.on_counts(outcome, now_ms),
             Purpose::Verify { pending, latest } => self.on_verify(outcome, pending, latest, now_ms),
-            Purpose::Entry(entry) => self.on_entry_check(entry, outcome, now_ms),
+            Purpose::Admit(entry) => self.on_entry_check(entry, outcome, now_ms),
             Purpose::Holder(key) => self.on_holder_check(key, outcome, now_ms),
             Purpose::Recover(key) => self.on_recovery(key, outcome, now_ms),
             Purpose::Track => self.on_track(outcome, now_ms),
@@ -329,7 +329,7 @@ impl Sender {
             Some(_) => {
                 self.counters.chain_changes += 1;
                 let dropped = self.accepted.clear().len();
-                let resends: Vec<EntryId> = self
+                let resends: Vec<QueuedTxId> = self
                     .queue
                     .iter()
                     .filter(|(_, e)| !e.has_clients() && e.stage() == Stage::Waiting)

@@ -66,7 +66,7 @@ pub use settings::{
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::accepted::Accepted;
-use crate::ordering::queue::{EntryId, Queue};
+use crate::ordering::queue::{Queue, QueuedTxId};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use state::{Failure, Holding, Nonces, Phase, Purpose, Stored, Tracking};
@@ -320,7 +320,7 @@ impl Sender {
     }
 
     /// Takes the holding of entry `entry` out of the holders.
-    fn unhold(&mut self, entry: EntryId) -> Option<Holding> {
+    fn unhold(&mut self, entry: QueuedTxId) -> Option<Holding> {
         let at = self.holders.iter().position(|h| h.entry == entry)?;
         Some(self.holders.remove(at))
     }
@@ -377,7 +377,7 @@ impl Sender {
     /// that failed, a gap), stays followed, checked again with the next counts and sent from its
     /// stored bytes while the upstream lacks it. Only a stale nonce or a refused replacement
     /// settles it.
-    fn refuse(&mut self, entry: EntryId, refusal: Refusal) {
+    fn refuse(&mut self, entry: QueuedTxId, refusal: Refusal) {
         let Some(e) = self.queue.remove(entry) else {
             return;
         };

@@ -2,14 +2,14 @@
 //! their lookup, what an earlier instance stored, the tracking check, the failures remembered.
 
 use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
-use crate::ordering::queue::EntryId;
+use crate::ordering::queue::QueuedTxId;
 use crate::transaction::TxHash;
 use std::collections::HashMap;
 
 /// A holder of the lock: the first of a send window, or one sent behind it (`ahead`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Holding {
-    pub(super) entry: EntryId,
+    pub(super) entry: QueuedTxId,
     /// Its transaction's nonce.
     pub(super) nonce: u64,
     pub(super) session_key: SessionKey,
@@ -42,8 +42,8 @@ pub(super) enum Purpose {
     Nonces,
     /// The accepted hashes the counts contradict, with the counts already found.
     Verify { pending: u64, latest: Option<u64> },
-    /// An arriving transaction's hash.
-    Entry(EntryId),
+    /// An arriving transaction's hash, before it is admitted or refused.
+    Admit(QueuedTxId),
     /// The holder's nonce below the next one: mined count and hash.
     Holder(SessionKey),
     /// A force-released holder: counts and hash.

@@ -16,7 +16,7 @@
 
 use super::{tagged, Holding, Phase, PoolKind, ReplacementPolicy, Sender, SessionKey};
 use crate::metrics::Metric;
-use crate::ordering::queue::{EntryId, Place, Stage};
+use crate::ordering::queue::{Place, QueuedTxId, Stage};
 use crate::ordering::sender::{Action, LookupError, LookupId, Query, Refusal, Row};
 
 /// What a deadline is for.
@@ -24,7 +24,7 @@ use crate::ordering::sender::{Action, LookupError, LookupId, Query, Refusal, Row
 pub(super) enum Deadline {
     /// A client's transaction has waited `LOCK_MAX_HOLD_MS` for a next nonce that can't be
     /// learned: refused, unsent.
-    NonceUnknown(EntryId),
+    NonceUnknown(QueuedTxId),
     /// A lookup never reported back by its deadline and grace: it failed.
     LookupLost(LookupId),
     /// A holder (its session key) never reported back by its deadline and grace:
@@ -192,7 +192,7 @@ impl Sender {
 
     /// The lock to entry `id`, with the sender's next nonce `next` known; `ahead`: behind holders
     /// still sending ([`Sender::joins_window`]).
-    fn grant(&mut self, id: EntryId, next: u64, ahead: bool, now_ms: u64) {
+    fn grant(&mut self, id: QueuedTxId, next: u64, ahead: bool, now_ms: u64) {
         let Some(entry) = self.queue.get(id) else {
             return;
         };
@@ -261,7 +261,7 @@ impl Sender {
     /// Entry `id`, above the sender's next nonce `next`, is refused without a send: a
     /// send-and-wait call with EIP-7966's code 6, any other with geth's `nonce too high` saying
     /// whether `next` was `refused` by the upstream or did not arrive in time.
-    pub(super) fn refuse_over_gap(&mut self, id: EntryId, next: u64, refused: bool) {
+    pub(super) fn refuse_over_gap(&mut self, id: QueuedTxId, next: u64, refused: bool) {
         let Some(entry) = self.queue.get(id) else {
             return;
         };
@@ -284,7 +284,7 @@ impl Sender {
 
     /// Holder `id`'s transaction goes: stored first (unless it came from storage, where it is
     /// already), then sent with retries until `deadline_ms`.
-    pub(super) fn send(&mut self, id: EntryId, deadline_ms: u64, now_ms: u64) {
+    pub(super) fn send(&mut self, id: QueuedTxId, deadline_ms: u64, now_ms: u64) {
         let Some(at) = self.holders.iter().position(|h| h.entry == id) else {
             return;
         };
