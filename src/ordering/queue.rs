@@ -29,12 +29,12 @@ pub struct Place {
 /// Where a transaction is in its sender's object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
-    /// Asked by hash (lookup `LookupId`) before it is admitted or refused.
-    Checking(LookupId, Check),
+    /// Being admitted: asked by hash (lookup `LookupId`) before it is admitted or refused.
+    Admitting(LookupId, Check),
     /// Waiting for the lock.
     Waiting,
-    /// Holds the lock.
-    Holding,
+    /// Granted the lock: it holds it.
+    Granted,
 }
 
 /// Why an arriving transaction is asked by hash first.
@@ -296,7 +296,7 @@ mod tests {
             ]
         );
         assert_eq!(q.lowest_waiting().map(|p| p.entry), Some(three));
-        q.set_stage(three, Stage::Holding);
+        q.set_stage(three, Stage::Granted);
         assert_eq!(q.lowest_waiting().map(|p| p.entry), Some(three_again));
         assert_eq!(q.waiting_len(), 2);
         q.check().unwrap();
@@ -313,7 +313,7 @@ mod tests {
         let id = q.insert(e);
         assert_eq!(q.find(&hash), Some(id));
         q.get_mut(id).unwrap().tickets.push(Ticket(7));
-        q.set_stage(id, Stage::Checking(LookupId(1), Check::Stale));
+        q.set_stage(id, Stage::Admitting(LookupId(1), Check::Stale));
         assert_eq!(q.lowest_waiting(), None, "checking is not waiting");
         q.check().unwrap();
         let gone = q.remove(id).unwrap();

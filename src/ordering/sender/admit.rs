@@ -160,7 +160,7 @@ impl Sender {
             ..Query::default()
         };
         let lookup = self.ask(Purpose::Admit(id), query, deadline_ms);
-        self.queue.set_stage(id, Stage::Checking(lookup, check));
+        self.queue.set_stage(id, Stage::Admitting(lookup, check));
     }
 
     /// The answer to an entry's check by hash: the upstream has it (its hash, no send); it does
@@ -171,7 +171,7 @@ impl Sender {
         let Some(entry) = self.queue.get(id) else {
             return;
         };
-        let Stage::Checking(_, check) = entry.stage() else {
+        let Stage::Admitting(_, check) = entry.stage() else {
             return;
         };
         let (hash, nonce) = (entry.hash(), entry.nonce());

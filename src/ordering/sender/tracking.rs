@@ -215,8 +215,8 @@ impl Sender {
         let text = hex::encode(hash);
         if let Some(entry) = self.queue.find(hash).and_then(|id| self.queue.get(id)) {
             let status = match entry.stage() {
-                Stage::Waiting | Stage::Checking(..) => "queued",
-                Stage::Holding => "sent",
+                Stage::Waiting | Stage::Admitting(..) => "queued",
+                Stage::Granted => "sent",
             };
             let resent = self.accepted.get(hash, now_ms).map_or(0, |tx| tx.resent);
             return Some(json!({

@@ -203,7 +203,7 @@ impl Sender {
             entry.tx.method.is_sync(),
         );
         let request_id = entry.request_id.clone();
-        self.queue.set_stage(id, Stage::Holding);
+        self.queue.set_stage(id, Stage::Granted);
         if self.settings.replacement == ReplacementPolicy::Reject {
             // Accepted meanwhile by another transaction with this nonce.
             if let Some(holder) = self.nonce_holder(&hash, nonce, now_ms) {

@@ -37,7 +37,7 @@ impl Sender {
         let checking = self
             .queue
             .iter()
-            .filter(|(_, e)| matches!(e.stage(), Stage::Checking(..)))
+            .filter(|(_, e)| matches!(e.stage(), Stage::Admitting(..)))
             .count();
         let accepted: Vec<Value> = self
             .accepted
