@@ -919,7 +919,9 @@ fn a_stored_request_is_sent_again_as_the_relay_reads_it_never_as_stored() {
         r#"{{"id":1,"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["{raw}"],"x":1}}"#
     );
     assert_eq!(
-        SignedTx::from_stored(&stored, &hash).unwrap().request(),
+        SignedTx::from_request_text(&stored, &hash)
+            .unwrap()
+            .request(),
         format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{raw}"]}}"#
         )
@@ -928,13 +930,13 @@ fn a_stored_request_is_sent_again_as_the_relay_reads_it_never_as_stored() {
     let ambiguous = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{raw}"],"Params":["{other}"]}}"#
     );
-    assert!(SignedTx::from_stored(&ambiguous, &hash).is_err());
+    assert!(SignedTx::from_request_text(&ambiguous, &hash).is_err());
     let wrong = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["{other}"]}}"#
     );
-    assert!(SignedTx::from_stored(&wrong, &hash).is_err());
+    assert!(SignedTx::from_request_text(&wrong, &hash).is_err());
     let read = r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}"#;
-    assert!(SignedTx::from_stored(read, &hash).is_err());
+    assert!(SignedTx::from_request_text(read, &hash).is_err());
 }
 
 /// Issue 32, point 8: ids beyond 64 bits come back as the client wrote them on every path of a

@@ -1,7 +1,7 @@
 //! A transaction's row in its sender's storage: what it keeps there (its raw bytes and
-//! [`SignedTx::stored_method`], at most [`MAX_STORED_TX_BYTES`]) and how a row is read back
-//! ([`SignedTx::from_row`]; the request text rows of earlier releases hold,
-//! [`SignedTx::from_stored`]).
+//! [`SignedTx::row_method`], at most [`MAX_ROW_LEN`] bytes) and how a row is read back
+//! ([`SignedTx::from_row`]; the request text that rows of earlier releases hold,
+//! [`SignedTx::from_request_text`]), or why it is not a send of its hash ([`RowError`]).
 
 use crate::jsonrpc;
 use crate::ordering::send_params::{send_params, SyncTimeouts};
@@ -10,9 +10,9 @@ use crate::transaction::TxHash;
 use std::fmt;
 
 /// The most a transaction may keep in one row of its sender's storage, bytes
-/// ([`SignedTx::stored_len`]): a SQLite-backed Durable Object holds at most 2 MB in a string,
+/// ([`SignedTx::row_len`]): a SQLite-backed Durable Object holds at most 2 MB in a string,
 /// BLOB or row (Cloudflare's Durable Objects limits), less 4 KiB for the row's other columns.
-pub const MAX_STORED_TX_BYTES: usize = 2_000_000 - 4_096;
+pub const MAX_ROW_LEN: usize = 2_000_000 - 4_096;
 
 /// A transaction too large to keep in its sender's storage: it is refused before it is sent
 /// (-32005 with this wording), since a send the relay cannot store cannot be resent or followed.
@@ -20,7 +20,7 @@ pub const MAX_STORED_TX_BYTES: usize = 2_000_000 - 4_096;
 pub struct TooLarge {
     /// What it would keep, bytes.
     pub bytes: usize,
-    /// [`MAX_STORED_TX_BYTES`].
+    /// [`MAX_ROW_LEN`].
     pub max: usize,
 }
 
@@ -34,9 +34,10 @@ impl fmt::Display for TooLarge {
     }
 }
 
-/// Why a stored request is not a send of the transaction its row names.
+/// Why a row read back (or the request text of an earlier release) is not a send of the
+/// transaction its row names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoredError {
+pub enum RowError {
     /// Not one JSON-RPC request object.
     NotARequest,
     /// A request for another method.
@@ -47,22 +48,22 @@ pub enum StoredError {
     OtherHash,
 }
 
-impl fmt::Display for StoredError {
+impl fmt::Display for RowError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoredError::NotARequest => write!(f, "not one JSON-RPC request"),
-            StoredError::NotASend(method) => write!(f, "not a send: {method}"),
-            StoredError::BadRaw(why) => write!(f, "its raw transaction: {why}"),
-            StoredError::OtherHash => write!(f, "its raw transaction has another hash"),
+            RowError::NotARequest => write!(f, "not one JSON-RPC request"),
+            RowError::NotASend(method) => write!(f, "not a send: {method}"),
+            RowError::BadRaw(why) => write!(f, "its raw transaction: {why}"),
+            RowError::OtherHash => write!(f, "its raw transaction has another hash"),
         }
     }
 }
 
 impl SignedTx {
-    /// How its send method is stored beside its bytes: the method's serde form
+    /// How its send method is written in its row beside its bytes: the method's serde form
     /// (`{"kind":"plain"}`, or `{"kind":"conditional","options":{…}}`). A send-and-wait call is
     /// stored as a plain send: nobody waits on a stored transaction's receipt.
-    pub fn stored_method(&self) -> String {
+    pub fn row_method(&self) -> String {
         let method = match &self.method {
             SendMethod::Sync { .. } => &SendMethod::Plain,
             other => other,
@@ -70,45 +71,44 @@ impl SignedTx {
         serde_json::to_string(method).expect("a send method always serializes")
     }
 
-    /// What the transaction keeps in its sender's storage, bytes: its raw bytes and its stored
-    /// method ([`SignedTx::stored_method`]), the row's other columns aside.
-    pub fn stored_len(&self) -> usize {
-        self.raw.len() + self.stored_method().len()
+    /// What the transaction keeps in its row, bytes: its raw bytes and its row method
+    /// ([`SignedTx::row_method`]), the row's other columns aside.
+    pub fn row_len(&self) -> usize {
+        self.raw.len() + self.row_method().len()
     }
 
-    /// Why it cannot be kept in one row of its sender's storage ([`MAX_STORED_TX_BYTES`]), or
+    /// Why it cannot be kept in one row of its sender's storage ([`MAX_ROW_LEN`]), or
     /// `None` when it can.
     pub fn unstorable(&self) -> Option<TooLarge> {
-        let bytes = self.stored_len();
-        (bytes > MAX_STORED_TX_BYTES).then_some(TooLarge {
+        let bytes = self.row_len();
+        (bytes > MAX_ROW_LEN).then_some(TooLarge {
             bytes,
-            max: MAX_STORED_TX_BYTES,
+            max: MAX_ROW_LEN,
         })
     }
 
-    /// A stored row read back (the one stored form: the raw bytes and the stored method): a send
+    /// A row read back (the one row form: the raw bytes and the row method): a send
     /// whose raw transaction decodes to `hash`.
     ///
     /// # Errors
-    /// [`StoredError`]: the bytes do not decode, have another hash, or the method is not one.
-    pub fn from_row(raw: Vec<u8>, method: &str, hash: &TxHash) -> Result<SignedTx, StoredError> {
+    /// [`RowError`]: the bytes do not decode, have another hash, or the method is not one.
+    pub fn from_row(raw: Vec<u8>, method: &str, hash: &TxHash) -> Result<SignedTx, RowError> {
         let method = serde_json::from_str::<SendMethod>(method)
-            .map_err(|e| StoredError::NotASend(e.to_string()))?;
+            .map_err(|e| RowError::NotASend(e.to_string()))?;
         Self::read_back(raw, method, hash)
     }
 
     /// A stored transaction's bytes and method made a [`SignedTx`] again: its bytes must decode
     /// to `hash`; a send-and-wait call comes back as a plain send (nobody waits on a stored
     /// transaction's receipt).
-    fn read_back(raw: Vec<u8>, method: SendMethod, hash: &TxHash) -> Result<SignedTx, StoredError> {
+    fn read_back(raw: Vec<u8>, method: SendMethod, hash: &TxHash) -> Result<SignedTx, RowError> {
         let method = match method {
             SendMethod::Sync { .. } => SendMethod::Plain,
             other => other,
         };
-        let tx =
-            crate::transaction::decode(&raw).map_err(|e| StoredError::BadRaw(e.to_string()))?;
+        let tx = crate::transaction::decode(&raw).map_err(|e| RowError::BadRaw(e.to_string()))?;
         if &tx.hash != hash {
-            return Err(StoredError::OtherHash);
+            return Err(RowError::OtherHash);
         }
         Ok(SignedTx {
             hash: tx.hash,
@@ -126,23 +126,22 @@ impl SignedTx {
     /// a gap like any resend).
     ///
     /// # Errors
-    /// [`StoredError`]: why it is not a send of that transaction.
-    pub fn from_stored(text: &str, hash: &TxHash) -> Result<SignedTx, StoredError> {
+    /// [`RowError`]: why it is not a send of that transaction.
+    pub fn from_request_text(text: &str, hash: &TxHash) -> Result<SignedTx, RowError> {
         let req = match jsonrpc::parse(text.as_bytes(), 1) {
             Ok(jsonrpc::Incoming::Single(Ok(req))) => req,
-            _ => return Err(StoredError::NotARequest),
+            _ => return Err(RowError::NotARequest),
         };
         if !jsonrpc::is_send(&req.method) {
-            return Err(StoredError::NotASend(req.method));
+            return Err(RowError::NotASend(req.method));
         }
-        let (raw, method) =
-            send_params(&req, SYNC_STORED).map_err(|e| StoredError::BadRaw(e.message))?;
+        let (raw, method) = send_params(&req, NO_WAIT).map_err(|e| RowError::BadRaw(e.message))?;
         Self::read_back(raw, method, hash)
     }
 }
 
-/// A stored request is never waited on by anyone: its timeouts do not matter.
-const SYNC_STORED: SyncTimeouts = SyncTimeouts {
+/// The timeouts a request read back is parsed with: nobody waits on it, so they do not matter.
+const NO_WAIT: SyncTimeouts = SyncTimeouts {
     default_ms: 0,
     max_ms: 0,
 };
@@ -165,16 +164,16 @@ mod tests {
         );
         assert_eq!(
             SignedTx::from_row(raw.clone(), plain, &[0; 32]),
-            Err(StoredError::OtherHash)
+            Err(RowError::OtherHash)
         );
         assert!(SignedTx::from_row(raw.clone(), "plain", &hash).is_err());
         assert!(SignedTx::from_row(vec![0xf8], plain, &hash).is_err());
         let mut big = tx.clone();
-        big.raw = vec![0; MAX_STORED_TX_BYTES - plain.len()];
+        big.raw = vec![0; MAX_ROW_LEN - plain.len()];
         assert_eq!(big.unstorable(), None);
         big.raw.push(0);
         let too_large = big.unstorable().unwrap();
-        assert_eq!(too_large.bytes, MAX_STORED_TX_BYTES + 1);
+        assert_eq!(too_large.bytes, MAX_ROW_LEN + 1);
         assert!(too_large
             .to_string()
             .starts_with("transaction too large for the relay to store: "));

@@ -151,12 +151,12 @@ mod tests {
             sync.request(),
             r#"{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x02f8"]}"#
         );
-        assert_eq!(sync.stored_method(), r#"{"kind":"plain"}"#);
+        assert_eq!(sync.row_method(), r#"{"kind":"plain"}"#);
         assert_eq!(
-            conditional.stored_method(),
+            conditional.row_method(),
             r#"{"kind":"conditional","options":{"knownAccounts":{}}}"#
         );
-        assert_eq!(sync.stored_len(), 2 + 16);
+        assert_eq!(sync.row_len(), 2 + 16);
         let plain = serde_json::to_string(&tx(SendMethod::Plain)).unwrap();
         assert!(plain.contains(r#""method":{"kind":"plain"}"#), "{plain}");
         assert!(serde_json::from_str::<SignedTx>(

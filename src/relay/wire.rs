@@ -158,7 +158,7 @@ fn read_tx(text: &RawValue) -> Result<SignedTx, WireError> {
     };
     let hash = crate::hex::decode_array(&earlier.hash)
         .ok_or_else(|| WireError::Malformed(format!("bad hash {:.80}", earlier.hash)))?;
-    let mut tx = SignedTx::from_stored(earlier.request.get(), &hash)
+    let mut tx = SignedTx::from_request_text(earlier.request.get(), &hash)
         .map_err(|e| WireError::Malformed(e.to_string()))?;
     if earlier.sync {
         // The Worker waits for the receipt; the object only needs to know it is one.

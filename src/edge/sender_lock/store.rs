@@ -6,7 +6,7 @@
 
 use crate::hex;
 use crate::log;
-use crate::ordering::row::StoredError;
+use crate::ordering::row::RowError;
 use crate::ordering::sender::{Row, StoredTx};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -228,7 +228,7 @@ impl Store {
     }
 
     /// Stores a holder's transaction before its first send: its raw bytes (a BLOB) and its send
-    /// method ([`SignedTx::stored_method`]).
+    /// method ([`SignedTx::row_method`]).
     pub fn store(&self, row: &Row) -> Result<(), StorageError> {
         self.exec(
             "store",
@@ -237,7 +237,7 @@ impl Store {
                 hex::encode(&row.tx.hash).into(),
                 (row.tx.nonce as i64).into(),
                 SqlStorageValue::Blob(row.tx.raw.clone()),
-                row.tx.stored_method().into(),
+                row.tx.row_method().into(),
                 (row.at_ms as i64).into(),
             ],
         )
@@ -287,8 +287,8 @@ impl Store {
     }
 
     /// The stored transactions of `hashes`, read back ([`SignedTx::from_row`], or for a row of
-    /// an earlier release as the relay reads any request, [`SignedTx::from_stored`]): missing
-    /// ones left out, and one that is not a send of its own hash left out and logged
+    /// an earlier release as the relay reads any request, [`SignedTx::from_request_text`]):
+    /// missing ones left out, and one that is not a send of its own hash left out and logged
     /// (`stored_request_refused`).
     pub fn load(&self, sender: &str, hashes: &[TxHash]) -> Result<Vec<Rc<SignedTx>>, StorageError> {
         let mut txs = Vec::with_capacity(hashes.len());
@@ -304,10 +304,7 @@ impl Store {
 
     /// The stored transaction `hash`, in `sends` or else in the earlier releases' `txs`: `None`
     /// when neither has it (never written, or deleted since), or why its row is not a send of it.
-    fn load_one(
-        &self,
-        hash: &TxHash,
-    ) -> Result<Option<Result<SignedTx, StoredError>>, StorageError> {
+    fn load_one(&self, hash: &TxHash) -> Result<Option<Result<SignedTx, RowError>>, StorageError> {
         let key = || vec![SqlStorageValue::from(hex::encode(hash))];
         let send = match self
             .sql
@@ -321,7 +318,7 @@ impl Store {
             let values = values.map_err(|e| StorageError::of("load_send", &e))?;
             return Ok(Some(match sends_row(values) {
                 Some((raw, method)) => SignedTx::from_row(raw, &method, hash),
-                None => Err(StoredError::NotARequest),
+                None => Err(RowError::NotARequest),
             }));
         }
         let earlier = self
@@ -331,7 +328,7 @@ impl Store {
         match earlier {
             Ok(rows) => Ok(rows
                 .first()
-                .map(|row| SignedTx::from_stored(&row.request, hash))),
+                .map(|row| SignedTx::from_request_text(&row.request, hash))),
             Err(e) if Self::missing(&e) => Ok(None),
             Err(e) => Err(StorageError::of("load_request", &e)),
         }
@@ -339,7 +336,7 @@ impl Store {
 }
 
 /// Logs a stored row that is not a send of its own hash (`stored_request_refused`).
-fn refused(sender: &str, hash: &TxHash, why: &StoredError) {
+fn refused(sender: &str, hash: &TxHash, why: &RowError) {
     console_log!(
         "{}",
         log::line(

@@ -64,7 +64,7 @@ impl Sender {
             self.pruned(pruned, now_ms);
             let pruned = self
                 .accepted
-                .sized(&hash, entry.tx.stored_len() as u64, now_ms);
+                .sized(&hash, entry.tx.row_len() as u64, now_ms);
             self.pruned(pruned, now_ms);
             self.tracked(now_ms);
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::ordering::accepted::MAX_ACCEPTED;
-use crate::ordering::row::MAX_STORED_TX_BYTES;
+use crate::ordering::row::MAX_ROW_LEN;
 
 const WINDOW: Settings = Settings {
     send_window: 4,
@@ -19,7 +19,7 @@ fn a_transaction_too_large_to_store_is_refused_unsent_and_the_next_goes_at_once(
     r.arrive(0);
     r.learn(0, 0);
     r.accept_next();
-    let big = r.arrive_sized(1, 0, MAX_STORED_TX_BYTES);
+    let big = r.arrive_sized(1, 0, MAX_ROW_LEN);
     let (code, message) = r.error_of(big);
     assert_eq!(code, -32005);
     assert!(
