@@ -27,7 +27,7 @@ use nonce_relay::metrics::Metric;
 use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::sender::{
     Action, Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy,
-    Row, Seen, Sender, Sent, SessionKey, Settings, StoredTx, Ticket, Unstorable,
+    Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, Ticket, Unstorable,
 };
 use nonce_relay::ordering::tx::{SendMethod, SignedTx};
 use nonce_relay::transaction::TxHash;
@@ -615,10 +615,10 @@ impl Model {
         self.arrived.clear();
         let mut s = Sender::new(self.settings);
         s.set_address("0xabc");
-        let rows: Vec<StoredTx> = self
+        let rows: Vec<RowHeader> = self
             .rows
             .values()
-            .map(|r| StoredTx {
+            .map(|r| RowHeader {
                 hash: r.tx.hash,
                 nonce: r.tx.nonce,
                 at_ms: r.at_ms,

@@ -7,7 +7,7 @@ use crate::chain_id;
 use crate::config::Config;
 use crate::edge::platform::EdgePlatform;
 use crate::edge::runtime::{emit, now_ms};
-use crate::edge::sender_lock::store::{StorageError, Store, Stored};
+use crate::edge::sender_lock::store::{StorageError, StorageSnapshot, Store};
 use crate::jsonrpc::Answer;
 use crate::log;
 use crate::metrics::Metric;
@@ -59,7 +59,7 @@ pub struct Driver {
     chain_id_stored: Cell<bool>,
     /// What an earlier instance stored, held back from the machine while the upstream's pool
     /// kind is unknown (`UPSTREAM_POOL=auto`, no chain id anywhere): nothing is sent on a guess.
-    deferred: RefCell<Option<Stored>>,
+    deferred: RefCell<Option<StorageSnapshot>>,
     /// A task is asking the upstream the chain id for `deferred`.
     learning: Cell<bool>,
     /// The sends asked for in the machine's current turn ([`Driver::flush`]).

@@ -7,7 +7,7 @@
 use crate::hex;
 use crate::log;
 use crate::ordering::row::RowError;
-use crate::ordering::sender::{Row, StoredTx};
+use crate::ordering::sender::{Row, RowHeader};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use serde::Deserialize;
@@ -83,9 +83,9 @@ impl fmt::Display for StorageError {
     }
 }
 
-/// What an earlier instance stored: the chain's genesis hash and id, the sender, and the
-/// transactions (without their bytes), oldest first.
-pub struct Stored {
+/// The object's storage as [`Store::read`] finds it, what an earlier instance stored: the chain's
+/// genesis hash and id, the sender, and the transactions' rows (without their bytes), oldest first.
+pub struct StorageSnapshot {
     /// The genesis hash of the chain the transactions belong to.
     pub chain: Option<String>,
     /// The chain id the transactions were checked against (meta `chain_id`; rows of earlier
@@ -93,8 +93,8 @@ pub struct Stored {
     pub chain_id: Option<u64>,
     /// The sender (lowercase 0x address).
     pub sender: Option<String>,
-    /// The stored transactions.
-    pub rows: Vec<StoredTx>,
+    /// The stored transactions' rows, without their bytes.
+    pub rows: Vec<RowHeader>,
 }
 
 /// The object's tables.
@@ -153,7 +153,7 @@ impl Store {
     }
 
     /// What is stored (nothing, where nothing was ever written or it can't be read).
-    pub fn read(&self) -> Stored {
+    pub fn read(&self) -> StorageSnapshot {
         let logged = |op: &'static str| {
             move |e: worker::Error| {
                 if !Self::missing(&e) {
@@ -175,7 +175,7 @@ impl Store {
         let rows = keys
             .into_iter()
             .filter_map(|row| {
-                Some(StoredTx {
+                Some(RowHeader {
                     hash: hex::decode_array(&row.hash)?,
                     nonce: row.nonce as u64,
                     at_ms: row.at_ms as u64,
@@ -191,7 +191,7 @@ impl Store {
             .into_iter()
             .map(|row| (row.key, row.value))
             .collect();
-        Stored {
+        StorageSnapshot {
             chain: meta.remove("chain"),
             chain_id: meta.remove("chain_id").and_then(|id| id.parse().ok()),
             sender: meta.remove("sender"),
@@ -274,7 +274,7 @@ impl Store {
 
     /// The chain id of the first stored transaction that has one, as an earlier release stored it
     /// without meta `chain_id` (`None`: none stored, only unprotected legacy ones, or unreadable).
-    pub fn chain_id_of_rows(&self, rows: &[StoredTx]) -> Option<u64> {
+    pub fn chain_id_of_rows(&self, rows: &[RowHeader]) -> Option<u64> {
         rows.iter()
             .find_map(|row| self.load_one(&row.hash).ok()??.ok()?.chain_id)
     }

@@ -118,10 +118,11 @@ pub struct Row {
     pub at_ms: u64,
 }
 
-/// A stored transaction as a restarted object first reads it: what it needs to ask the upstream
-/// about it, without its bytes (read back with [`Action::Load`] when it is to be sent again).
+/// A stored transaction's row as a restarted object first reads it: what it needs to ask the
+/// upstream about it, without its bytes (read back with [`Action::Load`] when it is to be sent
+/// again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoredTx {
+pub struct RowHeader {
     /// The transaction hash.
     pub hash: TxHash,
     /// Its nonce.

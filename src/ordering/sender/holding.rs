@@ -59,7 +59,7 @@ impl Sender {
         let (hash, nonce) = (entry.hash(), entry.nonce());
         let class = result.class;
         if class.went_in() {
-            self.stored.resends.remove(&hash);
+            self.storage.resends.remove(&hash);
             let pruned = self.accepted.record(hash, nonce, now_ms, true);
             self.pruned(pruned, now_ms);
             let pruned = self
@@ -72,7 +72,7 @@ impl Sender {
             // and sends it again if the upstream does not have it.
             let pruned = self.accepted.record(hash, nonce, now_ms, false);
             self.pruned(pruned, now_ms);
-            self.stored.unverified = true;
+            self.storage.unverified = true;
         } else {
             self.forget_rows(vec![hash]);
             self.untrack_refused(&hash, class, now_ms);
@@ -407,7 +407,7 @@ impl Sender {
                 if let Some(entry) = self.queue.remove(holding.entry) {
                     let pruned = self.accepted.record(hash, nonce, now_ms, false);
                     self.pruned(pruned, now_ms);
-                    self.stored.unverified = true;
+                    self.storage.unverified = true;
                     let unknown = Answer::error(&RpcError::new(
                         RESOURCE_UNAVAILABLE,
                         format!(

@@ -34,7 +34,7 @@ impl Sender {
     /// Stored transactions read back for a resend ([`Action::Load`]): each that the object does
     /// not hold already waits for the lock, in nonce order with everyone else.
     pub(super) fn on_loaded(&mut self, txs: Vec<Rc<SignedTx>>, now_ms: u64) {
-        self.stored.loading = false;
+        self.storage.loading = false;
         for tx in txs {
             // A client's copy queued meanwhile goes instead, and carries the relay's own (stored:
             // refused unsent, it stays followed); one found final meanwhile is done.
@@ -86,7 +86,7 @@ impl Sender {
     /// waiting, stored transactions are to be checked, or a client asks.
     pub(super) fn needs_nonces(&self) -> bool {
         (self.nonces.next.is_none() && self.queue.waiting_len() > 0)
-            || self.stored.unverified
+            || self.storage.unverified
             || !self.nonces.lookup.counts.is_empty()
     }
 
@@ -105,7 +105,7 @@ impl Sender {
         let query = Query {
             pending: true,
             latest: true,
-            genesis: !self.stored.chain.checked,
+            genesis: !self.storage.chain.checked,
             ..Query::default()
         };
         self.start_nonce_lookup(Purpose::Nonces, query, now_ms);
@@ -150,7 +150,7 @@ impl Sender {
         let pending = found.pending.unwrap_or(0);
         let verify = self.to_verify(pending, now_ms);
         if verify.is_empty() {
-            self.stored.unverified = false;
+            self.storage.unverified = false;
             self.learned(pending, now_ms);
             return;
         }
@@ -212,10 +212,10 @@ impl Sender {
                 gone.push(*hash);
                 continue;
             }
-            let resends = self.stored.resends.entry(*hash).or_insert(0);
+            let resends = self.storage.resends.entry(*hash).or_insert(0);
             *resends += 1;
             if *resends > MAX_RESENDS {
-                self.stored.resends.remove(hash);
+                self.storage.resends.remove(hash);
                 self.counters.abandoned += 1;
                 self.emit(
                     Metric::new("tx_abandoned", "", "upstream_never_kept")
@@ -229,9 +229,9 @@ impl Sender {
             }
         }
         self.forget_rows(gone);
-        self.stored.unverified = false;
+        self.storage.unverified = false;
         if !resend.is_empty() {
-            self.stored.loading = true;
+            self.storage.loading = true;
             self.push(Action::Load(resend));
         }
         self.learned(pending, now_ms);
@@ -323,8 +323,8 @@ impl Sender {
     /// Compares the upstream's genesis hash with the stored one. Another chain: everything stored
     /// is dropped (nothing of it is ever sent), and the state starts anew on this chain.
     fn check_chain(&mut self, genesis: &str, now_ms: u64) {
-        self.stored.chain.checked = true;
-        match self.stored.chain.genesis.as_deref() {
+        self.storage.chain.checked = true;
+        match self.storage.chain.genesis.as_deref() {
             Some(known) if known == genesis => return,
             Some(_) => {
                 self.counters.chain_changes += 1;
@@ -347,15 +347,15 @@ impl Sender {
                 self.nonces.mined = None;
                 self.nonces.next = None;
                 self.nonces.unknown_since_ms = now_ms;
-                self.stored.unverified = false;
-                self.stored.resends.clear();
-                if self.stored.chain.persisted {
+                self.storage.unverified = false;
+                self.storage.resends.clear();
+                if self.storage.chain.persisted {
                     self.push(Action::Wipe);
-                    self.stored.chain.persisted = false;
+                    self.storage.chain.persisted = false;
                 }
             }
             None => {}
         }
-        self.stored.chain.genesis = Some(genesis.to_string());
+        self.storage.chain.genesis = Some(genesis.to_string());
     }
 }

@@ -69,7 +69,7 @@ use crate::ordering::accepted::Accepted;
 use crate::ordering::queue::{Queue, QueuedTxId};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
-use state::{Failure, Holding, Nonces, Phase, Purpose, Stored, Tracking};
+use state::{Failure, Holding, Nonces, Phase, Purpose, Storage, Tracking};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
@@ -84,7 +84,7 @@ pub struct Sender {
     holders: Vec<Holding>,
     accepted: Accepted,
     nonces: Nonces,
-    stored: Stored,
+    storage: Storage,
     tracking: Tracking,
     /// Every lookup asked and not answered: why, and its deadline (Unix ms).
     lookups: HashMap<LookupId, (Purpose, u64)>,
@@ -108,7 +108,7 @@ impl Sender {
             holders: Vec::new(),
             accepted: Accepted::new(settings.idempotency_ttl_ms, settings.track_ttl_ms),
             nonces: Nonces::default(),
-            stored: Stored::default(),
+            storage: Storage::default(),
             tracking: Tracking::default(),
             lookups: HashMap::new(),
             alarm_until_ms: 0,
@@ -125,16 +125,16 @@ impl Sender {
     /// hash of its chain and the stored transactions, oldest first. They count as accepted but
     /// not vouched for: the first lookup asks the upstream about every one not known to be
     /// mined, and those it no longer has are sent again.
-    pub fn restore(&mut self, chain: Option<String>, rows: &[StoredTx], now_ms: u64) {
-        self.stored.chain.persisted = chain.is_some();
-        self.stored.chain.genesis = chain;
+    pub fn restore(&mut self, chain: Option<String>, rows: &[RowHeader], now_ms: u64) {
+        self.storage.chain.persisted = chain.is_some();
+        self.storage.chain.genesis = chain;
         for row in rows {
             let pruned = self.accepted.record(row.hash, row.nonce, row.at_ms, false);
             self.pruned(pruned, now_ms);
         }
         let pruned = self.accepted.prune(now_ms);
         self.pruned(pruned, now_ms);
-        self.stored.unverified = !self.accepted.is_empty();
+        self.storage.unverified = !self.accepted.is_empty();
         self.step(now_ms);
     }
 
@@ -300,8 +300,8 @@ impl Sender {
         self.holders.is_empty()
             && self.queue.is_empty()
             && self.lookups.is_empty()
-            && !self.stored.unverified
-            && !self.stored.loading
+            && !self.storage.unverified
+            && !self.storage.loading
     }
 
     /// The sender's next nonce as known, and its mined count as last learned.
@@ -392,7 +392,7 @@ impl Sender {
             .get(&hash, at_ms)
             .is_some_and(|tx| !tx.status.is_final())
         {
-            self.stored.unverified = true;
+            self.storage.unverified = true;
         }
         self.emit(tagged(
             Metric::new("tx_refused", "", refusal.label())

@@ -1,5 +1,6 @@
 //! The machine's state, grouped by what it is about: the holder and its phase, the nonces and
-//! their lookup, what an earlier instance stored, the tracking check, the failures remembered.
+//! their lookup, the object's storage (what an earlier instance stored), the tracking check, the
+//! failures remembered.
 
 use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
 use crate::ordering::queue::QueuedTxId;
@@ -87,9 +88,11 @@ pub(super) struct Nonces {
     pub(super) lookup: NonceLookup,
 }
 
-/// What an earlier instance stored, and the resends of what the upstream lost.
+/// What the machine knows of its object's storage: what an earlier instance stored (the chain it
+/// belongs to, transactions still to check or being read back), and the resends of what the
+/// upstream lost.
 #[derive(Debug, Default)]
-pub(super) struct Stored {
+pub(super) struct Storage {
     /// The genesis hash of the chain the stored state belongs to.
     pub(super) chain: Chain,
     /// Stored transactions not yet checked against the upstream since the object started.

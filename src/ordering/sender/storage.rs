@@ -20,7 +20,7 @@ impl Sender {
     /// pending-count question, a transaction's status) must not write to storage (the alarm is
     /// storage).
     fn durable(&self) -> bool {
-        self.queue.iter().any(|(_, e)| e.stored) || self.stored.unverified || self.stored.loading
+        self.queue.iter().any(|(_, e)| e.stored) || self.storage.unverified || self.storage.loading
     }
 
     /// The storage alarm at the earliest time it is wanted: while durable work is under way, a
@@ -57,8 +57,8 @@ impl Sender {
     /// With nothing queued, in flight, tracked or stored left, the object's storage goes (the
     /// chain's genesis hash and the sender with it): a sender seen once costs nothing for good.
     pub(super) fn keep_storage(&mut self) {
-        if self.stored.chain.persisted && self.is_quiet() && self.accepted.pending().is_empty() {
-            self.stored.chain.persisted = false;
+        if self.storage.chain.persisted && self.is_quiet() && self.accepted.pending().is_empty() {
+            self.storage.chain.persisted = false;
             self.push(Action::Vacate);
         }
     }

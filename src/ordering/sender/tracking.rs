@@ -128,7 +128,7 @@ impl Sender {
             for hash in &hashes {
                 self.accepted.resent(hash);
             }
-            self.stored.loading = true;
+            self.storage.loading = true;
             self.push(Action::Load(hashes));
         }
         if self.accepted.pending().is_empty() {

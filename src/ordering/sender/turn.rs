@@ -74,7 +74,7 @@ impl Sender {
                 ));
             }
         }
-        if self.holders.is_empty() && !self.stored.loading {
+        if self.holders.is_empty() && !self.storage.loading {
             if let (Some(next), Some(place)) = (self.nonces.next, self.queue.lowest_waiting()) {
                 if place.nonce > next {
                     let arrived_ms = self.queue.get(place.entry).map_or(0, |e| e.arrived_ms);
@@ -135,7 +135,7 @@ impl Sender {
     /// Grants the lock while it is free and the lowest waiter may go, and widens the send window
     /// while the lowest waiter may join it.
     pub(super) fn advance(&mut self, now_ms: u64) {
-        while !self.stored.loading {
+        while !self.storage.loading {
             let Some(next) = self.nonces.next else {
                 return;
             };
@@ -318,9 +318,9 @@ impl Sender {
         let store = !entry.stored;
         entry.stored = true;
         if store {
-            if !self.stored.chain.persisted {
-                if let Some(genesis) = self.stored.chain.genesis.clone() {
-                    self.stored.chain.persisted = true;
+            if !self.storage.chain.persisted {
+                if let Some(genesis) = self.storage.chain.genesis.clone() {
+                    self.storage.chain.persisted = true;
                     self.push(Action::StoreChain(genesis));
                 }
             }

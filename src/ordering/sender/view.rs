@@ -61,7 +61,7 @@ impl Sender {
             "looking_up_nonce": self.nonces.lookup.running.is_some(),
             "in_flight": self.queue.len(),
             "accepted": accepted,
-            "chain": self.stored.chain.genesis,
+            "chain": self.storage.chain.genesis,
             "upstream_pool": self.settings.pool.label(),
             "tracked": self.accepted.pending().len(),
             "next_check_ms": self.tracking.due_ms.map(|due| due.saturating_sub(now_ms)),

@@ -106,9 +106,9 @@ fn a_restarted_object_checks_its_stored_transactions_and_resends_what_the_upstre
     for row in &rows {
         r.rows.insert(row.tx.hash, row.clone());
     }
-    let stored: Vec<StoredTx> = rows
+    let stored: Vec<RowHeader> = rows
         .iter()
-        .map(|row| StoredTx {
+        .map(|row| RowHeader {
             hash: row.tx.hash,
             nonce: row.tx.nonce,
             at_ms: row.at_ms,
@@ -157,7 +157,7 @@ fn state_of_another_chain_is_dropped_never_sent() {
     r.chain = Some("0xold".into());
     let hash = h(0, 0);
     r.rows.insert(hash, row(0, 0, 900));
-    let stored = StoredTx {
+    let stored = RowHeader {
         hash,
         nonce: 0,
         at_ms: 900,
