@@ -585,7 +585,7 @@ impl Model {
             self.drain()?;
         }
         self.now = self.now.max(until);
-        self.s.timeout(self.now);
+        self.s.handle_timeout(self.now);
         Ok(())
     }
 

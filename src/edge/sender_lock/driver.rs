@@ -607,7 +607,7 @@ impl Driver {
                 }
                 if driver.timer_due.get().is_some_and(|due| due <= now_ms()) {
                     driver.timer_due.set(None);
-                    driver.machine.borrow_mut().timeout(now_ms());
+                    driver.machine.borrow_mut().handle_timeout(now_ms());
                     driver.pump();
                 }
             }

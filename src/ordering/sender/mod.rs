@@ -11,7 +11,7 @@
 //! - [`Sender::sent`]: the final answer of a send the machine asked for ([`Action::Send`]);
 //! - [`Sender::looked_up`]: the outcome of a lookup it asked for ([`Action::Lookup`]);
 //! - [`Sender::loaded`]: stored transactions read back ([`Action::Load`]);
-//! - [`Sender::timeout`]: its due time came ([`Sender::poll_timeout`]);
+//! - [`Sender::handle_timeout`]: its due time came ([`Sender::poll_timeout`]);
 //! - [`Sender::alarm`]: the storage alarm fired.
 //!
 //! The call contract, for the Durable Object's driver and the tests alike: after every event,
@@ -194,7 +194,7 @@ impl Sender {
     }
 
     /// A timer event: whatever is due at `now_ms`.
-    pub fn timeout(&mut self, now_ms: u64) {
+    pub fn handle_timeout(&mut self, now_ms: u64) {
         self.step(now_ms);
     }
 
@@ -209,6 +209,7 @@ impl Sender {
     // ---- Output ----
 
     /// The next action to carry out, in order; `None` when there is nothing to do.
+    #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
@@ -261,10 +262,11 @@ impl Sender {
         }
     }
 
-    /// The earliest time (Unix ms) at which [`Sender::timeout`] has something to do: a gap wait
-    /// or a waiter's wait running out, a lookup to start again, a holder or lookup that never
-    /// reported, a tracking check, the accepted set's pruning. `None` when only an event can
-    /// change anything.
+    /// The earliest time (Unix ms) at which [`Sender::handle_timeout`] has something to do: a
+    /// gap wait or a waiter's wait running out, a lookup to start again, a holder or lookup that
+    /// never reported, a tracking check, the accepted set's pruning. `None` when only an event
+    /// can change anything.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<u64> {
         self.due_ms()
     }

@@ -324,7 +324,7 @@ impl Rig {
 
     fn at(&mut self, now: u64) {
         self.now = now;
-        self.s.timeout(now);
+        self.s.handle_timeout(now);
         self.drain();
     }
 
