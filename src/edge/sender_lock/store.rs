@@ -16,14 +16,15 @@ use std::fmt;
 use std::rc::Rc;
 use worker::{console_log, SqlStorage, SqlStorageValue};
 
+/// A [`RowHeader`]'s columns as SQL returns them (numbers as f64).
 #[derive(Deserialize)]
-struct RowKey {
+struct RowHeaderColumns {
     hash: String,
     nonce: f64,
     at_ms: f64,
 }
 
-/// A row of `sends`, read back: the raw bytes and the stored method.
+/// A row of `sends`, read back: the raw bytes and the row method ([`SignedTx::row_method`]).
 fn sends_row(values: Vec<SqlStorageValue>) -> Option<(Vec<u8>, String)> {
     let mut values = values.into_iter();
     match (values.next(), values.next()) {
@@ -161,18 +162,18 @@ impl Store {
                 }
             }
         };
-        let mut keys: Vec<RowKey> = Vec::new();
+        let mut headers: Vec<RowHeaderColumns> = Vec::new();
         for table in ["sends", "txs"] {
-            keys.extend(
+            headers.extend(
                 self.sql
                     .exec(&format!("SELECT hash, nonce, at_ms FROM {table}"), None)
-                    .and_then(|cursor| cursor.to_array::<RowKey>())
+                    .and_then(|cursor| cursor.to_array::<RowHeaderColumns>())
                     .map_err(logged("load"))
                     .unwrap_or_default(),
             );
         }
-        keys.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
-        let rows = keys
+        headers.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
+        let rows = headers
             .into_iter()
             .filter_map(|row| {
                 Some(RowHeader {
