@@ -6,278 +6,65 @@
 use crate::chain_id;
 use crate::config::Config;
 use crate::edge::platform::EdgePlatform;
-use crate::edge::runtime::{emit, now_ms};
+use crate::edge::runtime::now_ms;
+use crate::edge::sender_lock::effects::{Carry, Outgoing};
 use crate::edge::sender_lock::store::{StorageError, StorageSnapshot, Store};
-use crate::jsonrpc::Answer;
 use crate::log;
-use crate::metrics::Metric;
-use crate::ordering::sender::{
-    is_deterministic, Arrival, Effects, LookupId, Query, Row, Sender, SessionKey, Ticket,
-    Unstorable,
-};
+use crate::ordering::sender::{Sender, Ticket};
 use crate::ordering::tx::SignedTx;
-use crate::relay::wire::{self, WireAnswer};
-use crate::transaction::TxHash;
-use crate::upstream::lookup::look_up;
+use crate::relay::wire::WireAnswer;
 use crate::upstream::submit::{batched, post_batch, submit_after, MAX_BATCH_SENDS};
 use crate::upstream::{UpstreamError, UpstreamReply};
 use futures_channel::{mpsc, oneshot};
-use futures_util::future::{join_all, select, Either};
+use futures_util::future::{select, Either};
 use futures_util::StreamExt;
-use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 use worker::wasm_bindgen_futures::spawn_local;
-use worker::{
-    console_log, js_sys, wasm_bindgen::JsValue, Delay, Env, Response, ScheduledTime, State,
-};
+use worker::{console_log, js_sys, wasm_bindgen::JsValue, Delay, Env, ScheduledTime, State};
 
 /// The machine and everything the object's tasks share.
 pub struct Driver {
-    state: Rc<State>,
-    env: Env,
-    config: Config,
-    machine: RefCell<Sender>,
-    store: Store,
+    pub(super) state: Rc<State>,
+    pub(super) env: Env,
+    pub(super) config: Config,
+    pub(super) machine: RefCell<Sender>,
+    pub(super) store: Store,
     /// Each open ticket's answer channel; dropped (the client's call ends with HTTP 503) when a
     /// newer instance supersedes this one.
-    waits: RefCell<HashMap<Ticket, oneshot::Sender<WireAnswer>>>,
-    tickets: Cell<u64>,
+    pub(super) waits: RefCell<HashMap<Ticket, oneshot::Sender<WireAnswer>>>,
+    pub(super) tickets: Cell<u64>,
     /// The due time the one timer is armed for, Unix ms.
-    timer_due: Cell<Option<u64>>,
+    pub(super) timer_due: Cell<Option<u64>>,
     /// Tells the timer's task that the due time moved earlier; `None` until the task runs.
-    rearm: RefCell<Option<mpsc::UnboundedSender<()>>>,
+    pub(super) rearm: RefCell<Option<mpsc::UnboundedSender<()>>>,
     /// Storage failed: a newer instance superseded this one.
-    superseded: Cell<bool>,
+    pub(super) superseded: Cell<bool>,
     /// The chain id the object runs under, once known: `CHAIN_ID`, the one the Worker checked
     /// its transactions against (with each send), or the one stored with the rows.
-    chain_id: Cell<Option<u64>>,
+    pub(super) chain_id: Cell<Option<u64>>,
     /// Whether `chain_id` is in storage (meta `chain_id`, written with the first row).
-    chain_id_stored: Cell<bool>,
+    pub(super) chain_id_stored: Cell<bool>,
     /// What an earlier instance stored, held back from the machine while the upstream's pool
     /// kind is unknown (`UPSTREAM_POOL=auto`, no chain id anywhere): nothing is sent on a guess.
-    deferred: RefCell<Option<StorageSnapshot>>,
+    pub(super) deferred: RefCell<Option<StorageSnapshot>>,
     /// A task is asking the upstream the chain id for `deferred`.
-    learning: Cell<bool>,
+    pub(super) learning: Cell<bool>,
     /// The sends asked for in the machine's current turn ([`Driver::flush`]).
-    outbox: RefCell<Vec<Outgoing>>,
+    pub(super) outbox: RefCell<Vec<Outgoing>>,
     /// Test builds only: transactions whose send is followed by a crash of the object.
     #[cfg(feature = "test-faults")]
-    crash: RefCell<std::collections::HashSet<TxHash>>,
+    pub(super) crash: RefCell<std::collections::HashSet<crate::transaction::TxHash>>,
     /// Test builds only: the object crashed (its open requests throw).
     #[cfg(feature = "test-faults")]
-    crashed: Cell<bool>,
-}
-
-/// A send the machine asked for ([`Effects::send`]), waiting for the end of its turn.
-struct Outgoing {
-    session_key: SessionKey,
-    tx: Rc<SignedTx>,
-    deadline_ms: u64,
-    request_id: Option<Rc<str>>,
+    pub(super) crashed: Cell<bool>,
 }
 
 /// A member's part of its batch's answer ([`post_batch`]), its first attempt.
 type FirstAttempt = oneshot::Receiver<Result<UpstreamReply, UpstreamError>>;
-
-/// The machine's actions carried out by the object (see [`Effects`]); made for one
-/// [`Driver::pump`], so that nothing here borrows the machine while it runs.
-struct Carry<'a> {
-    driver: &'a Rc<Driver>,
-    /// The sender, lowercase 0x address.
-    sender: String,
-}
-
-impl Carry<'_> {
-    /// After a storage call: a failure means a newer instance superseded this one (a row the
-    /// platform refuses for its content is not one: [`Effects::store`]).
-    fn stored(&self, written: Result<(), StorageError>) {
-        if let Err(e) = written {
-            e.log();
-            self.driver.superseded_as(&self.sender);
-        }
-    }
-
-    fn live(&self) -> bool {
-        !self.driver.superseded.get()
-    }
-
-    /// Keeps the chain id with the rows, once: a restarted object knows its pool kind before it
-    /// sends anything.
-    fn keep_chain_id(&self) {
-        let Some(chain_id) = self.driver.chain_id.get() else {
-            return;
-        };
-        if self.live() && !self.driver.chain_id_stored.get() {
-            self.stored(self.driver.store.store_chain_id(chain_id));
-            self.driver.chain_id_stored.set(self.live());
-        }
-    }
-}
-
-impl Effects for Carry<'_> {
-    fn now_ms(&self) -> u64 {
-        now_ms()
-    }
-
-    fn answer(&mut self, ticket: Ticket, answer: Answer, retry_after_s: Option<u64>) {
-        if !self.live() {
-            return;
-        }
-        if let Some(wait) = self.driver.waits.borrow_mut().remove(&ticket) {
-            let _ = wait.send(WireAnswer {
-                answer,
-                retry_after_s,
-            });
-        }
-    }
-
-    fn store(&mut self, row: Row) -> Result<(), Unstorable> {
-        if !self.live() {
-            return Ok(());
-        }
-        match self.driver.store.store(&row) {
-            // The platform refused this row for its content (too big for it): the instance still
-            // has its storage; the machine refuses the transaction unsent. Never supersession.
-            Err(e) if is_deterministic(&e.message) => {
-                e.log();
-                Err(Unstorable(e.message))
-            }
-            written => {
-                self.stored(written);
-                self.keep_chain_id();
-                Ok(())
-            }
-        }
-    }
-
-    fn forget(&mut self, hashes: Vec<TxHash>) {
-        if self.live() {
-            self.stored(self.driver.store.forget(&hashes));
-        }
-    }
-
-    fn wipe(&mut self) {
-        if self.live() {
-            self.stored(self.driver.store.wipe());
-            self.driver.chain_id_stored.set(false);
-        }
-    }
-
-    fn vacate(&mut self) {
-        if !self.live() {
-            return;
-        }
-        // The tables go with it; the next write makes them again (`Store`).
-        self.driver.chain_id_stored.set(false);
-        let driver = self.driver.clone();
-        spawn_local(async move {
-            if let Err(e) = driver.state.storage().delete_all().await {
-                StorageError {
-                    op: "vacate",
-                    message: e.to_string(),
-                }
-                .log();
-            }
-        });
-    }
-
-    fn store_chain(&mut self, genesis: String) {
-        if self.live() {
-            self.stored(self.driver.store.store_chain(&genesis, &self.sender));
-        }
-    }
-
-    fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
-        if !self.live() {
-            return Vec::new();
-        }
-        match self.driver.store.load(&self.sender, hashes) {
-            Ok(txs) => txs,
-            Err(e) => {
-                e.log();
-                self.driver.superseded_as(&self.sender);
-                Vec::new()
-            }
-        }
-    }
-
-    fn send(
-        &mut self,
-        session_key: SessionKey,
-        tx: Rc<SignedTx>,
-        deadline_ms: u64,
-        request_id: Option<Rc<str>>,
-    ) {
-        if !self.live() {
-            return;
-        }
-        // Sent once this turn of the machine's is over, with the others it asks for now.
-        let mut outbox = self.driver.outbox.borrow_mut();
-        outbox.push(Outgoing {
-            session_key,
-            tx,
-            deadline_ms,
-            request_id,
-        });
-        if outbox.len() == 1 {
-            let driver = self.driver.clone();
-            let sender = self.sender.clone();
-            spawn_local(async move { driver.flush(&sender) });
-        }
-    }
-
-    fn lookup(&mut self, id: LookupId, query: Query, deadline_ms: u64) {
-        if !self.live() {
-            return;
-        }
-        let driver = self.driver.clone();
-        let sender = self.sender.clone();
-        spawn_local(async move {
-            let upstream = driver.upstream(None);
-            let policy = driver.config.retry_policy();
-            let outcome = look_up(&upstream, &sender, &query, &policy, deadline_ms).await;
-            if driver.superseded.get() {
-                return;
-            }
-            driver.machine.borrow_mut().looked_up(id, outcome, now_ms());
-            driver.pump();
-        });
-    }
-
-    fn alarm(&mut self, at_ms: Option<u64>) {
-        if !self.live() {
-            return;
-        }
-        let driver = self.driver.clone();
-        spawn_local(async move {
-            let storage = driver.state.storage();
-            let done = match at_ms {
-                Some(at) => {
-                    let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
-                    storage.set_alarm(ScheduledTime::new(date)).await
-                }
-                None => storage.delete_alarm().await,
-            };
-            if let Err(e) = done {
-                StorageError {
-                    op: "alarm",
-                    message: e.to_string(),
-                }
-                .log();
-            }
-        });
-    }
-
-    fn emit(&mut self, metric: Metric) {
-        if self.live() {
-            emit(&self.driver.env, &metric, None);
-        }
-    }
-}
 
 impl Driver {
     /// Reads the stored state and hands it to a new machine (synchronous SQL: no event is
@@ -337,18 +124,6 @@ impl Driver {
         }
     }
 
-    /// Test builds only: the object's state (a platform handle).
-    #[cfg(feature = "test-faults")]
-    pub fn state(&self) -> &Rc<State> {
-        &self.state
-    }
-
-    /// Test builds only: a new instance on the same storage, as the runtime starts after a crash.
-    #[cfg(feature = "test-faults")]
-    pub fn restarted(&self) -> Driver {
-        Driver::new(self.state.clone(), self.env.clone(), self.config.clone())
-    }
-
     /// The settings.
     pub fn config(&self) -> &Config {
         &self.config
@@ -379,7 +154,7 @@ impl Driver {
 
     /// The object runs under `chain_id` from now on (`CHAIN_ID` wins): its settings follow
     /// (`UPSTREAM_POOL=auto`, the replacement policy), and held-back rows go to the machine.
-    fn take_chain_id(self: &Rc<Self>, chain_id: u64) {
+    pub(super) fn take_chain_id(self: &Rc<Self>, chain_id: u64) {
         let chain_id = self.config.chain_id.unwrap_or(chain_id);
         if self.chain_id.replace(Some(chain_id)) != Some(chain_id) {
             self.chain_id_stored.set(false);
@@ -405,7 +180,7 @@ impl Driver {
     /// Cloudflare lets an object have six waiting for their response headers: README, "Send
     /// window"), each member's part of the answer its first attempt, from which it goes on alone
     /// ([`submit_after`]); otherwise each alone.
-    fn flush(self: &Rc<Self>, sender: &str) {
+    pub(super) fn flush(self: &Rc<Self>, sender: &str) {
         let mut sends = std::mem::take(&mut *self.outbox.borrow_mut());
         if self.superseded.get() {
             return;
@@ -444,7 +219,12 @@ impl Driver {
     }
 
     /// One send as a task of its own, reported to the machine when it has its final answer.
-    fn spawn_send(self: &Rc<Self>, send: Outgoing, first: Option<FirstAttempt>, sender: &str) {
+    pub(super) fn spawn_send(
+        self: &Rc<Self>,
+        send: Outgoing,
+        first: Option<FirstAttempt>,
+        sender: &str,
+    ) {
         let driver = self.clone();
         let sender = sender.to_string();
         spawn_local(async move {
@@ -512,7 +292,7 @@ impl Driver {
     }
 
     /// The upstream, its metrics tagged with `request_id` (the client request the work is for).
-    fn upstream<'a>(&'a self, request_id: Option<&'a str>) -> EdgePlatform<'a> {
+    pub(super) fn upstream<'a>(&'a self, request_id: Option<&'a str>) -> EdgePlatform<'a> {
         EdgePlatform {
             config: &self.config,
             env: &self.env,
@@ -521,7 +301,7 @@ impl Driver {
     }
 
     /// A new ticket and the channel its answer comes on.
-    fn ticket(&self) -> (Ticket, oneshot::Receiver<WireAnswer>) {
+    pub(super) fn ticket(&self) -> (Ticket, oneshot::Receiver<WireAnswer>) {
         self.tickets.set(self.tickets.get() + 1);
         let ticket = Ticket(self.tickets.get());
         let (answer, answered) = oneshot::channel();
@@ -554,7 +334,7 @@ impl Driver {
     /// This instance can no longer use its storage: every open request is told to try the
     /// current one, and nothing more is sent, stored or logged from here. Called while the
     /// machine runs (it is borrowed), so `sender` (lowercase 0x address) names it in the log line.
-    fn superseded_as(&self, sender: &str) {
+    pub(super) fn superseded_as(&self, sender: &str) {
         if self.superseded.replace(true) {
             return;
         }
@@ -568,7 +348,7 @@ impl Driver {
 
     /// The one timer, re-armed at the machine's due time: a task of its own that sleeps until
     /// then (or until the due time moves earlier), then feeds the machine a timeout.
-    fn arm_timer(self: &Rc<Self>) {
+    pub(super) fn arm_timer(self: &Rc<Self>) {
         let due = self.machine.borrow().poll_timeout();
         let armed = self.timer_due.replace(due);
         let Some(due) = due else {
@@ -613,115 +393,4 @@ impl Driver {
             }
         });
     }
-
-    /// A send (`POST /send`): every transaction of the request admitted in one turn, then each
-    /// one's answer.
-    pub async fn send(
-        self: &Rc<Self>,
-        body: &str,
-        rid: Option<Rc<str>>,
-    ) -> worker::Result<Response> {
-        let send = match wire::decode_send(body) {
-            Ok(send) => send,
-            Err(why) => return Response::error(why.to_string(), 400),
-        };
-        // UPSTREAM_POOL=auto (and the replacement policy that follows) from the chain id the
-        // Worker checked them against (a Worker of the previous release: their own).
-        let hint = send
-            .chain_id
-            .or_else(|| send.txs.iter().find_map(|tx| tx.chain_id));
-        if !self.ready(hint).await {
-            return chain_unknown_response();
-        }
-        let txs = send.txs;
-        let mut waits = Vec::with_capacity(txs.len());
-        let mut arrivals = Vec::with_capacity(txs.len());
-        for tx in txs {
-            let (ticket, wait) = self.ticket();
-            waits.push(wait);
-            let arrival = Arrival {
-                tx: Rc::new(tx),
-                request_id: rid.clone(),
-            };
-            arrivals.push((ticket, arrival));
-        }
-        self.machine.borrow_mut().arrive_all(arrivals, now_ms());
-        self.pump();
-        let answers: Result<Vec<WireAnswer>, _> = join_all(waits).await.into_iter().collect();
-        #[cfg(feature = "test-faults")]
-        if self.crashed.get() {
-            return Err(worker::Error::RustError(
-                "test fault: thrown after forwarding".into(),
-            ));
-        }
-        match answers {
-            Ok(answers) => Response::ok(wire::encode_answers(&answers)),
-            Err(_) => superseded_response(),
-        }
-    }
-
-    /// The pending count (`GET /pending-count`).
-    pub async fn pending_count(self: &Rc<Self>) -> worker::Result<Response> {
-        let (ticket, wait) = self.ticket();
-        self.machine.borrow_mut().count(ticket, now_ms());
-        self.pump();
-        match wait.await {
-            Ok(answer) => Response::ok(answer.encode()),
-            Err(_) => superseded_response(),
-        }
-    }
-
-    /// The per-sender view (`GET /state`), with the alarm as storage has it (the machine's
-    /// `alarm_ms` is what it asked for).
-    pub async fn view(&self) -> Value {
-        let now = now_ms();
-        let mut view = self.machine.borrow().view(now);
-        view["sender"] = self.sender().into();
-        let stored = self.state.storage().get_alarm().await.ok().flatten();
-        view["storage_alarm_ms"] = stored
-            .map(|at| (at.max(0) as u64).saturating_sub(now))
-            .into();
-        view
-    }
-
-    /// What became of transaction `hash` (`GET /tx/{hash}`), `None` when the object knows
-    /// nothing of it.
-    pub fn status(&self, hash: &TxHash) -> Option<Value> {
-        let mut status = self.machine.borrow().status(hash, now_ms())?;
-        status["sender"] = self.sender().into();
-        Some(status)
-    }
-
-    /// Test builds only: a crash of the object follows the send of each of `txs`.
-    #[cfg(feature = "test-faults")]
-    pub fn mark_crash(&self, txs: &[SignedTx]) {
-        self.crash.borrow_mut().extend(txs.iter().map(|tx| tx.hash));
-    }
-
-    /// Test builds only: the object's next storage write fails.
-    #[cfg(feature = "test-faults")]
-    pub fn fail_next_write(&self) {
-        self.store.fail_next_write();
-    }
-
-    /// Test builds only: whether the object crashed (a new instance then takes its place).
-    #[cfg(feature = "test-faults")]
-    pub fn crashed(&self) -> bool {
-        self.crashed.get()
-    }
-}
-
-/// HTTP 503: stored transactions wait for the chain id, which the upstream did not give.
-pub fn chain_unknown_response() -> worker::Result<Response> {
-    Response::error(
-        "the chain id could not be learned from the upstream; nothing was sent",
-        503,
-    )
-}
-
-/// HTTP 503 with [`wire::SUPERSEDED_HEADER`]: the Worker calls the current instance instead.
-pub fn superseded_response() -> worker::Result<Response> {
-    let response = Response::error("this Durable Object instance was superseded", 503)?;
-    response.headers().set(wire::SUPERSEDED_HEADER, "1")?;
-    Ok(response)
 }

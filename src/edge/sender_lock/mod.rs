@@ -32,6 +32,10 @@
 //! HTTP 503 with [`wire::SUPERSEDED_HEADER`], which the Worker sends again to the current instance.
 
 pub mod driver;
+mod effects;
+#[cfg(feature = "test-faults")]
+mod faults;
+pub mod routes;
 pub mod store;
 
 use crate::access::request_id;
@@ -39,49 +43,12 @@ use crate::config::ConfigError;
 use crate::edge::backend::SENDER_HEADER;
 use crate::edge::runtime::{config_from_env, now_ms};
 use crate::relay::wire;
-use driver::{chain_unknown_response, superseded_response, Driver};
+use driver::Driver;
+use routes::{chain_unknown_response, superseded_response};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
-
-/// Test builds only: the first request with `x-test-fault: storage-fails` in this isolate fails
-/// the object's next write, as writes fail once a newer instance took over.
-#[cfg(feature = "test-faults")]
-fn storage_fails_once(driver: &Driver) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static DONE: AtomicBool = AtomicBool::new(false);
-    if !DONE.swap(true, Ordering::SeqCst) {
-        driver.fail_next_write();
-    }
-}
-
-/// Test builds only: the first request with `x-test-fault: reset-once` in this isolate resets the
-/// object (`DurableObjectState.abort`), as a deploy or the runtime would; its caller gets the
-/// runtime's error.
-#[cfg(feature = "test-faults")]
-fn reset_once(driver: &Driver) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use worker::js_sys::{Function, Promise, Reflect};
-    use worker::wasm_bindgen::{JsCast, JsValue};
-    static DONE: AtomicBool = AtomicBool::new(false);
-    if DONE.swap(true, Ordering::SeqCst) {
-        return;
-    }
-    let state: &JsValue = driver.state().as_raw().as_ref();
-    if let Ok(abort) = Reflect::get(state, &JsValue::from_str("abort")) {
-        if let Ok(abort) = abort.dyn_into::<Function>() {
-            // From a microtask of its own: abort's exception can't be caught, and must not
-            // unwind through this module's frames.
-            let promise = Promise::resolve(&JsValue::UNDEFINED);
-            if let Ok(then) = Reflect::get(&promise, &JsValue::from_str("then")) {
-                if let Ok(then) = then.dyn_into::<Function>() {
-                    let _ = then.call1(&promise, &abort.bind0(state));
-                }
-            }
-        }
-    }
-}
 
 /// When an alarm that could not learn the chain id fires again, ms.
 const ALARM_RETRY_MS: u64 = 5_000;
@@ -125,8 +92,8 @@ impl DurableObject for SenderLock {
         let fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;
         #[cfg(feature = "test-faults")]
         match fault.as_deref() {
-            Some("reset-once") => reset_once(&driver),
-            Some("storage-fails") => storage_fails_once(&driver),
+            Some("reset-once") => faults::reset_once(&driver),
+            Some("storage-fails") => faults::storage_fails_once(&driver),
             _ => {}
         }
         if let Some(sender) = req.headers().get(SENDER_HEADER)? {

@@ -1,0 +1,223 @@
+//! The machine's actions carried out by the object ([`Effects`]): storage through the
+//! [`crate::edge::sender_lock::store::Store`], the upstream calls as tasks of their own, the
+//! alarm, metrics. Made for one [`Driver::pump`].
+
+use super::driver::Driver;
+use crate::edge::runtime::{emit, now_ms};
+use crate::edge::sender_lock::store::StorageError;
+use crate::jsonrpc::Answer;
+use crate::metrics::Metric;
+use crate::ordering::sender::{
+    is_deterministic, Effects, LookupId, Query, Row, SessionKey, Ticket, Unstorable,
+};
+use crate::ordering::tx::SignedTx;
+use crate::relay::wire::WireAnswer;
+use crate::transaction::TxHash;
+use crate::upstream::lookup::look_up;
+use std::rc::Rc;
+use worker::wasm_bindgen_futures::spawn_local;
+use worker::{js_sys, wasm_bindgen::JsValue, ScheduledTime};
+
+/// A send the machine asked for ([`Effects::send`]), waiting for the end of its turn.
+pub(super) struct Outgoing {
+    pub(super) session_key: SessionKey,
+    pub(super) tx: Rc<SignedTx>,
+    pub(super) deadline_ms: u64,
+    pub(super) request_id: Option<Rc<str>>,
+}
+
+/// The machine's actions carried out by the object (see [`Effects`]); made for one
+/// [`Driver::pump`], so that nothing here borrows the machine while it runs.
+pub(super) struct Carry<'a> {
+    pub(super) driver: &'a Rc<Driver>,
+    /// The sender, lowercase 0x address.
+    pub(super) sender: String,
+}
+
+impl Carry<'_> {
+    /// After a storage call: a failure means a newer instance superseded this one (a row the
+    /// platform refuses for its content is not one: [`Effects::store`]).
+    fn stored(&self, written: Result<(), StorageError>) {
+        if let Err(e) = written {
+            e.log();
+            self.driver.superseded_as(&self.sender);
+        }
+    }
+
+    fn live(&self) -> bool {
+        !self.driver.superseded.get()
+    }
+
+    /// Keeps the chain id with the rows, once: a restarted object knows its pool kind before it
+    /// sends anything.
+    fn keep_chain_id(&self) {
+        let Some(chain_id) = self.driver.chain_id.get() else {
+            return;
+        };
+        if self.live() && !self.driver.chain_id_stored.get() {
+            self.stored(self.driver.store.store_chain_id(chain_id));
+            self.driver.chain_id_stored.set(self.live());
+        }
+    }
+}
+
+impl Effects for Carry<'_> {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn answer(&mut self, ticket: Ticket, answer: Answer, retry_after_s: Option<u64>) {
+        if !self.live() {
+            return;
+        }
+        if let Some(wait) = self.driver.waits.borrow_mut().remove(&ticket) {
+            let _ = wait.send(WireAnswer {
+                answer,
+                retry_after_s,
+            });
+        }
+    }
+
+    fn store(&mut self, row: Row) -> Result<(), Unstorable> {
+        if !self.live() {
+            return Ok(());
+        }
+        match self.driver.store.store(&row) {
+            // The platform refused this row for its content (too big for it): the instance still
+            // has its storage; the machine refuses the transaction unsent. Never supersession.
+            Err(e) if is_deterministic(&e.message) => {
+                e.log();
+                Err(Unstorable(e.message))
+            }
+            written => {
+                self.stored(written);
+                self.keep_chain_id();
+                Ok(())
+            }
+        }
+    }
+
+    fn forget(&mut self, hashes: Vec<TxHash>) {
+        if self.live() {
+            self.stored(self.driver.store.forget(&hashes));
+        }
+    }
+
+    fn wipe(&mut self) {
+        if self.live() {
+            self.stored(self.driver.store.wipe());
+            self.driver.chain_id_stored.set(false);
+        }
+    }
+
+    fn vacate(&mut self) {
+        if !self.live() {
+            return;
+        }
+        // The tables go with it; the next write makes them again (`Store`).
+        self.driver.chain_id_stored.set(false);
+        let driver = self.driver.clone();
+        spawn_local(async move {
+            if let Err(e) = driver.state.storage().delete_all().await {
+                StorageError {
+                    op: "vacate",
+                    message: e.to_string(),
+                }
+                .log();
+            }
+        });
+    }
+
+    fn store_chain(&mut self, genesis: String) {
+        if self.live() {
+            self.stored(self.driver.store.store_chain(&genesis, &self.sender));
+        }
+    }
+
+    fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
+        if !self.live() {
+            return Vec::new();
+        }
+        match self.driver.store.load(&self.sender, hashes) {
+            Ok(txs) => txs,
+            Err(e) => {
+                e.log();
+                self.driver.superseded_as(&self.sender);
+                Vec::new()
+            }
+        }
+    }
+
+    fn send(
+        &mut self,
+        session_key: SessionKey,
+        tx: Rc<SignedTx>,
+        deadline_ms: u64,
+        request_id: Option<Rc<str>>,
+    ) {
+        if !self.live() {
+            return;
+        }
+        // Sent once this turn of the machine's is over, with the others it asks for now.
+        let mut outbox = self.driver.outbox.borrow_mut();
+        outbox.push(Outgoing {
+            session_key,
+            tx,
+            deadline_ms,
+            request_id,
+        });
+        if outbox.len() == 1 {
+            let driver = self.driver.clone();
+            let sender = self.sender.clone();
+            spawn_local(async move { driver.flush(&sender) });
+        }
+    }
+
+    fn lookup(&mut self, id: LookupId, query: Query, deadline_ms: u64) {
+        if !self.live() {
+            return;
+        }
+        let driver = self.driver.clone();
+        let sender = self.sender.clone();
+        spawn_local(async move {
+            let upstream = driver.upstream(None);
+            let policy = driver.config.retry_policy();
+            let outcome = look_up(&upstream, &sender, &query, &policy, deadline_ms).await;
+            if driver.superseded.get() {
+                return;
+            }
+            driver.machine.borrow_mut().looked_up(id, outcome, now_ms());
+            driver.pump();
+        });
+    }
+
+    fn alarm(&mut self, at_ms: Option<u64>) {
+        if !self.live() {
+            return;
+        }
+        let driver = self.driver.clone();
+        spawn_local(async move {
+            let storage = driver.state.storage();
+            let done = match at_ms {
+                Some(at) => {
+                    let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
+                    storage.set_alarm(ScheduledTime::new(date)).await
+                }
+                None => storage.delete_alarm().await,
+            };
+            if let Err(e) = done {
+                StorageError {
+                    op: "alarm",
+                    message: e.to_string(),
+                }
+                .log();
+            }
+        });
+    }
+
+    fn emit(&mut self, metric: Metric) {
+        if self.live() {
+            emit(&self.driver.env, &metric, None);
+        }
+    }
+}

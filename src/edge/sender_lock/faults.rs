@@ -1,0 +1,75 @@
+//! Test builds only (`--features test-faults`): the faults the end-to-end tests make the object
+//! meet: a crash after a send, a failed write, a reset, a restart on the same storage.
+
+use super::driver::Driver;
+use crate::ordering::tx::SignedTx;
+use std::rc::Rc;
+use worker::State;
+
+impl Driver {
+    /// Test builds only: the object's state (a platform handle).
+    #[cfg(feature = "test-faults")]
+    pub fn state(&self) -> &Rc<State> {
+        &self.state
+    }
+
+    /// Test builds only: a new instance on the same storage, as the runtime starts after a crash.
+    #[cfg(feature = "test-faults")]
+    pub fn restarted(&self) -> Driver {
+        Driver::new(self.state.clone(), self.env.clone(), self.config.clone())
+    }
+
+    /// Test builds only: a crash of the object follows the send of each of `txs`.
+    #[cfg(feature = "test-faults")]
+    pub fn mark_crash(&self, txs: &[SignedTx]) {
+        self.crash.borrow_mut().extend(txs.iter().map(|tx| tx.hash));
+    }
+
+    /// Test builds only: the object's next storage write fails.
+    #[cfg(feature = "test-faults")]
+    pub fn fail_next_write(&self) {
+        self.store.fail_next_write();
+    }
+
+    /// Test builds only: whether the object crashed (a new instance then takes its place).
+    #[cfg(feature = "test-faults")]
+    pub fn crashed(&self) -> bool {
+        self.crashed.get()
+    }
+}
+
+/// Test builds only: the first request with `x-test-fault: storage-fails` in this isolate fails
+/// the object's next write, as writes fail once a newer instance took over.
+pub(super) fn storage_fails_once(driver: &Driver) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if !DONE.swap(true, Ordering::SeqCst) {
+        driver.fail_next_write();
+    }
+}
+
+/// Test builds only: the first request with `x-test-fault: reset-once` in this isolate resets the
+/// object (`DurableObjectState.abort`), as a deploy or the runtime would; its caller gets the
+/// runtime's error.
+pub(super) fn reset_once(driver: &Driver) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use worker::js_sys::{Function, Promise, Reflect};
+    use worker::wasm_bindgen::{JsCast, JsValue};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if DONE.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let state: &JsValue = driver.state().as_raw().as_ref();
+    if let Ok(abort) = Reflect::get(state, &JsValue::from_str("abort")) {
+        if let Ok(abort) = abort.dyn_into::<Function>() {
+            // From a microtask of its own: abort's exception can't be caught, and must not
+            // unwind through this module's frames.
+            let promise = Promise::resolve(&JsValue::UNDEFINED);
+            if let Ok(then) = Reflect::get(&promise, &JsValue::from_str("then")) {
+                if let Ok(then) = then.dyn_into::<Function>() {
+                    let _ = then.call1(&promise, &abort.bind0(state));
+                }
+            }
+        }
+    }
+}
