@@ -1,7 +1,7 @@
 //! The driver of one sender's machine in its Durable Object: the tickets clients wait on, the
-//! machine's actions carried out ([`Effects`]: storage through [`Store`], the upstream calls as
-//! tasks of their own, the alarm, metrics), and one timer, re-armed at the machine's due time.
-//! Nothing is decided here.
+//! sends the machine asks for (batched or alone, each a task of its own), and one timer, re-armed
+//! at the machine's due time. The machine's other actions are carried out in `effects.rs`, the
+//! Worker's calls answered in `routes.rs`. Nothing is decided here.
 
 use crate::chain_id;
 use crate::config::Config;
@@ -245,11 +245,7 @@ impl Driver {
             let sent =
                 submit_after(&upstream, &tx, &sender, pool, &policy, deadline_ms, first).await;
             #[cfg(feature = "test-faults")]
-            if driver.crash.borrow_mut().remove(&tx.hash) {
-                // As a crash would leave it: sent, never reported; the open requests throw, and
-                // the next request meets a new instance on the same storage.
-                driver.crashed.set(true);
-                driver.superseded_as(&sender);
+            if driver.crash_after_send(&tx.hash, &sender) {
                 return;
             }
             if driver.superseded.get() {

@@ -37,7 +37,7 @@ pub(super) struct Carry<'a> {
 impl Carry<'_> {
     /// After a storage call: a failure means a newer instance superseded this one (a row the
     /// platform refuses for its content is not one: [`Effects::store`]).
-    fn stored(&self, written: Result<(), StorageError>) {
+    fn after_write(&self, written: Result<(), StorageError>) {
         if let Err(e) = written {
             e.log();
             self.driver.superseded_as(&self.sender);
@@ -55,7 +55,7 @@ impl Carry<'_> {
             return;
         };
         if self.live() && !self.driver.chain_id_stored.get() {
-            self.stored(self.driver.store.store_chain_id(chain_id));
+            self.after_write(self.driver.store.store_chain_id(chain_id));
             self.driver.chain_id_stored.set(self.live());
         }
     }
@@ -90,7 +90,7 @@ impl Effects for Carry<'_> {
                 Err(Unstorable(e.message))
             }
             written => {
-                self.stored(written);
+                self.after_write(written);
                 self.keep_chain_id();
                 Ok(())
             }
@@ -99,13 +99,13 @@ impl Effects for Carry<'_> {
 
     fn forget(&mut self, hashes: Vec<TxHash>) {
         if self.live() {
-            self.stored(self.driver.store.forget(&hashes));
+            self.after_write(self.driver.store.forget(&hashes));
         }
     }
 
     fn wipe(&mut self) {
         if self.live() {
-            self.stored(self.driver.store.wipe());
+            self.after_write(self.driver.store.wipe());
             self.driver.chain_id_stored.set(false);
         }
     }
@@ -130,7 +130,7 @@ impl Effects for Carry<'_> {
 
     fn store_chain(&mut self, genesis: String) {
         if self.live() {
-            self.stored(self.driver.store.store_chain(&genesis, &self.sender));
+            self.after_write(self.driver.store.store_chain(&genesis, &self.sender));
         }
     }
 

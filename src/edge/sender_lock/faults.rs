@@ -3,38 +3,56 @@
 
 use super::driver::Driver;
 use crate::ordering::tx::SignedTx;
+use crate::transaction::TxHash;
 use std::rc::Rc;
 use worker::State;
 
 impl Driver {
     /// Test builds only: the object's state (a platform handle).
-    #[cfg(feature = "test-faults")]
     pub fn state(&self) -> &Rc<State> {
         &self.state
     }
 
     /// Test builds only: a new instance on the same storage, as the runtime starts after a crash.
-    #[cfg(feature = "test-faults")]
     pub fn restarted(&self) -> Driver {
         Driver::new(self.state.clone(), self.env.clone(), self.config.clone())
     }
 
     /// Test builds only: a crash of the object follows the send of each of `txs`.
-    #[cfg(feature = "test-faults")]
     pub fn mark_crash(&self, txs: &[SignedTx]) {
         self.crash.borrow_mut().extend(txs.iter().map(|tx| tx.hash));
     }
 
     /// Test builds only: the object's next storage write fails.
-    #[cfg(feature = "test-faults")]
     pub fn fail_next_write(&self) {
         self.store.fail_next_write();
     }
 
     /// Test builds only: whether the object crashed (a new instance then takes its place).
-    #[cfg(feature = "test-faults")]
     pub fn crashed(&self) -> bool {
         self.crashed.get()
+    }
+
+    /// Test builds only: after the send of `hash`, whether the object crashes there (it was
+    /// marked with [`Driver::mark_crash`]): as a crash would leave it, sent and never reported;
+    /// the open requests throw, and the next request meets a new instance on the same storage.
+    pub(super) fn crash_after_send(&self, hash: &TxHash, sender: &str) -> bool {
+        if !self.crash.borrow_mut().remove(hash) {
+            return false;
+        }
+        self.crashed.set(true);
+        self.superseded_as(sender);
+        true
+    }
+
+    /// Test builds only: a request answered after the object crashed throws.
+    pub(super) fn throw_if_crashed(&self) -> worker::Result<()> {
+        if self.crashed.get() {
+            return Err(worker::Error::RustError(
+                "test fault: thrown after forwarding".into(),
+            ));
+        }
+        Ok(())
     }
 }
 

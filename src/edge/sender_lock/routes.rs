@@ -47,11 +47,7 @@ impl Driver {
         self.pump();
         let answers: Result<Vec<WireAnswer>, _> = join_all(waits).await.into_iter().collect();
         #[cfg(feature = "test-faults")]
-        if self.crashed.get() {
-            return Err(worker::Error::RustError(
-                "test fault: thrown after forwarding".into(),
-            ));
-        }
+        self.throw_if_crashed()?;
         match answers {
             Ok(answers) => Response::ok(wire::encode_answers(&answers)),
             Err(_) => superseded_response(),
