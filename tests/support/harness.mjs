@@ -119,7 +119,8 @@ export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPor
  * `seen` records every transaction that reached the proxy:
  * { sender, nonce, hash, at (arrival, before the injected latency), answeredAt, accepted, dropped }
  * (times from performance.now(), ms). `requests` records every request body with its arrival
- * (`{ at, body, text }`: the body as read, and its text as it came).
+ * (`{ at, body, text, answeredAt }`: the body as read, its text as it came, and when the
+ * upstream's answer was ready, for those answered with one).
  */
 export async function startProxy({
   upstream,
@@ -238,7 +239,8 @@ export async function startProxy({
       req = null;
     }
     const arrivedAt = performance.now();
-    requests.push({ at: arrivedAt, body: req, text });
+    const record = { at: arrivedAt, body: req, text };
+    requests.push(record);
     await sleep(latency(req));
     const injected = fault(req);
     if (injected) {
@@ -253,6 +255,7 @@ export async function startProxy({
       if (answer === DROP || (Array.isArray(answer) && answer.includes(DROP))) return "destroy";
       // With its length, as nodes answer (geth, anvil, reth declare Content-Length).
       const body = JSON.stringify(answer);
+      record.answeredAt = performance.now();
       return { status: 200, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }, body };
     } catch (e) {
       return { status: 500, headers: {}, body: String(e) };
