@@ -7,10 +7,9 @@ use crate::chain_id;
 use crate::config::Config;
 use crate::edge::platform::EdgePlatform;
 use crate::edge::runtime::now_ms;
-use crate::edge::sender_lock::effects::{Carry, Outgoing};
 use crate::edge::sender_lock::store::{StorageError, StorageSnapshot, Store};
 use crate::log;
-use crate::ordering::sender::{Sender, Ticket};
+use crate::ordering::sender::{Sender, SessionKey, Ticket};
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::upstream::submit::{batched, post_batch, submit_after, MAX_BATCH_SENDS};
@@ -61,6 +60,14 @@ pub struct Driver {
     /// Test builds only: the object crashed (its open requests throw).
     #[cfg(feature = "test-faults")]
     pub(super) crashed: Cell<bool>,
+}
+
+/// A send the machine asked for ([`crate::ordering::sender::Effects::send`]), waiting for the end of its turn.
+pub(super) struct Outgoing {
+    pub(super) session_key: SessionKey,
+    pub(super) tx: Rc<SignedTx>,
+    pub(super) deadline_ms: u64,
+    pub(super) request_id: Option<Rc<str>>,
 }
 
 /// A member's part of its batch's answer ([`post_batch`]), its first attempt.
@@ -303,17 +310,6 @@ impl Driver {
         let (answer, answered) = oneshot::channel();
         self.waits.borrow_mut().insert(ticket, answer);
         (ticket, answered)
-    }
-
-    /// Carries out every action the machine has ([`Sender::run`]), then keeps the one timer at
-    /// its due time.
-    pub fn pump(self: &Rc<Self>) {
-        let sender = self.sender();
-        self.machine.borrow_mut().run(&mut Carry {
-            driver: self,
-            sender,
-        });
-        self.arm_timer();
     }
 
     /// The storage alarm fired: the machine is told, and its actions carried out.

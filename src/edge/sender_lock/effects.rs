@@ -2,7 +2,7 @@
 //! [`crate::edge::sender_lock::store::Store`], the upstream calls as tasks of their own, the
 //! alarm, metrics. Made for one [`Driver::pump`].
 
-use super::driver::Driver;
+use super::driver::{Driver, Outgoing};
 use crate::edge::runtime::{emit, now_ms};
 use crate::edge::sender_lock::store::StorageError;
 use crate::jsonrpc::Answer;
@@ -17,14 +17,6 @@ use crate::upstream::lookup::look_up;
 use std::rc::Rc;
 use worker::wasm_bindgen_futures::spawn_local;
 use worker::{js_sys, wasm_bindgen::JsValue, ScheduledTime};
-
-/// A send the machine asked for ([`Effects::send`]), waiting for the end of its turn.
-pub(super) struct Outgoing {
-    pub(super) session_key: SessionKey,
-    pub(super) tx: Rc<SignedTx>,
-    pub(super) deadline_ms: u64,
-    pub(super) request_id: Option<Rc<str>>,
-}
 
 /// The machine's actions carried out by the object (see [`Effects`]); made for one
 /// [`Driver::pump`], so that nothing here borrows the machine while it runs.
@@ -219,5 +211,18 @@ impl Effects for Carry<'_> {
         if self.live() {
             emit(&self.driver.env, &metric, None);
         }
+    }
+}
+
+impl Driver {
+    /// Carries out every action the machine has ([`crate::ordering::sender::Sender::run`]), then keeps the one timer at
+    /// its due time.
+    pub fn pump(self: &Rc<Self>) {
+        let sender = self.sender();
+        self.machine.borrow_mut().run(&mut Carry {
+            driver: self,
+            sender,
+        });
+        self.arm_timer();
     }
 }
