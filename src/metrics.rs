@@ -11,7 +11,7 @@
 //! Values per event: `tx_forwarded` lock_wait_ms, lock_hold_ms, queue_depth (transactions still
 //! waiting at release); `tx_retried` attempt, delay_ms; `force_release` held_ms, queue_depth;
 //! `gap_wait_expired` 1, waited_ms; `pending_nonce_raised` the upstream's count, the relay's;
-//! the others 1 (a count). The README's "Logs and metrics" lists every field.
+//! the others 1 (a count). `docs/metrics.md` lists every field.
 
 use serde_json::Value;
 

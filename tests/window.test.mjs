@@ -1,4 +1,4 @@
-// End-to-end tests of the send window (SEND_WINDOW, README "Send window"): the compiled relay on
+// End-to-end tests of the send window (SEND_WINDOW, docs/design.md "Send window"): the compiled relay on
 // workerd, a real anvil behind a mempool test proxy (nonces above a gap pass to anvil, which queues
 // them) with a fixed hop, transactions signed with anvil's dev keys. What is asserted is what the
 // upstream and the chain saw, never a wall time (the speed-up is measured in make bench-e2e).
@@ -165,7 +165,7 @@ test("a window whose answers are lost (one member dropped before it reached the 
       const accepted = seen.filter((r) => r.accepted && !r.dropped);
       assert.equal(new Set(seen.filter((r) => r.accepted).map((r) => r.nonce)).size, 8);
       // Only what lost its answer was sent again: the dropped member, and the members of a batch
-      // it went in (ready members go as one batch, README "Send window"); nothing else twice.
+      // it went in (ready members go as one batch, docs/design.md "Send window"); nothing else twice.
       const lostWith = new Set();
       for (const q of s.proxy.requests) {
         const members = (Array.isArray(q.body) ? q.body : [q.body]).filter((m) => m?.method === "eth_sendRawTransaction");

@@ -184,7 +184,7 @@ impl Driver {
 
     /// Sends what the machine asked for in its last turns: as one JSON-RPC batch in nonce order
     /// where [`batched`] says so (at most [`MAX_BATCH_SENDS`] a batch; one connection where
-    /// Cloudflare lets an object have six waiting for their response headers: README, "Send
+    /// Cloudflare lets an object have six waiting for their response headers: docs/design.md, "Send
     /// window"), each member's part of the answer its first attempt, from which it goes on alone
     /// ([`submit_after`]); otherwise each alone.
     pub(super) fn flush(self: &Rc<Self>, sender: &str) {

@@ -1,5 +1,5 @@
-//! A client's WebSocket (wasm32 only), held by the Worker (not a Durable Object: see the README's
-//! "WebSocket" section and BENCHMARKS.md for why and what it costs while idle).
+//! A client's WebSocket (wasm32 only), held by the Worker (not a Durable Object: see
+//! docs/design.md's "WebSocket" section and BENCHMARKS.md for why and what it costs while idle).
 //!
 //! Each message is answered in a task of its own ([`Relay::handle_message`]), so a send waiting
 //! for its sender's turn does not hold up a read behind it; its body is charged to the
