@@ -699,6 +699,28 @@ mod tests {
         assert_eq!(rotation.broadcast(&set(), 1_000 + COOL_DOWN_MS), vec![0, 2]);
     }
 
+    /// Health is kept by upstream, not by position: a list that grows, shrinks or changes order
+    /// keeps what was learned of each upstream it still names.
+    #[test]
+    fn health_is_keyed_by_upstream_so_a_change_of_the_list_resets_nothing() {
+        let mut rotation = checked(2);
+        for _ in 0..FAILURES_TO_COOL {
+            rotation.record("b", Attempt::Failed, 1_000);
+        }
+        rotation.record("a", answered(400), 1_000);
+        assert!(rotation.cooling("b", 1_000));
+        // A third upstream added, then the list reordered: "b" still cooling, "a" still known.
+        rotation.checked("c");
+        assert_eq!(rotation.order(&set(), 1_000), vec![0, 2, 1]);
+        let reordered: Vec<String> = ["c", "b", "a"].map(String::from).to_vec();
+        assert_eq!(rotation.order(&reordered, 1_000), vec![0, 2, 1]);
+        assert_eq!(rotation.preferred(&reordered, 1_000), Some(0));
+        assert_eq!(rotation.hedge_delay_ms("a"), 400);
+        // A list of one: the same health.
+        assert!(!rotation.healthy("b", 1_000));
+        assert_eq!(rotation.order(&["b".to_string()], 1_000), vec![0]);
+    }
+
     #[test]
     fn the_hedge_delay_is_the_p95_within_50_ms_and_1_s() {
         let mut rotation = checked(1);
