@@ -25,7 +25,7 @@ use crate::edge::http::post_url;
 use crate::edge::runtime::{chain_ids, emit, now_ms};
 use crate::metrics::Metric;
 use crate::upstream::race::{Disagreement, Race, RaceAction};
-use crate::upstream::rotation::{judge, Attempt, AttemptKind, Rotation};
+use crate::upstream::rotation::{judge, Attempt, Rotation};
 use crate::upstream::route::Usage;
 use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either, LocalBoxFuture};
@@ -95,14 +95,8 @@ fn probe(config: &Config, env: &Env, key: &str) {
         let started = now_ms();
         let timeout_ms = CHECK_TIMEOUT_MS.min(config.upstream_timeout_ms);
         let reply = post_url(&config, &key, chain_id::REQUEST, timeout_ms).await;
-        let attempt = match judge(CallKind::OwnChainId, &reply).attempt {
-            AttemptKind::Answered => Some(Attempt::Answered {
-                latency_ms: now_ms().saturating_sub(started),
-            }),
-            AttemptKind::Failed => Some(Attempt::Failed),
-            AttemptKind::Unjudged => None,
-        };
-        if let Some(attempt) = attempt {
+        let judged = judge(CallKind::OwnChainId, &reply);
+        if let Some(attempt) = judged.attempt.recorded(now_ms().saturating_sub(started)) {
             record(&config, &env, &key, attempt);
         }
         with(|s| s.probing.remove(&key));
@@ -222,6 +216,16 @@ async fn check_chain(config: &Config, env: &Env, set: &[String], index: usize) {
 
 type Attempting<'a> = LocalBoxFuture<'a, (usize, Result<UpstreamReply, UpstreamError>)>;
 
+/// What a race waits for next.
+enum Event {
+    /// The upstream at this position of the set replied.
+    Reply(usize, Result<UpstreamReply, UpstreamError>),
+    /// The race's timer, due at this time (Unix ms), fired.
+    Timer(u64),
+    /// Nothing is in flight.
+    Idle,
+}
+
 /// Runs the race of one call of `kind` (its text `body`) over `set` used as `usage`: performs
 /// its posts and its timer, applies what it asks of the rotation, and returns its outcome.
 pub async fn run(
@@ -262,22 +266,24 @@ pub async fn run(
         if let Some(outcome) = race.poll_outcome() {
             return outcome;
         }
-        let next = match race.poll_timeout() {
+        let reply =
+            |next: Option<(usize, _)>| next.map_or(Event::Idle, |(i, r)| Event::Reply(i, r));
+        let event = match race.poll_timeout() {
             Some(at) => {
                 let ms = at.saturating_sub(now_ms());
                 match select(running.next(), Delay::from(Duration::from_millis(ms))).await {
-                    Either::Left((reply, _)) => reply.map(Ok),
-                    Either::Right(_) => Some(Err(at)),
+                    Either::Left((next, _)) => reply(next),
+                    Either::Right(_) => Event::Timer(at),
                 }
             }
-            None => running.next().await.map(Ok),
+            None => reply(running.next().await),
         };
-        match next {
-            Some(Ok((index, reply))) => race.handle_reply(index, reply, now_ms()),
-            // The timer fired: the clock may read a little short of it.
-            Some(Err(at)) => race.handle_timeout(now_ms().max(at)),
+        match event {
+            Event::Reply(index, reply) => race.handle_reply(index, reply, now_ms()),
+            // The clock may read a little short of the time the timer was set for.
+            Event::Timer(at) => race.handle_timeout(now_ms().max(at)),
             // Nothing in flight and no outcome: the machine settles before this.
-            None => return Err(UpstreamError::Timeout(timeout_ms)),
+            Event::Idle => return Err(UpstreamError::Timeout(timeout_ms)),
         }
     }
 }

@@ -32,7 +32,7 @@
 //!   node asks for a probe ([`RaceAction::Probe`]).
 
 use crate::upstream::merge;
-use crate::upstream::rotation::{judge, Attempt, AttemptKind, Rotation, HEDGE_MAX_MS};
+use crate::upstream::rotation::{judge, Attempt, Rotation, HEDGE_MAX_MS};
 use crate::upstream::route::{CallKind, Usage};
 use crate::upstream::{classify, may_have_arrived, UpstreamError, UpstreamReply};
 use std::collections::VecDeque;
@@ -318,14 +318,8 @@ impl Race {
         }
         let usable = if self.judged {
             let judged = judge(self.kind, &reply);
-            let attempt = match judged.attempt {
-                AttemptKind::Answered => Some(Attempt::Answered {
-                    latency_ms: now_ms.saturating_sub(posted_ms),
-                }),
-                AttemptKind::Failed => Some(Attempt::Failed),
-                AttemptKind::Unjudged => None,
-            };
-            if let Some(attempt) = attempt {
+            let latency_ms = now_ms.saturating_sub(posted_ms);
+            if let Some(attempt) = judged.attempt.recorded(latency_ms) {
                 self.actions
                     .push_back(RaceAction::Record { upstream, attempt });
             }

@@ -90,6 +90,17 @@ pub enum AttemptKind {
     Unjudged,
 }
 
+impl AttemptKind {
+    /// What to record of an attempt of this kind that took `latency_ms` (`None`: nothing).
+    pub fn recorded(self, latency_ms: u64) -> Option<Attempt> {
+        match self {
+            AttemptKind::Answered => Some(Attempt::Answered { latency_ms }),
+            AttemptKind::Failed => Some(Attempt::Failed),
+            AttemptKind::Unjudged => None,
+        }
+    }
+}
+
 /// Judges `reply` to a call of `kind` (see the module documentation). For the request: no
 /// reply, or HTTP 429/502/503/504 whatever the body, is not usable (the next upstream is tried
 /// where the route's usage allows), and so is a send's answer that says the node is busy. For the
