@@ -108,11 +108,11 @@ pub struct Sent {
     pub attempts: u32,
 }
 
-/// A transaction kept in the object's storage (table `txs`) from before its first send until it
-/// leaves the idempotency window.
+/// A transaction kept in the object's storage (table `sends`: its raw bytes and send method,
+/// `crate::ordering::row`) from before its first send until it leaves the idempotency window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// The transaction (stored as its upstream request, [`SignedTx::request`]).
+    /// The transaction.
     pub tx: Rc<SignedTx>,
     /// When it was stored, Unix ms.
     pub at_ms: u64,
