@@ -53,7 +53,9 @@ pub enum Check {
     },
 }
 
-/// A transaction in the queue, with every client waiting for it.
+/// A transaction in the sender's queue, whatever its [`Stage`], with every client waiting for it.
+/// (Not geth's "queued", a transaction held back by a nonce gap: here every transaction the
+/// object holds is queued.)
 #[derive(Debug, Clone)]
 pub struct QueuedTx {
     /// The transaction.
