@@ -1,0 +1,145 @@
+// A stand-in for a private transaction route (Flashbots Protect, MEV Blocker) in front of an anvil
+// started with `--no-mining`: the real routes cannot be reached from the test machines.
+//
+// What it does, as those routes do:
+// - `eth_sendRawTransaction` keeps the transaction private: it is not forwarded to the chain's
+//   pool, so a public node answers null for its hash and does not count it in a pending count.
+//   A copy of a transaction it holds or included is answered with the same hash.
+// - `buildBlock()` is a block built with what it holds: for each sender, the transactions whose
+//   nonces run on from the chain's next nonce (nonce by nonce, a gap stops the run) go to the chain
+//   and a block is mined. The others stay held.
+// - `GET /tx/{hash}` answers `{"status": ...}` in Flashbots Protect's words: PENDING (held),
+//   INCLUDED (in a block), FAILED (given up, forgotten), UNKNOWN (never seen).
+// - Faults: `forget(hash)` gives a held transaction up (FAILED, never included, as Protect marks a
+//   transaction it dropped; the same bytes sent again are held again); `holdFor(hash, blocks)`
+//   keeps one out of the next `blocks` blocks (before or after it arrives).
+// Every other method is forwarded to the chain (the routes answer reads, `eth_chainId` included).
+// `sends` records every `eth_sendRawTransaction` it received: { hash, sender, nonce, at }
+// (performance.now(), ms).
+
+import http from "node:http";
+import { keccak256, parseTransaction, recoverTransactionAddress } from "viem";
+import { freePort, rpc } from "./harness.mjs";
+
+/** The statuses of the status endpoint (Flashbots Protect's `/tx/{hash}`). */
+export const STATUS = { PENDING: "PENDING", INCLUDED: "INCLUDED", FAILED: "FAILED", UNKNOWN: "UNKNOWN" };
+
+/**
+ * Starts the stand-in in front of `chain` (the URL of an anvil run with `--no-mining`); returns
+ * { url, statusUrl (with `{hash}`), sends, status(hash), buildBlock(), forget(hash),
+ * holdFor(hash, blocks), stop() }.
+ */
+export async function startPrivateRoute({ chain }) {
+  /** hash -> { raw, sender, nonce, status, holdBlocks } */
+  const txs = new Map();
+  const sends = [];
+  /** hash -> blocks, for a transaction not received yet */
+  const holds = new Map();
+
+  const forward = async (request) => {
+    const res = await fetch(chain, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) });
+    return res.json();
+  };
+
+  const send = async (request) => {
+    const raw = request.params?.[0];
+    let hash, sender, nonce;
+    try {
+      hash = keccak256(raw);
+      const parsed = parseTransaction(raw);
+      nonce = Number(parsed.nonce ?? 0);
+      sender = (await recoverTransactionAddress({ serializedTransaction: raw })).toLowerCase();
+    } catch (e) {
+      return { jsonrpc: "2.0", id: request.id ?? null, error: { code: -32602, message: `invalid raw transaction: ${e.message}` } };
+    }
+    sends.push({ hash, sender, nonce, at: performance.now() });
+    const known = txs.get(hash);
+    if (!known || known.status === STATUS.FAILED) {
+      txs.set(hash, { raw, sender, nonce, status: STATUS.PENDING, holdBlocks: known?.holdBlocks ?? holds.get(hash) ?? 0 });
+      holds.delete(hash);
+    }
+    return { jsonrpc: "2.0", id: request.id ?? null, result: hash };
+  };
+
+  const answer = (request) => (request?.method === "eth_sendRawTransaction" ? send(request) : forward(request));
+
+  const server = http.createServer(async (req, res) => {
+    const status = /^\/tx\/(0x[0-9a-fA-F]{64})$/.exec(req.url ?? "");
+    if (req.method === "GET" && status) {
+      const body = JSON.stringify({ status: txs.get(status[1].toLowerCase())?.status ?? STATUS.UNKNOWN });
+      res.writeHead(200, { "content-type": "application/json" }).end(body);
+      return;
+    }
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    let body;
+    try {
+      const request = JSON.parse(Buffer.concat(chunks).toString());
+      body = Array.isArray(request) ? await Promise.all(request.map(answer)) : await answer(request);
+    } catch (e) {
+      body = { jsonrpc: "2.0", id: null, error: { code: -32700, message: String(e) } };
+    }
+    const text = JSON.stringify(body);
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) }).end(text);
+  });
+  const port = await freePort();
+  await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${port}`;
+
+  /** Builds one block from what it holds (see the module comment); returns the hashes included. */
+  const buildBlock = async () => {
+    const bySender = new Map();
+    for (const [hash, tx] of txs) {
+      if (tx.status !== STATUS.PENDING) continue;
+      if (tx.holdBlocks > 0) {
+        tx.holdBlocks -= 1;
+        continue;
+      }
+      if (!bySender.has(tx.sender)) bySender.set(tx.sender, []);
+      bySender.get(tx.sender).push([hash, tx]);
+    }
+    const included = [];
+    for (const [sender, list] of bySender) {
+      list.sort((a, b) => a[1].nonce - b[1].nonce);
+      let next = Number(BigInt((await rpc(chain, "eth_getTransactionCount", [sender, "latest"])).result));
+      for (const [hash, tx] of list) {
+        if (tx.nonce < next) {
+          tx.status = STATUS.FAILED; // its nonce was taken by another transaction
+          continue;
+        }
+        if (tx.nonce > next) break; // a gap: the rest waits
+        const sent = await rpc(chain, "eth_sendRawTransaction", [tx.raw]);
+        if (sent.error) {
+          tx.status = STATUS.FAILED;
+          break;
+        }
+        included.push(hash);
+        next += 1;
+      }
+    }
+    await rpc(chain, "evm_mine", []);
+    for (const hash of included) {
+      const receipt = await rpc(chain, "eth_getTransactionReceipt", [hash]);
+      txs.get(hash).status = receipt.result ? STATUS.INCLUDED : STATUS.PENDING;
+    }
+    return included;
+  };
+
+  return {
+    url,
+    statusUrl: `${url}/tx/{hash}`,
+    sends,
+    status: (hash) => txs.get(hash.toLowerCase())?.status ?? STATUS.UNKNOWN,
+    buildBlock,
+    forget(hash) {
+      const tx = txs.get(hash.toLowerCase());
+      if (tx) tx.status = STATUS.FAILED;
+    },
+    holdFor(hash, blocks) {
+      const tx = txs.get(hash.toLowerCase());
+      if (tx) tx.holdBlocks = blocks;
+      else holds.set(hash.toLowerCase(), blocks);
+    },
+    stop: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
