@@ -48,6 +48,7 @@ const SETTINGS: Settings = Settings {
     track_interval_ms: 2_000,
     track_ttl_ms: 30_000,
     pool: PoolKind::Mempool,
+    private_route: false,
 };
 
 #[derive(Debug, Clone)]

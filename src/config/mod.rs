@@ -408,6 +408,7 @@ impl Config {
             track_interval_ms: self.track_interval_ms,
             track_ttl_ms: self.track_ttl_ms,
             pool,
+            private_route: false,
         }
     }
 

@@ -166,14 +166,18 @@ impl Sender {
     }
 
     /// The accepted hashes to ask for: every one not vouched for and not known to be mined, and
-    /// every one whose nonce the upstream's pending count does not cover (lowest first).
+    /// every one whose nonce the upstream's pending count does not cover (lowest first). Behind
+    /// a private route the upstream asked cannot hold what the route accepted: only the ones not
+    /// vouched for are asked.
     fn to_verify(&self, pending: u64, now_ms: u64) -> Vec<TxHash> {
         let from = self.nonces.mined.unwrap_or(pending).min(pending);
+        let uncovered_counts = !self.settings.private_route;
         self.accepted
             .from_nonce(from, now_ms)
             .into_iter()
             .filter(|(nonce, hash)| {
-                *nonce >= pending || self.accepted.get(hash, now_ms).is_some_and(|t| !t.vouched)
+                (uncovered_counts && *nonce >= pending)
+                    || self.accepted.get(hash, now_ms).is_some_and(|t| !t.vouched)
             })
             .map(|(_, hash)| hash)
             .take(MAX_VERIFIED)

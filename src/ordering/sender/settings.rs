@@ -88,13 +88,19 @@ pub struct Settings {
     pub track_ttl_ms: u64,
     /// `UPSTREAM_POOL`, resolved for the chain.
     pub pool: PoolKind,
+    /// `UPSTREAM_SEND_URL` is set: transactions go to a private route (Flashbots Protect, MEV
+    /// Blocker), which the node the relay asks about them (`UPSTREAM_RPC_URL`) cannot see. That
+    /// node's null for a hash is then no sign of a drop (trezor/blockbook#1572): a transaction the
+    /// route accepted stays vouched for until it is in a block, its nonce is taken in a block, or
+    /// `TRACK_TTL_S` runs out.
+    pub private_route: bool,
 }
 
 impl Settings {
     /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `MAX_SENDER_BYTES`
     /// 8 MiB, `SEND_WINDOW` 16,
     /// `IDEMPOTENCY_TTL_S` 300, `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000,
-    /// `TRACK_INTERVAL_S` 12, `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool).
+    /// `TRACK_INTERVAL_S` 12, `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool, no `UPSTREAM_SEND_URL`).
     pub const DEFAULT: Settings = Settings {
         gap_wait_ms: DEFAULT_GAP_WAIT_MS,
         max_queue: 64,
@@ -106,6 +112,7 @@ impl Settings {
         track_interval_ms: 12_000,
         track_ttl_ms: 600_000,
         pool: PoolKind::Mempool,
+        private_route: false,
     };
 
     /// How long past a holder's deadline (or a lookup's) the machine waits for its report before
@@ -117,9 +124,14 @@ impl Settings {
     /// How many holders may be sending at once: `SEND_WINDOW` (at least 1) on a mempool
     /// upstream, which keeps a nonce above a gap queued and promotes it when the gap fills
     /// (geth's and reth's queued pools); always 1 on a strict one, which refuses (on Hedera,
-    /// charges) every nonce sent ahead of an unanswered one.
+    /// charges) every nonce sent ahead of an unanswered one, and 1 behind a private route: a
+    /// route takes a nonce only next to one it already has (Flashbots Protect accepts at most
+    /// its cached highest + 1, cached after it answered, and refuses others `invalid nonce`;
+    /// integrators found MEV Blocker needs one transaction at a time), so each send waits for
+    /// the route's answer to the one before.
     pub fn window(&self) -> usize {
         match self.pool {
+            _ if self.private_route => 1,
             PoolKind::Strict => 1,
             PoolKind::Mempool => self.send_window.max(1),
         }

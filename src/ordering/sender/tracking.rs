@@ -8,7 +8,10 @@
 //! no resend; not held with its nonce still free, the pool dropped it: its original bytes are sent
 //! again, lowest nonce first, through the same queue as a client's send (Celestia's tx client and
 //! geth's local transaction tracker resubmit the same way, never re-signing). A transaction still
-//! pending after `TRACK_TTL_S` is given up (expired).
+//! pending after `TRACK_TTL_S` is given up (expired). Behind a private route
+//! ([`super::Settings::private_route`]) the node asked cannot see the route's pool, so "not
+//! held" is no drop: such a transaction stays pending until it is in a block, its nonce is used,
+//! or it expires.
 
 use super::{Purpose, Sender};
 use crate::hex;
@@ -111,6 +114,9 @@ impl Sender {
                 Seen::Missing if found.latest.is_some_and(|latest| latest > tx.nonce) => {
                     replaced.push((*hash, tx))
                 }
+                // Behind a private route the node asked never sees the pool: its null is no
+                // drop. The transaction stays pending until its nonce is used or it expires.
+                Seen::Missing if self.settings.private_route => {}
                 Seen::Missing => resend.push((tx.nonce, *hash)),
             }
         }

@@ -5,6 +5,7 @@
 //! (`UPSTREAM_POOL=strict`); [`limits`] (what one sender's object may keep: rows, bytes, pending).
 
 mod limits;
+mod private;
 mod queue;
 mod recovery;
 mod strict;
@@ -27,6 +28,7 @@ const SETTINGS: Settings = Settings {
     track_interval_ms: 0,
     track_ttl_ms: 600_000,
     pool: PoolKind::Mempool,
+    private_route: false,
 };
 
 fn h(nonce: u64, variant: u8) -> TxHash {
