@@ -21,6 +21,13 @@ pub struct Config {
     /// comma-separated list of nodes, the first preferred ([`crate::upstream::rotation`]). Never shown
     /// in a response or a log line: an upstream is named by [`Config::upstream_name`].
     pub upstream_urls: Vec<String>,
+    /// `UPSTREAM_SEND_URL` (secret, optional): a private transaction route (Flashbots Protect,
+    /// MEV Blocker), one URL or a comma-separated list, the first preferred. Set, every
+    /// transaction (a client's, and the relay's own resends) goes there and nowhere else; reads
+    /// and the relay's own questions still go to `UPSTREAM_RPC_URL`
+    /// ([`crate::upstream::route::RoutingTable`]). Empty: unset. Never shown in a response or a
+    /// log line (`send#1 host`).
+    pub upstream_send_urls: Vec<String>,
     /// `SEND_BROADCAST` (`none`, the default, or `all`): with several upstreams, every
     /// transaction goes to every healthy one at once instead of to the best (hedged).
     pub send_broadcast: bool,
@@ -213,6 +220,19 @@ impl Config {
                     .into(),
             });
         }
+        let upstream_send_urls = get("UPSTREAM_SEND_URL")
+            .map(|listed| url_list(&listed))
+            .unwrap_or_default();
+        if upstream_send_urls
+            .iter()
+            .any(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+        {
+            return Err(ConfigError {
+                name: "UPSTREAM_SEND_URL",
+                problem: "must be an http:// or https:// URL, or a comma-separated list of them"
+                    .into(),
+            });
+        }
         let upstream_url = upstream_urls[0].clone();
         let upstream_ws_urls: Vec<String> = match get("UPSTREAM_WS_URL") {
             None => upstream_urls
@@ -355,9 +375,15 @@ impl Config {
                 &[("none", false), ("all", true)],
             )?,
             secrets: redact::secrets_of_all(
-                &[upstream_urls.as_slice(), upstream_ws_urls.as_slice()].concat(),
+                &[
+                    upstream_urls.as_slice(),
+                    upstream_ws_urls.as_slice(),
+                    upstream_send_urls.as_slice(),
+                ]
+                .concat(),
             ),
             upstream_urls,
+            upstream_send_urls,
             upstream_ws_urls,
             socket,
             upstream_url,
@@ -387,8 +413,28 @@ impl Config {
     /// The URLs of a set of upstreams, in preference order.
     pub fn upstreams(&self, set: UpstreamSet) -> &[String] {
         match set {
-            UpstreamSet::Rpc => &self.upstream_urls,
+            UpstreamSet::Send if !self.upstream_send_urls.is_empty() => &self.upstream_send_urls,
+            UpstreamSet::Rpc | UpstreamSet::Send => &self.upstream_urls,
         }
+    }
+
+    /// Whether transactions go to a private route (`UPSTREAM_SEND_URL` is set).
+    pub fn private_route(&self) -> bool {
+        !self.upstream_send_urls.is_empty()
+    }
+
+    /// How logs name the upstream at `url`: `#2 node.example:8545` in `UPSTREAM_RPC_URL`,
+    /// `send#1 relay.example` in `UPSTREAM_SEND_URL` (its host only, as [`Config::upstream_name`]).
+    pub fn upstream_label(&self, url: &str) -> String {
+        if let Some(index) = self.upstream_urls.iter().position(|u| u == url) {
+            return self.upstream_name(index);
+        }
+        let index = self
+            .upstream_send_urls
+            .iter()
+            .position(|u| u == url)
+            .unwrap_or(0);
+        format!("send#{} {}", index + 1, redact::host_of(url))
     }
 
     /// The settings of each sender's state in its Durable Object on the chain `chain_id` (see
@@ -408,7 +454,7 @@ impl Config {
             track_interval_ms: self.track_interval_ms,
             track_ttl_ms: self.track_ttl_ms,
             pool,
-            private_route: false,
+            private_route: !self.upstream_send_urls.is_empty(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! the upstream pool by chain, redaction.
 
 use super::*;
+use crate::upstream::route::UpstreamSet;
 use std::collections::HashMap;
 
 fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -342,4 +343,49 @@ fn the_send_window_is_one_to_sixty_four_and_one_under_strict() {
             "{bad}"
         );
     }
+}
+
+#[test]
+fn a_private_send_route_takes_the_sends_alone_and_is_redacted() {
+    let public = config(&[("UPSTREAM_RPC_URL", "http://read.example")]).unwrap();
+    assert!(!public.private_route());
+    assert_eq!(public.upstreams(UpstreamSet::Send), ["http://read.example"]);
+    assert!(!public.sender_settings(Some(1)).private_route);
+    let c = config(&[
+        ("UPSTREAM_RPC_URL", "http://read.example"),
+        (
+            "UPSTREAM_SEND_URL",
+            "https://rpc.route.example/fast?key=SECRETKEY1, https://b.example",
+        ),
+    ])
+    .unwrap();
+    assert!(c.private_route());
+    assert_eq!(
+        c.upstreams(UpstreamSet::Send),
+        [
+            "https://rpc.route.example/fast?key=SECRETKEY1",
+            "https://b.example"
+        ]
+    );
+    assert_eq!(c.upstreams(UpstreamSet::Rpc), ["http://read.example"]);
+    let settings = c.sender_settings(Some(1));
+    assert!(settings.private_route);
+    assert_eq!(settings.window(), 1, "one at a time behind a private route");
+    assert_eq!(
+        c.upstream_label("https://b.example"),
+        "send#2 b.example",
+        "named by its place and host"
+    );
+    assert_eq!(c.upstream_label("http://read.example"), "#1 read.example");
+    let red = c.redact("SECRETKEY1 at https://rpc.route.example/fast?key=SECRETKEY1");
+    assert!(!red.contains("SECRETKEY1"), "{red}");
+    assert_eq!(
+        config(&[
+            ("UPSTREAM_RPC_URL", "http://a"),
+            ("UPSTREAM_SEND_URL", "ws://route")
+        ])
+        .unwrap_err()
+        .name,
+        "UPSTREAM_SEND_URL"
+    );
 }

@@ -58,15 +58,9 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with(|s| f(&mut s.borrow_mut()))
 }
 
-/// How logs name upstream `key`: its place in `UPSTREAM_RPC_URL` and its host
-/// ([`Config::upstream_name`]).
+/// How logs name upstream `key` ([`Config::upstream_label`]).
 fn name(config: &Config, key: &str) -> String {
-    let index = config
-        .upstream_urls
-        .iter()
-        .position(|u| u == key)
-        .unwrap_or(0);
-    config.upstream_name(index)
+    config.upstream_label(key)
 }
 
 /// Records `attempt` at upstream `key`; logs a cool-down it begins.

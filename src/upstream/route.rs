@@ -12,7 +12,7 @@
 //!
 //! | kind | upstreams | usage |
 //! | --- | --- | --- |
-//! | [`CallKind::Send`] | `UPSTREAM_RPC_URL` | [`Usage::Hedged`]; [`Usage::Failover`] under a strict pool; [`Usage::Broadcast`] with `SEND_BROADCAST=all` |
+//! | [`CallKind::Send`] | `UPSTREAM_SEND_URL`, else `UPSTREAM_RPC_URL` | [`Usage::Hedged`]; [`Usage::Failover`] under a strict pool; [`Usage::Broadcast`] with `SEND_BROADCAST=all` |
 //! | [`CallKind::Read`], [`CallKind::OwnChainId`], [`CallKind::OwnOther`], [`CallKind::Head`] | `UPSTREAM_RPC_URL` | [`Usage::Hedged`] |
 //! | [`CallKind::ReadMerged`], [`CallKind::OwnCount`], [`CallKind::OwnByHash`], [`CallKind::OwnReceipt`] | `UPSTREAM_RPC_URL` | [`Usage::Merged`] |
 //! | [`CallKind::Filter`] | `UPSTREAM_RPC_URL` | [`Usage::Sticky`] |
@@ -126,6 +126,9 @@ impl CallKind {
 pub enum UpstreamSet {
     /// `UPSTREAM_RPC_URL` (one URL or a comma-separated list, the first preferred).
     Rpc,
+    /// `UPSTREAM_SEND_URL`: a private transaction route (one URL or a list, the first
+    /// preferred); `UPSTREAM_RPC_URL` while it is unset.
+    Send,
 }
 
 /// How a call uses the upstreams of its set (two or more; with one, every usage is that one).
@@ -180,8 +183,9 @@ pub struct RoutingTable {
 
 impl RoutingTable {
     /// Today's table (see the module documentation): a send is hedged on a mempool, failed over
-    /// on a strict pool (`pool`, resolved by [`crate::config::Config::pool_kind`]) and broadcast
-    /// with `SEND_BROADCAST=all` (`broadcast`).
+    /// on a strict pool (`pool`, resolved by [`crate::config::Config::pool_kind_for`]) and
+    /// broadcast with `SEND_BROADCAST=all` (`broadcast`); it goes to [`UpstreamSet::Send`], which
+    /// is `UPSTREAM_SEND_URL` when set. Nothing else goes there.
     pub fn new(pool: PoolKind, broadcast: bool) -> Self {
         let send = match (broadcast, pool) {
             (true, _) => Usage::Broadcast,
@@ -203,10 +207,11 @@ impl RoutingTable {
                     CallKind::Filter => Usage::Sticky,
                     CallKind::Other => Usage::Once,
                 };
-                let route = Route {
-                    upstreams: UpstreamSet::Rpc,
-                    usage,
+                let upstreams = match kind {
+                    CallKind::Send => UpstreamSet::Send,
+                    _ => UpstreamSet::Rpc,
                 };
+                let route = Route { upstreams, usage };
                 (kind, route)
             })
             .collect();
@@ -342,9 +347,13 @@ mod tests {
         }
         assert_eq!(usage(&mempool, CallKind::Filter), Usage::Sticky);
         assert_eq!(usage(&mempool, CallKind::Other), Usage::Once);
-        assert!(CallKind::ALL
-            .iter()
-            .all(|&k| mempool.route(k).upstreams == UpstreamSet::Rpc));
+        for kind in CallKind::ALL {
+            let want = match kind {
+                CallKind::Send => UpstreamSet::Send,
+                _ => UpstreamSet::Rpc,
+            };
+            assert_eq!(mempool.route(kind).upstreams, want, "{kind:?}");
+        }
         assert!(Usage::Hedged.hedged() && !Usage::Failover.hedged());
         assert!(Usage::Failover.moved_on_failure());
         assert!(!Usage::Sticky.moved_on_failure() && !Usage::Once.moved_on_failure());

@@ -12,6 +12,7 @@ use crate::log;
 use crate::ordering::sender::{Sender, SessionKey, Ticket};
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
+use crate::upstream::route::UpstreamSet;
 use crate::upstream::submit::{batched, post_batch, submit_after, MAX_BATCH_SENDS};
 use crate::upstream::{UpstreamError, UpstreamReply};
 use futures_channel::{mpsc, oneshot};
@@ -193,7 +194,8 @@ impl Driver {
             return;
         }
         let pool = self.machine.borrow().settings().pool;
-        if !batched(pool, sends.len(), self.config.upstream_urls.len()) {
+        let upstreams = self.config.upstreams(UpstreamSet::Send).len();
+        if !batched(pool, sends.len(), upstreams) {
             for send in sends {
                 self.spawn_send(send, None, sender);
             }

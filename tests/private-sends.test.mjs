@@ -1,0 +1,73 @@
+// Sends to a private route (UPSTREAM_SEND_URL) while reads go to an ordinary node: the compiled
+// relay on workerd, the stand-in private route (tests/support/private-route.mjs) and a recording
+// proxy as the read node, both before one anvil that mines only when the route builds a block.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
+import { startPrivateRoute, STATUS } from "./support/private-route.mjs";
+
+/** anvil --no-mining, the read node (a recording proxy) and the stand-in route before it. */
+async function privateStack(vars = {}) {
+  const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
+  const read = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const route = await startPrivateRoute({ chain: anvil.url });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: read.url, UPSTREAM_SEND_URL: route.url, ...vars } });
+  const stop = async () => {
+    await relay.stop();
+    await Promise.all([read.stop(), route.stop()]);
+    anvil.stop();
+  };
+  return { anvil, read, route, relay, stop };
+}
+
+/** The transactions the read node was sent (any send method, alone or in a batch). */
+const sendsAt = (proxy) =>
+  proxy.requests.filter((r) => [r.body].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""))).length;
+
+/** Each hash's count of arrivals at the route. */
+const arrivals = (route, hash) => route.sends.filter((s) => s.hash === hash).length;
+
+test("one sender's 10 at once through a private route: the relay's pending count says n+10 before any block (the read node n), all 10 mined, each reached the route once and none the read node", async () => {
+  const s = await privateStack();
+  try {
+    const account = devAccount(4);
+    const raws = await Promise.all(Array.from({ length: 10 }, (_, n) => signTransfer(account, n)));
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i + 1)));
+    const hashes = answers.map((a) => a.json?.result);
+    assert.ok(hashes.every((h) => /^0x[0-9a-f]{64}$/.test(h ?? "")), JSON.stringify(answers.map((a) => a.json)));
+    const count = (url) => rpc(url, "eth_getTransactionCount", [account.address, "pending"]).then((r) => Number(BigInt(r.result)));
+    assert.equal(await count(s.anvil.url), 0, "the read node cannot see them");
+    assert.equal(await count(s.relay.url), 10, "the relay counts what the route holds");
+    assert.deepEqual(await s.route.buildBlock(), hashes, "all 10, in nonce order");
+    assert.equal(await minedCount(s.anvil.url, account.address), 10);
+    for (const hash of hashes) assert.equal(arrivals(s.route, hash), 1, `${hash} reached the route once`);
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+    assert.deepEqual(s.relay.events("fail_open"), []);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a transaction the private route keeps pending for 8 blocks is not sent again: the read node's null is no drop", async () => {
+  const s = await privateStack({ TRACK_INTERVAL_S: "1" });
+  try {
+    const account = devAccount(5);
+    const raw = await signTransfer(account, 0);
+    const hash = (await sendRaw(s.relay.url, raw)).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    s.route.holdFor(hash, 8);
+    for (let block = 0; block < 8; block++) {
+      assert.deepEqual(await s.route.buildBlock(), [], `held in block ${block + 1}`);
+      await sleep(1_100); // a tracking check of the relay's in each block
+    }
+    const checks = s.read.requests.filter((r) => JSON.stringify(r.body ?? "").includes(hash)).length;
+    assert.ok(checks >= 4, `the relay asked the read node about it (${checks} times)`);
+    assert.equal(s.route.status(hash), STATUS.PENDING);
+    assert.equal(arrivals(s.route, hash), 1, "not sent again");
+    assert.deepEqual(await s.route.buildBlock(), [hash]);
+    assert.equal(await minedCount(s.anvil.url, account.address), 1);
+    assert.equal(sendsAt(s.read), 0);
+  } finally {
+    await s.stop();
+  }
+});
