@@ -208,48 +208,22 @@ impl Config {
             name: "UPSTREAM_RPC_URL",
             problem: "is not set (wrangler secret put UPSTREAM_RPC_URL)".into(),
         })?;
-        let upstream_urls = url_list(&listed);
-        if upstream_urls.is_empty()
-            || upstream_urls
-                .iter()
-                .any(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-        {
-            return Err(ConfigError {
-                name: "UPSTREAM_RPC_URL",
-                problem: "must be an http:// or https:// URL, or a comma-separated list of them"
-                    .into(),
-            });
+        let upstream_urls = HTTP_URLS.list("UPSTREAM_RPC_URL", &listed)?;
+        if upstream_urls.is_empty() {
+            return Err(HTTP_URLS.error("UPSTREAM_RPC_URL"));
         }
-        let upstream_send_urls = get("UPSTREAM_SEND_URL")
-            .map(|listed| url_list(&listed))
-            .unwrap_or_default();
-        if upstream_send_urls
-            .iter()
-            .any(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-        {
-            return Err(ConfigError {
-                name: "UPSTREAM_SEND_URL",
-                problem: "must be an http:// or https:// URL, or a comma-separated list of them"
-                    .into(),
-            });
-        }
+        let upstream_send_urls = match get("UPSTREAM_SEND_URL") {
+            Some(listed) => HTTP_URLS.list("UPSTREAM_SEND_URL", &listed)?,
+            None => Vec::new(),
+        };
         let upstream_url = upstream_urls[0].clone();
         let upstream_ws_urls: Vec<String> = match get("UPSTREAM_WS_URL") {
             None => upstream_urls
                 .iter()
                 .map(|u| crate::websocket::ws_url_of(u))
                 .collect(),
-            Some(listed) => url_list(&listed),
+            Some(listed) => WS_URLS.list("UPSTREAM_WS_URL", &listed)?,
         };
-        if upstream_ws_urls
-            .iter()
-            .any(|u| !(u.starts_with("ws://") || u.starts_with("wss://")))
-        {
-            return Err(ConfigError {
-                name: "UPSTREAM_WS_URL",
-                problem: "must be a ws:// or wss:// URL, or a comma-separated list of them".into(),
-            });
-        }
         let socket_defaults = SocketLimits::default();
         let socket = SocketLimits {
             max_subscriptions: number(
@@ -454,7 +428,7 @@ impl Config {
             track_interval_ms: self.track_interval_ms,
             track_ttl_ms: self.track_ttl_ms,
             pool,
-            private_route: !self.upstream_send_urls.is_empty(),
+            private_route: self.private_route(),
         }
     }
 
@@ -482,6 +456,48 @@ impl Config {
 }
 
 /// The URLs of a comma-separated list, trimmed, empty ones left out.
+/// What an upstream URL setting accepts: the schemes, and what its error says otherwise.
+struct UrlKind {
+    schemes: [&'static str; 2],
+    problem: &'static str,
+}
+
+/// An HTTP upstream URL (`UPSTREAM_RPC_URL`, `UPSTREAM_SEND_URL`).
+const HTTP_URLS: UrlKind = UrlKind {
+    schemes: ["http://", "https://"],
+    problem: "must be an http:// or https:// URL, or a comma-separated list of them",
+};
+
+/// A WebSocket upstream URL (`UPSTREAM_WS_URL`).
+const WS_URLS: UrlKind = UrlKind {
+    schemes: ["ws://", "wss://"],
+    problem: "must be a ws:// or wss:// URL, or a comma-separated list of them",
+};
+
+impl UrlKind {
+    /// The error of setting `name`.
+    fn error(&self, name: &'static str) -> ConfigError {
+        ConfigError {
+            name,
+            problem: self.problem.into(),
+        }
+    }
+
+    /// The URLs of setting `name`'s `listed` value (a comma-separated list, blanks dropped).
+    ///
+    /// # Errors
+    /// [`UrlKind::error`] when one starts with none of the schemes.
+    fn list(&self, name: &'static str, listed: &str) -> Result<Vec<String>, ConfigError> {
+        let urls = url_list(listed);
+        let valid = |u: &String| self.schemes.iter().any(|scheme| u.starts_with(scheme));
+        if urls.iter().all(valid) {
+            Ok(urls)
+        } else {
+            Err(self.error(name))
+        }
+    }
+}
+
 fn url_list(listed: &str) -> Vec<String> {
     listed
         .split(',')
