@@ -271,8 +271,20 @@ impl Driver {
     /// The alarm could not be served (the chain id could not be learned): it fires again in
     /// `ms` milliseconds.
     pub async fn alarm_again_in(&self, ms: u64) {
-        let at = js_sys::Date::new(&JsValue::from_f64(now_ms().saturating_add(ms) as f64));
-        if let Err(e) = self.state.storage().set_alarm(ScheduledTime::new(at)).await {
+        self.set_alarm(Some(now_ms().saturating_add(ms))).await;
+    }
+
+    /// Sets the storage alarm at `at_ms` (Unix ms), or deletes it (`None`); a failure is logged.
+    pub(super) async fn set_alarm(&self, at_ms: Option<u64>) {
+        let storage = self.state.storage();
+        let done = match at_ms {
+            Some(at) => {
+                let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
+                storage.set_alarm(ScheduledTime::new(date)).await
+            }
+            None => storage.delete_alarm().await,
+        };
+        if let Err(e) = done {
             StorageError {
                 op: "alarm",
                 message: e.to_string(),

@@ -16,7 +16,6 @@ use crate::transaction::TxHash;
 use crate::upstream::lookup::look_up;
 use std::rc::Rc;
 use worker::wasm_bindgen_futures::spawn_local;
-use worker::{js_sys, wasm_bindgen::JsValue, ScheduledTime};
 
 /// The machine's actions carried out by the object (see [`Effects`]); made for one
 /// [`Driver::pump`], so that nothing here borrows the machine while it runs.
@@ -188,23 +187,7 @@ impl Effects for Carry<'_> {
             return;
         }
         let driver = self.driver.clone();
-        spawn_local(async move {
-            let storage = driver.state.storage();
-            let done = match at_ms {
-                Some(at) => {
-                    let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
-                    storage.set_alarm(ScheduledTime::new(date)).await
-                }
-                None => storage.delete_alarm().await,
-            };
-            if let Err(e) = done {
-                StorageError {
-                    op: "alarm",
-                    message: e.to_string(),
-                }
-                .log();
-            }
-        });
+        spawn_local(async move { driver.set_alarm(at_ms).await });
     }
 
     fn emit(&mut self, metric: Metric) {
