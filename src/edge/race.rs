@@ -58,11 +58,6 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with(|s| f(&mut s.borrow_mut()))
 }
 
-/// How logs name upstream `key` ([`Config::upstream_label`]).
-fn name(config: &Config, key: &str) -> String {
-    config.upstream_label(key)
-}
-
 /// Records `attempt` at upstream `key`; logs a cool-down it begins.
 fn record(config: &Config, env: &Env, key: &str, attempt: Attempt) {
     if with(|s| s.rotation.record(key, attempt, now_ms())) {
@@ -70,7 +65,7 @@ fn record(config: &Config, env: &Env, key: &str, attempt: Attempt) {
             env,
             &Metric::new("upstream_cooling", "", "failures")
                 .value("count", 1.0)
-                .field("upstream", name(config, key)),
+                .field("upstream", config.upstream_label(key)),
             None,
         );
     }
@@ -200,7 +195,7 @@ async fn check_chain(config: &Config, env: &Env, set: &[String], index: usize) {
             env,
             &Metric::new("upstream_excluded", "", "other_chain")
                 .value("count", 1.0)
-                .field("upstream", name(config, key))
+                .field("upstream", config.upstream_label(key))
                 .field("chain_id", id)
                 .field("want", want),
             None,
@@ -289,8 +284,8 @@ fn disagreement(config: &Config, env: &Env, kind: Disagreement, first: &str, sec
         env,
         &Metric::new("upstream_disagreement", "", label)
             .value("count", 1.0)
-            .field(first_field, name(config, first))
-            .field(second_field, name(config, second)),
+            .field(first_field, config.upstream_label(first))
+            .field(second_field, config.upstream_label(second)),
         None,
     );
 }

@@ -130,10 +130,10 @@ impl Settings {
     /// integrators found MEV Blocker needs one transaction at a time), so each send waits for
     /// the route's answer to the one before.
     pub fn window(&self) -> usize {
-        match self.pool {
-            _ if self.private_route => 1,
-            PoolKind::Strict => 1,
-            PoolKind::Mempool => self.send_window.max(1),
+        if self.private_route || self.pool == PoolKind::Strict {
+            1
+        } else {
+            self.send_window.max(1)
         }
     }
 }
