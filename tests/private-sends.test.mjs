@@ -27,6 +27,19 @@ const sendsAt = (proxy) =>
 /** Each hash's count of arrivals at the route. */
 const arrivals = (route, hash) => route.sends.filter((s) => s.hash === hash).length;
 
+/** The relay's `GET /tx/{hash}` (with `?sender=` for the sender's object). */
+const txStatus = async (relayUrl, hash, sender) => (await fetch(`${relayUrl}/tx/${hash}?sender=${sender}`)).json();
+
+/** Polls until `check()` is true or `ms` pass; true when it came true. */
+async function until(check, ms, every = 100) {
+  const start = performance.now();
+  while (performance.now() - start < ms) {
+    if (await check()) return true;
+    await sleep(every);
+  }
+  return false;
+}
+
 test("one sender's 10 at once through a private route: the relay's pending count says n+10 before any block (the read node n), all 10 mined, each reached the route once and none the read node", async () => {
   const s = await privateStack();
   try {
@@ -48,7 +61,69 @@ test("one sender's 10 at once through a private route: the relay's pending count
   }
 });
 
-test("a transaction the private route keeps pending for 8 blocks is not sent again: the read node's null is no drop", async () => {
+test("the route fails and forgets one of three: the relay learns it from the status URL and sends it to the route again from its bytes; all mined, none at the read node", async () => {
+  const s = await privateStack({ TRACK_INTERVAL_S: "1" });
+  try {
+    // The status URL is the stand-in's (FAILED, as Protect says of one it gave up).
+    await s.relay.stop();
+    s.relay = await startRelay({
+      vars: { UPSTREAM_RPC_URL: s.read.url, UPSTREAM_SEND_URL: s.route.url, SEND_STATUS_URL: s.route.statusUrl, TRACK_INTERVAL_S: "1" },
+    });
+    const account = devAccount(6);
+    const raws = await Promise.all([0, 1, 2].map((n) => signTransfer(account, n)));
+    const hashes = (await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i + 1)))).map((a) => a.json?.result);
+    assert.ok(hashes.every((h) => /^0x[0-9a-f]{64}$/.test(h ?? "")), JSON.stringify(hashes));
+    s.route.forget(hashes[1]);
+    assert.deepEqual(await s.route.buildBlock(), [hashes[0]], "nonce 1 is gone from the route: 2 waits behind the gap");
+    assert.ok(await until(() => arrivals(s.route, hashes[1]) === 2, 10_000), "the relay sent nonce 1 to the route again");
+    assert.equal(s.route.status(hashes[1]), STATUS.PENDING);
+    assert.deepEqual(await s.route.buildBlock(), [hashes[1], hashes[2]]);
+    assert.equal(await minedCount(s.anvil.url, account.address), 3);
+    assert.deepEqual(hashes.map((h) => arrivals(s.route, h)), [1, 2, 1], "only the forgotten one twice");
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+    const dropped = s.relay.events("tx_route_dropped");
+    assert.ok(dropped.some((e) => e.tx_hash === hashes[1] && e.label === "failed"), JSON.stringify(dropped));
+    const status = await txStatus(s.relay.url, hashes[1], account.address);
+    assert.equal(status.route, "private");
+    assert.equal(status.resubmitted, 1);
+    assert.ok(await until(async () => (await txStatus(s.relay.url, hashes[1], account.address)).status === "included", 5_000));
+  } finally {
+    await s.stop();
+  }
+});
+
+test("SEND_PUBLIC_AFTER_BLOCKS=2: a transaction the route never includes reaches the read node 2 blocks after the relay first saw it pending, and is mined", async () => {
+  const s = await privateStack({ TRACK_INTERVAL_S: "1", SEND_PUBLIC_AFTER_BLOCKS: "2" });
+  try {
+    const account = devAccount(7);
+    const raw = await signTransfer(account, 0);
+    const hash = (await sendRaw(s.relay.url, raw)).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    s.route.holdFor(hash, 1_000);
+    let blocks = 0;
+    while (sendsAt(s.read) === 0 && blocks < 8) {
+      await sleep(1_100); // a tracking check of the relay's in each block
+      await s.route.buildBlock();
+      blocks += 1;
+    }
+    assert.equal(sendsAt(s.read), 1, `reached the read node after ${blocks} blocks`);
+    assert.ok(blocks >= 2 && blocks <= 4, `2 blocks after the first check that saw it (${blocks} built)`);
+    await sleep(500);
+    await s.route.buildBlock(); // the read node's pool is the chain's: mined in the next block
+    assert.equal(await minedCount(s.anvil.url, account.address), 1);
+    assert.equal(arrivals(s.route, hash), 1, "not sent to the route again");
+    const [decided] = s.relay.events("tx_sent_public");
+    assert.equal(decided?.tx_hash, hash);
+    assert.ok(await until(() => s.relay.events("tx_public_answer").length === 1, 5_000));
+    assert.equal(s.relay.events("tx_public_answer")[0].label, "accepted");
+    const status = await txStatus(s.relay.url, hash, account.address);
+    assert.equal(status.route, "private_then_public");
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a transaction the private route keeps pending for 8 blocks is not sent again, nor to the read node: the read node's null is no drop", async () => {
   const s = await privateStack({ TRACK_INTERVAL_S: "1" });
   try {
     const account = devAccount(5);
@@ -60,6 +135,8 @@ test("a transaction the private route keeps pending for 8 blocks is not sent aga
       assert.deepEqual(await s.route.buildBlock(), [], `held in block ${block + 1}`);
       await sleep(1_100); // a tracking check of the relay's in each block
     }
+    assert.equal(sendsAt(s.read), 0, "without SEND_PUBLIC_AFTER_BLOCKS it never reaches the read node");
+    assert.equal(await minedCount(s.anvil.url, account.address), 0);
     const checks = s.read.requests.filter((r) => JSON.stringify(r.body ?? "").includes(hash)).length;
     assert.ok(checks >= 4, `the relay asked the read node about it (${checks} times)`);
     assert.equal(s.route.status(hash), STATUS.PENDING);

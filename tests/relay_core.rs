@@ -11,6 +11,7 @@ use nonce_relay::metrics::Metric;
 use nonce_relay::ordering::tx::SignedTx;
 use nonce_relay::relay::wire::WireAnswer;
 use nonce_relay::relay::{Backend, ObjectError, Relay};
+use nonce_relay::transaction::TxHash;
 use nonce_relay::upstream::Platform;
 use nonce_relay::upstream::{CallKind, UpstreamError, UpstreamReply};
 use rlp::RlpStream;
@@ -78,6 +79,14 @@ impl Platform for Recorder {
         answer.insert("jsonrpc".into(), json!("2.0"));
         answer.insert("id".into(), req["id"].clone());
         Ok(UpstreamReply::ok(Value::Object(answer).to_string()))
+    }
+
+    async fn get_status(
+        &self,
+        _hash: &TxHash,
+        _timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        panic!("the Worker never asks a route's status")
     }
 
     async fn sleep(&self, ms: u64) {

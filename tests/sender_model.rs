@@ -49,6 +49,8 @@ const SETTINGS: Settings = Settings {
     track_ttl_ms: 30_000,
     pool: PoolKind::Mempool,
     private_route: false,
+    route_status: false,
+    public_after_blocks: None,
 };
 
 #[derive(Debug, Clone)]
@@ -153,6 +155,8 @@ impl Chain {
             pending: query.pending.then_some(self.next),
             latest: query.latest.then_some(self.mined),
             genesis: query.genesis.then(|| "0xgenesis".into()),
+            head: query.head.then_some(self.mined),
+            route: Default::default(),
             known: query
                 .hashes
                 .iter()
@@ -361,6 +365,10 @@ impl Effects for World {
 
     fn lookup(&mut self, id: LookupId, query: Query, _deadline_ms: u64) {
         self.lookups.push((id, query));
+    }
+
+    fn publish(&mut self, _hashes: Vec<TxHash>, _deadline_ms: u64) {
+        unreachable!("the model runs no private route")
     }
 
     fn alarm(&mut self, _at_ms: Option<u64>) {}

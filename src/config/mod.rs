@@ -28,6 +28,17 @@ pub struct Config {
     /// ([`crate::upstream::route::RoutingTable`]). Empty: unset. Never shown in a response or a
     /// log line (`send#1 host`).
     pub upstream_send_urls: Vec<String>,
+    /// `SEND_STATUS_URL` (optional; only with `UPSTREAM_SEND_URL`): the private route's status
+    /// endpoint, an http(s) URL with `{hash}` where the transaction hash goes (Flashbots
+    /// Protect: `https://protect.flashbots.net/tx/{hash}`). Set, tracking asks it about each
+    /// pending transaction and sends one the route dropped (`FAILED`, `UNKNOWN`) to the route
+    /// again ([`crate::ordering::route_status`]). Never shown in a log line (it may carry a key).
+    pub send_status_url: Option<String>,
+    /// `SEND_PUBLIC_AFTER_BLOCKS` (optional, at least 1; only with `UPSTREAM_SEND_URL`): a
+    /// transaction the route has not had included this many blocks after tracking first saw it
+    /// pending is also sent to `UPSTREAM_RPC_URL`, the public mempool (Flashbots' `useMempool`,
+    /// bloXroute's `timeout`). Unset: never.
+    pub send_public_after_blocks: Option<u64>,
     /// `SEND_BROADCAST` (`none`, the default, or `all`): with several upstreams, every
     /// transaction goes to every healthy one at once instead of to the best (hedged).
     pub send_broadcast: bool,
@@ -119,7 +130,7 @@ pub struct Config {
     /// `WS_UPSTREAM_RECONNECT_MS`, `WS_MAX_CONNECTION_BYTES`, `WS_MAX_ISOLATE_BYTES`: the
     /// WebSocket connections' limits.
     pub socket: SocketLimits,
-    /// The parts of `UPSTREAM_RPC_URL` and `UPSTREAM_WS_URL` never to show (see [`Config::redact`]), longest first.
+    /// The parts of the upstream URLs and `SEND_STATUS_URL` never to show (see [`Config::redact`]), longest first.
     secrets: Vec<String>,
 }
 
@@ -216,6 +227,48 @@ impl Config {
             Some(listed) => HTTP_URLS.list("UPSTREAM_SEND_URL", &listed)?,
             None => Vec::new(),
         };
+        let send_status_url = match get("SEND_STATUS_URL") {
+            None => None,
+            Some(url) => {
+                let url = url.trim().to_string();
+                let http = HTTP_URLS.schemes.iter().any(|s| url.starts_with(s));
+                if !http || !url.contains("{hash}") {
+                    return Err(ConfigError {
+                        name: "SEND_STATUS_URL",
+                        problem: "must be an http:// or https:// URL with {hash} where the \
+                                  transaction hash goes"
+                            .into(),
+                    });
+                }
+                Some(url)
+            }
+        };
+        let send_public_after_blocks = match get("SEND_PUBLIC_AFTER_BLOCKS") {
+            None => None,
+            Some(_) => match number(&get, "SEND_PUBLIC_AFTER_BLOCKS", 0u64)? {
+                0 => {
+                    return Err(ConfigError {
+                        name: "SEND_PUBLIC_AFTER_BLOCKS",
+                        problem: "must be 1 or more (unset: never)".into(),
+                    })
+                }
+                blocks => Some(blocks),
+            },
+        };
+        for (name, set) in [
+            ("SEND_STATUS_URL", send_status_url.is_some()),
+            (
+                "SEND_PUBLIC_AFTER_BLOCKS",
+                send_public_after_blocks.is_some(),
+            ),
+        ] {
+            if set && upstream_send_urls.is_empty() {
+                return Err(ConfigError {
+                    name,
+                    problem: "is for a private route: set UPSTREAM_SEND_URL too".into(),
+                });
+            }
+        }
         let upstream_url = upstream_urls[0].clone();
         let upstream_ws_urls: Vec<String> = match get("UPSTREAM_WS_URL") {
             None => upstream_urls
@@ -355,7 +408,10 @@ impl Config {
                     upstream_send_urls.as_slice(),
                 ]
                 .concat(),
+                send_status_url.as_deref(),
             ),
+            send_status_url,
+            send_public_after_blocks,
             upstream_urls,
             upstream_send_urls,
             upstream_ws_urls,
@@ -429,6 +485,8 @@ impl Config {
             track_ttl_ms: self.track_ttl_ms,
             pool,
             private_route: self.private_route(),
+            route_status: self.send_status_url.is_some(),
+            public_after_blocks: self.send_public_after_blocks,
         }
     }
 
@@ -455,7 +513,6 @@ impl Config {
     }
 }
 
-/// The URLs of a comma-separated list, trimmed, empty ones left out.
 /// What an upstream URL setting accepts: the schemes, and what its error says otherwise.
 struct UrlKind {
     schemes: [&'static str; 2],
@@ -498,6 +555,7 @@ impl UrlKind {
     }
 }
 
+/// The URLs of a comma-separated list, trimmed, empty ones left out.
 fn url_list(listed: &str) -> Vec<String> {
     listed
         .split(',')

@@ -26,9 +26,10 @@ impl Config {
     }
 }
 
-/// The parts of every upstream URL that must not be shown, longest first.
-pub(super) fn secrets_of_all(urls: &[String]) -> Vec<String> {
+/// The parts of every upstream URL and of the status URL that must not be shown, longest first.
+pub(super) fn secrets_of_all(urls: &[String], status_url: Option<&str>) -> Vec<String> {
     let mut secrets: Vec<String> = urls.iter().flat_map(|u| secrets_of(u)).collect();
+    secrets.extend(status_url.into_iter().flat_map(status_secrets_of));
     secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     secrets.dedup();
     secrets
@@ -61,4 +62,19 @@ pub(super) fn secrets_of(url: &str) -> Vec<String> {
     secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     secrets.dedup();
     secrets
+}
+
+/// The parts of a status URL (`SEND_STATUS_URL`) that must not be shown: as [`secrets_of`], but
+/// without path segments that are plain words (`transaction` in Merkle's
+/// `/transaction/{hash}`): redacting those from every upstream answer would change what the
+/// relay reads in them ("transaction underpriced").
+pub(super) fn status_secrets_of(url: &str) -> Vec<String> {
+    let plain_word = |s: &String| {
+        s.chars()
+            .all(|c| c.is_ascii_lowercase() || c == '_' || c == '-')
+    };
+    secrets_of(url)
+        .into_iter()
+        .filter(|s| !plain_word(s))
+        .collect()
 }

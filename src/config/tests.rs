@@ -389,3 +389,64 @@ fn a_private_send_route_takes_the_sends_alone_and_is_redacted() {
         "UPSTREAM_SEND_URL"
     );
 }
+
+#[test]
+fn the_routes_status_url_and_public_fallback_need_the_route_and_are_checked() {
+    let route = [
+        ("UPSTREAM_RPC_URL", "http://read.example"),
+        ("UPSTREAM_SEND_URL", "https://route.example"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut vars = route.to_vec();
+        vars.extend_from_slice(extra);
+        config(&vars)
+    };
+    let c = with(&[
+        (
+            "SEND_STATUS_URL",
+            "https://status.example/transaction/{hash}?key=STATUSKEY9",
+        ),
+        ("SEND_PUBLIC_AFTER_BLOCKS", "25"),
+    ])
+    .unwrap();
+    let settings = c.sender_settings(Some(1));
+    assert!(settings.route_status);
+    assert_eq!(settings.public_after_blocks, Some(25));
+    // Its key is never shown; the words of its path are (redacting "transaction" from the
+    // upstreams' answers would change what the relay reads in them).
+    let red = c.redact("STATUSKEY9 status.example: transaction underpriced");
+    assert_eq!(red, "[upstream] [upstream]: transaction underpriced");
+    let unset = with(&[]).unwrap().sender_settings(Some(1));
+    assert!(!unset.route_status);
+    assert_eq!(unset.public_after_blocks, None);
+    for (vars, name) in [
+        (
+            vec![("SEND_STATUS_URL", "https://status.example/tx/")],
+            "SEND_STATUS_URL",
+        ),
+        (
+            vec![("SEND_STATUS_URL", "ftp://status.example/{hash}")],
+            "SEND_STATUS_URL",
+        ),
+        (
+            vec![("SEND_PUBLIC_AFTER_BLOCKS", "0")],
+            "SEND_PUBLIC_AFTER_BLOCKS",
+        ),
+        (
+            vec![("SEND_PUBLIC_AFTER_BLOCKS", "soon")],
+            "SEND_PUBLIC_AFTER_BLOCKS",
+        ),
+    ] {
+        assert_eq!(with(&vars).unwrap_err().name, name, "{vars:?}");
+    }
+    // Without a private route they mean nothing: an error, not a silent no-op.
+    for (name, value) in [
+        ("SEND_STATUS_URL", "https://status.example/tx/{hash}"),
+        ("SEND_PUBLIC_AFTER_BLOCKS", "5"),
+    ] {
+        let err =
+            config(&[("UPSTREAM_RPC_URL", "http://read.example"), (name, value)]).unwrap_err();
+        assert_eq!(err.name, name);
+        assert!(err.problem.contains("UPSTREAM_SEND_URL"), "{}", err.problem);
+    }
+}

@@ -254,6 +254,14 @@ impl Platform for WorkerBackend<'_> {
         self.upstream.post(body, kind, timeout_ms).await
     }
 
+    async fn get_status(
+        &self,
+        hash: &TxHash,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        self.upstream.get_status(hash, timeout_ms).await
+    }
+
     async fn sleep(&self, ms: u64) {
         self.upstream.sleep(ms).await;
     }

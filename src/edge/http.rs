@@ -89,16 +89,58 @@ pub async fn post_url(
     body: &str,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
+    fetch_url(
+        config,
+        url,
+        Some(body),
+        config.max_upstream_response_bytes,
+        timeout_ms,
+    )
+    .await
+}
+
+/// GETs `url` (a private route's status URL, `SEND_STATUS_URL`) as [`post_url`] posts: JSON, at
+/// most `limit` bytes, within `timeout_ms`, redacted, no redirect followed.
+///
+/// # Errors
+/// As [`post_url`]'s, with `limit` for the size.
+pub async fn get_url(
+    config: &Config,
+    url: &str,
+    limit: usize,
+    timeout_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
+    fetch_url(config, url, None, limit, timeout_ms).await
+}
+
+/// A POST of `body` (a GET without one) to `url`; see [`post_url`].
+async fn fetch_url(
+    config: &Config,
+    url: &str,
+    body: Option<&str>,
+    limit: usize,
+    timeout_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
     let unreachable = |e: JsValue| UpstreamError::Unreachable(config.redact(&js_error(e)));
     let signal = timeout_signal(timeout_ms).map_err(unreachable)?;
     let headers = web_sys::Headers::new().map_err(unreachable)?;
-    headers
-        .set("content-type", "application/json")
-        .map_err(unreachable)?;
     let init = web_sys::RequestInit::new();
-    init.set_method("POST");
+    match body {
+        Some(body) => {
+            headers
+                .set("content-type", "application/json")
+                .map_err(unreachable)?;
+            init.set_method("POST");
+            init.set_body(&JsValue::from_str(body));
+        }
+        None => {
+            headers
+                .set("accept", "application/json")
+                .map_err(unreachable)?;
+            init.set_method("GET");
+        }
+    }
     init.set_headers(&headers);
-    init.set_body(&JsValue::from_str(body));
     init.set_redirect(web_sys::RequestRedirect::Manual);
     init.set_signal(Some(&signal));
     let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
@@ -107,7 +149,7 @@ pub async fn post_url(
             .await
             .map_err(unreachable)?
             .unchecked_into();
-        read_limited(response, config.max_upstream_response_bytes).await
+        read_limited(response, limit).await
     }
     .await;
     match result {

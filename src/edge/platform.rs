@@ -2,9 +2,12 @@
 //! (through [`crate::edge::race::run`]), a timer, the clock, randomness and metrics.
 
 use crate::config::Config;
+use crate::edge::http::get_url;
 use crate::edge::race::run;
 use crate::edge::runtime::chain_ids;
 use crate::metrics::Metric;
+use crate::ordering::route_status::{status_url, MAX_STATUS_BYTES};
+use crate::transaction::TxHash;
 use crate::upstream::route::RoutingTable;
 use crate::upstream::Platform;
 use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
@@ -48,6 +51,21 @@ impl Platform for EdgePlatform<'_> {
             timeout_ms,
         )
         .await
+    }
+
+    /// `SEND_STATUS_URL` with the hash ([`crate::edge::http::get_url`]).
+    async fn get_status(
+        &self,
+        hash: &TxHash,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let Some(template) = &self.config.send_status_url else {
+            return Err(UpstreamError::Unreachable(
+                "SEND_STATUS_URL is not set".into(),
+            ));
+        };
+        let url = status_url(template, hash);
+        get_url(self.config, &url, MAX_STATUS_BYTES, timeout_ms).await
     }
 
     async fn sleep(&self, ms: u64) {

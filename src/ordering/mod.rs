@@ -1,7 +1,8 @@
 //! The per-sender sequencer (pure, tested natively). [`sender`] is one sender's whole lock
 //! lifecycle as one clock-free state machine (admission, the nonce-ordered [`queue`] and its grant,
 //! the holder's send and release, lookups, force release and restart recovery) that its Durable
-//! Object drives; [`answer`] classes the upstream's answers and their effect on the next nonce;
+//! Object drives; [`answer`] classes the upstream's answers and their effect on the next nonce,
+//! and [`route_status`] a private route's word on a transaction;
 //! [`accepted`] keeps the transactions the upstream took, by hash and nonce; [`tx`] is the one
 //! transaction type that travels from the Worker to the upstream, [`send_params`] reads it from
 //! the params of a send, and [`row`] is its row in its sender's storage; [`identifier`] names the
@@ -11,6 +12,7 @@ pub mod accepted;
 pub mod answer;
 pub mod identifier;
 pub mod queue;
+pub mod route_status;
 pub mod row;
 pub mod send_params;
 pub mod sender;

@@ -5,17 +5,21 @@
 //! `eth_getTransactionCount(sender, "latest")` (id 2), `eth_getBlockByNumber("0x0", false)` (id 3,
 //! for the genesis hash) and `eth_getTransactionByHash` of each hash (ids 100, 101, ...; its
 //! `blockNumber` tells a pooled transaction from one in a block), and
-//! `eth_getTransactionBySenderAndNonce` of each nonce (ids 10,000, 10,001, ...). Answers
+//! `eth_getTransactionBySenderAndNonce` of each nonce (ids 10,000, 10,001, ...), and
+//! `eth_blockNumber` (id 4). Answers
 //! are matched by id, in any order (JSON-RPC 2.0, section 6). A member that failed is left out of
 //! [`Found`]. An upstream that refuses batches (it answers one error object) is asked member by
-//! member instead.
+//! member instead. Beside the batch, at the same time, a private route's status endpoint is asked
+//! about each of [`Query::route_statuses`] ([`Platform::get_status`], read by
+//! [`RouteStatus::of_body`]); a status that could not be had is left out.
 
 use crate::hex;
+use crate::ordering::route_status::RouteStatus;
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
 use crate::upstream::retry::{self, RetryPolicy};
 use crate::upstream::Platform;
 use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
-use futures_util::future::join_all;
+use futures_util::future::{join, join_all};
 use serde_json::{json, Value};
 
 /// POSTs `body`, a question of the relay's own of `kind` ([`CallKind::is_own`]), until the upstream gives an
@@ -61,6 +65,7 @@ pub async fn post_retried<U: Platform + ?Sized>(
 const PENDING: u64 = 1;
 const LATEST: u64 = 2;
 const GENESIS: u64 = 3;
+const HEAD: u64 = 4;
 const FIRST_HASH: u64 = 100;
 const FIRST_NONCE: u64 = 10_000;
 
@@ -89,6 +94,9 @@ fn members(sender: &str, query: &Query) -> Vec<(u64, Value)> {
             GENESIS,
             request(GENESIS, "eth_getBlockByNumber", json!(["0x0", false])),
         ));
+    }
+    if query.head {
+        out.push((HEAD, request(HEAD, "eth_blockNumber", json!([]))));
     }
     for (i, hash) in query.hashes.iter().enumerate() {
         let id = FIRST_HASH + i as u64;
@@ -128,6 +136,7 @@ fn take(query: &Query, response: &Value, found: &mut Found) {
     match id {
         PENDING => found.pending = quantity(),
         LATEST => found.latest = quantity(),
+        HEAD => found.head = quantity(),
         GENESIS => {
             found.genesis = result
                 .get("hash")
@@ -180,7 +189,8 @@ pub fn parse(query: &Query, body: &str) -> Option<Found> {
     Some(found)
 }
 
-/// Asks `query` about `sender`, retried while the upstream can't be used, until `deadline_ms`.
+/// Asks `query` about `sender`, retried while the upstream can't be used, until `deadline_ms`;
+/// the route's statuses at the same time, each asked once.
 ///
 /// # Errors
 /// Why the upstream could not be used by the deadline (redacted by the platform's upstream).
@@ -191,7 +201,39 @@ pub async fn look_up<U: Platform + ?Sized>(
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Outcome {
+    let statuses = join_all(query.route_statuses.iter().map(|hash| async move {
+        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        let reply = upstream.get_status(hash, timeout_ms).await;
+        (
+            *hash,
+            reply.ok().and_then(|r| RouteStatus::of_body(&r.body)),
+        )
+    }));
+    let (found, statuses) = join(
+        ask_node(upstream, sender, query, policy, deadline_ms),
+        statuses,
+    )
+    .await;
+    let mut found = found?;
+    found.route = statuses
+        .into_iter()
+        .filter_map(|(hash, status)| Some((hash, status?)))
+        .collect();
+    Ok(found)
+}
+
+/// The batch part of [`look_up`].
+async fn ask_node<U: Platform + ?Sized>(
+    upstream: &U,
+    sender: &str,
+    query: &Query,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Outcome {
     let members = members(sender, query);
+    if members.is_empty() {
+        return Ok(Found::default());
+    }
     // A batch asking a count or a transaction by hash is merged over the upstreams.
     let kind = if members.iter().any(|(_, m)| {
         let method = m.get("method").and_then(Value::as_str).unwrap_or("");
@@ -235,6 +277,7 @@ pub async fn look_up<U: Platform + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transaction::TxHash;
 
     fn query() -> Query {
         Query {
@@ -243,6 +286,8 @@ mod tests {
             genesis: true,
             hashes: vec![[1; 32], [2; 32], [3; 32]],
             nonces: vec![7],
+            head: true,
+            route_statuses: Vec::new(),
         }
     }
 
@@ -262,15 +307,16 @@ mod tests {
                 (1, "eth_getTransactionCount"),
                 (2, "eth_getTransactionCount"),
                 (3, "eth_getBlockByNumber"),
+                (4, "eth_blockNumber"),
                 (100, "eth_getTransactionByHash"),
                 (101, "eth_getTransactionByHash"),
                 (102, "eth_getTransactionByHash"),
                 (10_000, "eth_getTransactionBySenderAndNonce"),
             ]
         );
-        assert_eq!(v[6]["params"], json!(["0xab", "0x7"]));
+        assert_eq!(v[7]["params"], json!(["0xab", "0x7"]));
         assert_eq!(v[1]["params"], json!(["0xab", "latest"]));
-        assert_eq!(v[3]["params"][0], hex::encode(&[1; 32]));
+        assert_eq!(v[4]["params"][0], hex::encode(&[1; 32]));
     }
 
     #[test]
@@ -280,6 +326,7 @@ mod tests {
             {"jsonrpc":"2.0","id":2,"result":"0x4"},
             {"jsonrpc":"2.0","id":3,"result":{"hash":"0xABCD","number":"0x0"}},
             {"jsonrpc":"2.0","id":1,"result":"0x7"},
+            {"jsonrpc":"2.0","id":4,"result":"0x2a"},
             {"jsonrpc":"2.0","id":100,"result":{"hash":"0x01","blockNumber":"0x10"}},
             {"jsonrpc":"2.0","id":102,"error":{"code":-32000,"message":"busy"}},
             {"jsonrpc":"2.0","id":10000,"result":{"hash":"0x0505050505050505050505050505050505050505050505050505050505050505","nonce":"0x7"}}
@@ -287,6 +334,7 @@ mod tests {
         let found = parse(&query(), body).unwrap();
         assert_eq!((found.pending, found.latest), (Some(7), Some(4)));
         assert_eq!(found.genesis.as_deref(), Some("0xabcd"));
+        assert_eq!(found.head, Some(42));
         assert_eq!(
             found.known.get(&[1; 32]),
             Some(&Seen::Included { block: 16 })
@@ -295,5 +343,74 @@ mod tests {
         assert_eq!(found.known.get(&[3; 32]), None);
         assert_eq!(found.by_nonce.get(&7), Some(&[5; 32]));
         assert!(parse(&query(), r#"{"error":{"code":-32600}}"#).is_none());
+    }
+
+    /// The read node answers the batch; the route's status endpoint answers by hash.
+    struct Peers {
+        statuses: Vec<(TxHash, Result<UpstreamReply, UpstreamError>)>,
+        asked: std::cell::RefCell<Vec<TxHash>>,
+    }
+
+    impl Platform for Peers {
+        async fn post(
+            &self,
+            _body: &str,
+            _kind: CallKind,
+            _timeout_ms: u64,
+        ) -> Result<UpstreamReply, UpstreamError> {
+            Ok(UpstreamReply::ok(
+                r#"[{"jsonrpc":"2.0","id":2,"result":"0x3"},{"jsonrpc":"2.0","id":100,"result":null}]"#,
+            ))
+        }
+        async fn get_status(
+            &self,
+            hash: &TxHash,
+            _timeout_ms: u64,
+        ) -> Result<UpstreamReply, UpstreamError> {
+            self.asked.borrow_mut().push(*hash);
+            let (_, reply) = self.statuses.iter().find(|(h, _)| h == hash).unwrap();
+            reply.clone()
+        }
+        async fn sleep(&self, _ms: u64) {}
+        fn now_ms(&self) -> u64 {
+            0
+        }
+        fn random(&self) -> f64 {
+            0.5
+        }
+        fn emit(&self, _metric: &crate::metrics::Metric) {}
+    }
+
+    #[test]
+    fn the_routes_statuses_come_beside_the_batch_and_one_that_failed_says_nothing() {
+        use std::future::Future;
+        use std::pin::pin;
+        use std::task::{Context, Poll, Waker};
+        let peers = Peers {
+            statuses: vec![
+                ([1; 32], Ok(UpstreamReply::ok(r#"{"status":"FAILED"}"#))),
+                ([2; 32], Err(UpstreamError::Timeout(10))),
+                ([3; 32], Ok(UpstreamReply::ok(r#"{"status":"PENDING"}"#))),
+            ],
+            asked: Default::default(),
+        };
+        let query = Query {
+            latest: true,
+            hashes: vec![[1; 32]],
+            route_statuses: vec![[1; 32], [2; 32], [3; 32]],
+            ..Query::default()
+        };
+        let policy = RetryPolicy::until_deadline(1_000);
+        let future = pin!(look_up(&peers, "0xab", &query, &policy, 1_000));
+        let Poll::Ready(found) = future.poll(&mut Context::from_waker(Waker::noop())) else {
+            panic!("the peers never wait");
+        };
+        let found = found.unwrap();
+        assert_eq!(found.latest, Some(3));
+        assert_eq!(found.known.get(&[1; 32]), Some(&Seen::Missing));
+        assert_eq!(peers.asked.borrow().len(), 3, "each asked once");
+        assert_eq!(found.route.get(&[1; 32]), Some(&RouteStatus::Failed));
+        assert_eq!(found.route.get(&[2; 32]), None);
+        assert_eq!(found.route.get(&[3; 32]), Some(&RouteStatus::Pending));
     }
 }

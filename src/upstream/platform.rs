@@ -3,6 +3,7 @@
 
 use super::{CallKind, UpstreamError, UpstreamReply};
 use crate::metrics::Metric;
+use crate::transaction::TxHash;
 
 /// What the pure core needs of the platform it runs on: the upstream node (`post`), a timer
 /// (`sleep`), the clock, randomness for backoff jitter and metrics. The Worker and the Durable
@@ -18,6 +19,18 @@ pub trait Platform {
         &self,
         body: &str,
         kind: CallKind,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError>;
+
+    /// GETs the private route's status of transaction `hash` (`SEND_STATUS_URL` with the hash,
+    /// [`crate::ordering::route_status::status_url`]), waiting at most `timeout_ms`, the answer at most
+    /// [`crate::ordering::route_status::MAX_STATUS_BYTES`] and JSON; once, never retried.
+    ///
+    /// # Errors
+    /// [`UpstreamError`] as for `post`; `Unreachable` when no `SEND_STATUS_URL` is set.
+    async fn get_status(
+        &self,
+        hash: &TxHash,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError>;
 

@@ -13,6 +13,7 @@
 //! | kind | upstreams | usage |
 //! | --- | --- | --- |
 //! | [`CallKind::Send`] | `UPSTREAM_SEND_URL`, else `UPSTREAM_RPC_URL` | [`Usage::Hedged`]; [`Usage::Failover`] under a strict pool; [`Usage::Broadcast`] with `SEND_BROADCAST=all` |
+//! | [`CallKind::SendPublic`] | `UPSTREAM_RPC_URL` | as [`CallKind::Send`] |
 //! | [`CallKind::Read`], [`CallKind::OwnChainId`], [`CallKind::OwnOther`], [`CallKind::Head`] | `UPSTREAM_RPC_URL` | [`Usage::Hedged`] |
 //! | [`CallKind::ReadMerged`], [`CallKind::OwnCount`], [`CallKind::OwnByHash`], [`CallKind::OwnReceipt`] | `UPSTREAM_RPC_URL` | [`Usage::Merged`] |
 //! | [`CallKind::Filter`] | `UPSTREAM_RPC_URL` | [`Usage::Sticky`] |
@@ -31,6 +32,10 @@ pub enum CallKind {
     /// may have the bytes answered. A JSON-RPC error is the node's answer to the transaction: it
     /// never counts against the node's health.
     Send,
+    /// A transaction a private route did not have included within `SEND_PUBLIC_AFTER_BLOCKS`,
+    /// sent to the public mempool as well: its signed bytes, to the read nodes, judged as a
+    /// [`CallKind::Send`].
+    SendPublic,
     /// A client's read that may be repeated ([`IDEMPOTENT`]).
     Read,
     /// A client's transaction count, transaction or receipt by hash
@@ -102,12 +107,13 @@ impl CallKind {
 
     /// Whether the call carries a transaction's signed bytes.
     pub fn is_send(self) -> bool {
-        self == CallKind::Send
+        matches!(self, CallKind::Send | CallKind::SendPublic)
     }
 
     /// Every kind, for tables and tests.
-    pub const ALL: [CallKind; 11] = [
+    pub const ALL: [CallKind; 12] = [
         CallKind::Send,
+        CallKind::SendPublic,
         CallKind::Read,
         CallKind::ReadMerged,
         CallKind::Filter,
@@ -185,7 +191,8 @@ impl RoutingTable {
     /// Today's table (see the module documentation): a send is hedged on a mempool, failed over
     /// on a strict pool (`pool`, resolved by [`crate::config::Config::pool_kind_for`]) and
     /// broadcast with `SEND_BROADCAST=all` (`broadcast`); it goes to [`UpstreamSet::Send`], which
-    /// is `UPSTREAM_SEND_URL` when set. Nothing else goes there.
+    /// is `UPSTREAM_SEND_URL` when set. Nothing else goes there: the public mempool's copy of a
+    /// transaction ([`CallKind::SendPublic`]) goes to the read nodes the same way.
     pub fn new(pool: PoolKind, broadcast: bool) -> Self {
         let send = match (broadcast, pool) {
             (true, _) => Usage::Broadcast,
@@ -196,7 +203,7 @@ impl RoutingTable {
             .into_iter()
             .map(|kind| {
                 let usage = match kind {
-                    CallKind::Send => send,
+                    CallKind::Send | CallKind::SendPublic => send,
                     CallKind::Read | CallKind::Head | CallKind::OwnChainId | CallKind::OwnOther => {
                         Usage::Hedged
                     }
@@ -334,6 +341,17 @@ mod tests {
             usage(&RoutingTable::new(PoolKind::Strict, true), CallKind::Send),
             Usage::Broadcast
         );
+        for table in [
+            mempool.clone(),
+            RoutingTable::new(PoolKind::Strict, false),
+            RoutingTable::new(PoolKind::Mempool, true),
+        ] {
+            assert_eq!(
+                table.route(CallKind::SendPublic).usage,
+                table.route(CallKind::Send).usage,
+                "the public copy goes as a send"
+            );
+        }
         for kind in [CallKind::Read, CallKind::Head, CallKind::OwnChainId] {
             assert_eq!(usage(&mempool, kind), Usage::Hedged, "{kind:?}");
         }

@@ -70,6 +70,48 @@ pub async fn submit_after<P: Platform + ?Sized>(
     pool: PoolKind,
     policy: &RetryPolicy,
     deadline_ms: u64,
+    first: Option<Result<UpstreamReply, UpstreamError>>,
+) -> Sent {
+    let to = Attempt {
+        kind: CallKind::Send,
+        pool,
+    };
+    send_until_final(upstream, tx, sender, to, policy, deadline_ms, first).await
+}
+
+/// [`submit`] of a transaction a private route has not had included within
+/// `SEND_PUBLIC_AFTER_BLOCKS`, to the public mempool ([`CallKind::SendPublic`]: the read nodes,
+/// `UPSTREAM_RPC_URL`), with the same retries and classes.
+pub async fn publish<P: Platform + ?Sized>(
+    upstream: &P,
+    tx: &SignedTx,
+    sender: &str,
+    pool: PoolKind,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Sent {
+    let to = Attempt {
+        kind: CallKind::SendPublic,
+        pool,
+    };
+    send_until_final(upstream, tx, sender, to, policy, deadline_ms, None).await
+}
+
+/// Where a send's attempts go: its kind of call, and the pool of the upstreams it reaches.
+#[derive(Clone, Copy)]
+struct Attempt {
+    kind: CallKind,
+    pool: PoolKind,
+}
+
+/// The loop of [`submit_after`] and [`publish`].
+async fn send_until_final<P: Platform + ?Sized>(
+    upstream: &P,
+    tx: &SignedTx,
+    sender: &str,
+    Attempt { kind, pool }: Attempt,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
     mut first: Option<Result<UpstreamReply, UpstreamError>>,
 ) -> Sent {
     let request = tx.request();
@@ -88,7 +130,7 @@ pub async fn submit_after<P: Platform + ?Sized>(
             Some(reply) => reply,
             None => {
                 let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-                upstream.post(&request, CallKind::Send, timeout_ms).await
+                upstream.post(&request, kind, timeout_ms).await
             }
         };
         let (class, answer) = classify(&reply);
@@ -286,6 +328,7 @@ mod tests {
         sends: RefCell<VecDeque<Result<UpstreamReply, UpstreamError>>>,
         lookups: RefCell<VecDeque<Result<UpstreamReply, UpstreamError>>>,
         posts: RefCell<Vec<(String, u64)>>,
+        kinds: RefCell<Vec<CallKind>>,
         metrics: RefCell<Vec<String>>,
         now: Cell<u64>,
     }
@@ -294,10 +337,11 @@ mod tests {
         async fn post(
             &self,
             body: &str,
-            _kind: CallKind,
+            kind: CallKind,
             timeout_ms: u64,
         ) -> Result<UpstreamReply, UpstreamError> {
             self.posts.borrow_mut().push((body.to_string(), timeout_ms));
+            self.kinds.borrow_mut().push(kind);
             self.now.set(self.now.get() + 10);
             let script = if body.contains("eth_getTransactionByHash") {
                 &self.lookups
@@ -305,6 +349,13 @@ mod tests {
                 &self.sends
             };
             script.borrow_mut().pop_front().expect("a scripted reply")
+        }
+        async fn get_status(
+            &self,
+            _hash: &TxHash,
+            _timeout_ms: u64,
+        ) -> Result<UpstreamReply, UpstreamError> {
+            panic!("a send never asks a route's status")
         }
         async fn sleep(&self, ms: u64) {
             self.now.set(self.now.get() + ms);
@@ -463,6 +514,20 @@ mod tests {
         ));
         assert_eq!((s.class, s.attempts), (AnswerClass::AlreadyKnown, 2));
         assert_eq!(up.posts.borrow()[0].0, REQUEST);
+    }
+
+    #[test]
+    fn the_public_copy_goes_to_the_read_nodes_as_a_send_with_its_retries() {
+        let lost = Err(UpstreamError::Unreachable("connection reset".into()));
+        let up = upstream(vec![lost, ok(r#"{"id":1,"result":"0xabab"}"#)], vec![]);
+        let s = run(publish(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
+        assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 2));
+        assert_eq!(*up.kinds.borrow(), [CallKind::SendPublic; 2]);
+        assert_eq!(up.posts.borrow()[1].0, REQUEST, "the same bytes");
+        // A client's send and the object's go to the send route.
+        let up = upstream(vec![ok(r#"{"id":1,"result":"0xabab"}"#)], vec![]);
+        run(submit(&up, &signed(), SENDER, MEMPOOL, &POLICY, 30_000));
+        assert_eq!(*up.kinds.borrow(), [CallKind::Send]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::transaction::TxHash;
 use crate::upstream::lookup::look_up;
+use crate::upstream::submit::publish;
 use std::rc::Rc;
 use worker::wasm_bindgen_futures::spawn_local;
 
@@ -179,6 +180,32 @@ impl Effects for Carry<'_> {
             }
             driver.machine.borrow_mut().looked_up(id, outcome, now_ms());
             driver.pump();
+        });
+    }
+
+    fn publish(&mut self, hashes: Vec<TxHash>, deadline_ms: u64) {
+        // The rows are read now (synchronously, in this turn); the sends go one after another.
+        let txs = self.load(&hashes);
+        if txs.is_empty() {
+            return;
+        }
+        let driver = self.driver.clone();
+        let sender = self.sender.clone();
+        spawn_local(async move {
+            let upstream = driver.upstream(None);
+            let pool = driver.machine.borrow().settings().pool;
+            let policy = driver.config.retry_policy();
+            for tx in txs {
+                let sent = publish(&upstream, &tx, &sender, pool, &policy, deadline_ms).await;
+                if driver.superseded.get() {
+                    return;
+                }
+                driver
+                    .machine
+                    .borrow_mut()
+                    .published(&tx.hash, sent, now_ms());
+                driver.pump();
+            }
         });
     }
 

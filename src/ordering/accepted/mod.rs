@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::ordering::route_status::RouteStatus;
 use crate::transaction::TxHash;
 
 /// The most accepted transactions one sender's object remembers; the oldest final ones leave
@@ -67,6 +68,19 @@ impl Status {
     }
 }
 
+/// What tracking learned of an accepted transaction behind a private route
+/// (`UPSTREAM_SEND_URL`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteTrack {
+    /// The route's last word on it (`SEND_STATUS_URL`); `None` until one came.
+    pub status: Option<RouteStatus>,
+    /// The head block at the first tracking check that found it pending:
+    /// `SEND_PUBLIC_AFTER_BLOCKS` counts from it.
+    pub since_block: Option<u64>,
+    /// Whether it was also sent to the public mempool (`SEND_PUBLIC_AFTER_BLOCKS`).
+    pub public: bool,
+}
+
 /// A transaction the upstream took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcceptedTx {
@@ -84,6 +98,8 @@ pub struct AcceptedTx {
     pub resent: u32,
     /// The size of its stored request, bytes (0 while unknown: one read back after a restart).
     pub bytes: u64,
+    /// Behind a private route: what tracking learned of it there.
+    pub route: RouteTrack,
 }
 
 impl AcceptedTx {
@@ -251,6 +267,7 @@ impl Accepted {
                 final_ms: None,
                 resent: before.map_or(0, |tx| tx.resent),
                 bytes: before.map_or(0, |tx| tx.bytes),
+                route: before.map_or_else(RouteTrack::default, |tx| tx.route),
             },
         );
         let more = self.prune(at_ms);
@@ -336,6 +353,12 @@ impl Accepted {
             }
         }
         pruned
+    }
+
+    /// What tracking learned of `hash` behind a private route, to update; `None` when it is not
+    /// here.
+    pub fn route_mut(&mut self, hash: &TxHash) -> Option<&mut RouteTrack> {
+        self.by_hash.get_mut(hash).map(|tx| &mut tx.route)
     }
 
     /// Counts one more resend of `hash`; returns how many there were.

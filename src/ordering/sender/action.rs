@@ -6,6 +6,7 @@ use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::answer::AnswerClass;
 pub use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
+use crate::ordering::route_status::RouteStatus;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use std::collections::HashMap;
@@ -35,6 +36,11 @@ pub struct Query {
     /// `eth_getTransactionBySenderAndNonce` of each nonce (reth, Erigon and anvil serve it; geth
     /// does not, and its error leaves the member out): which transaction holds the nonce.
     pub nonces: Vec<u64>,
+    /// `eth_blockNumber`: the head, for `SEND_PUBLIC_AFTER_BLOCKS`.
+    pub head: bool,
+    /// The private route's status of each (`SEND_STATUS_URL`, one `GET` each, beside the batch;
+    /// [`crate::ordering::route_status`]).
+    pub route_statuses: Vec<TxHash>,
 }
 
 /// What the upstream says of one transaction hash (`eth_getTransactionByHash`).
@@ -65,6 +71,10 @@ pub struct Found {
     pub known: HashMap<TxHash, Seen>,
     /// For each nonce asked and answered with a transaction: that transaction's hash.
     pub by_nonce: HashMap<u64, TxHash>,
+    /// The head block number.
+    pub head: Option<u64>,
+    /// For each hash whose status the private route gave: that status.
+    pub route: HashMap<TxHash, RouteStatus>,
 }
 
 impl Found {
@@ -200,6 +210,16 @@ pub enum Action {
         /// When to give up, Unix ms.
         deadline_ms: u64,
     },
+    /// Send these stored transactions to the public mempool as well (`UPSTREAM_RPC_URL`,
+    /// `SEND_PUBLIC_AFTER_BLOCKS`): their original bytes, read from storage, one after another
+    /// in the order given (nonce order), each with the retries of a send until `deadline_ms`
+    /// (Unix ms); report each with `published`. A row no longer stored is left out.
+    Publish {
+        /// The transactions, lowest nonce first.
+        hashes: Vec<TxHash>,
+        /// When to give up, Unix ms.
+        deadline_ms: u64,
+    },
     /// Set the storage alarm at this time (Unix ms), or delete it (`None`).
     Alarm(Option<u64>),
     /// Record an operator metric.
@@ -240,6 +260,8 @@ pub trait Effects {
     );
     /// [`Action::Lookup`]: report with [`Sender::looked_up`](super::Sender::looked_up).
     fn lookup(&mut self, id: LookupId, query: Query, deadline_ms: u64);
+    /// [`Action::Publish`]: report each with [`Sender::published`](super::Sender::published).
+    fn publish(&mut self, hashes: Vec<TxHash>, deadline_ms: u64);
     /// [`Action::Alarm`].
     fn alarm(&mut self, at_ms: Option<u64>);
     /// [`Action::Emit`].

@@ -11,6 +11,7 @@
 //! - [`Sender::sent`]: the final answer of a send the machine asked for ([`Action::Send`]);
 //! - [`Sender::looked_up`]: the outcome of a lookup it asked for ([`Action::Lookup`]);
 //! - [`Sender::loaded`]: stored transactions read back ([`Action::Load`]);
+//! - [`Sender::published`]: the answer of a send to the public mempool ([`Action::Publish`]);
 //! - [`Sender::handle_timeout`]: its due time came ([`Sender::poll_timeout`]);
 //! - [`Sender::alarm`]: the storage alarm fired.
 //!
@@ -178,6 +179,14 @@ impl Sender {
         self.step(now_ms);
     }
 
+    /// The final answer of transaction `hash`'s send to the public mempool ([`Action::Publish`]),
+    /// at `now_ms`: counted and logged (`tx_sent_public`); tracking goes on as before (the read
+    /// node now sees it pending, or its nonce used).
+    pub fn published(&mut self, hash: &TxHash, result: Sent, now_ms: u64) {
+        self.on_published(hash, result, now_ms);
+        self.step(now_ms);
+    }
+
     /// Stored transactions read back for a resend ([`Action::Load`]): each that the object does
     /// not hold already waits for the lock, in nonce order with everyone else.
     pub fn loaded(&mut self, txs: Vec<Rc<SignedTx>>, now_ms: u64) {
@@ -257,6 +266,10 @@ impl Sender {
                 query,
                 deadline_ms,
             } => effects.lookup(id, query, deadline_ms),
+            Action::Publish {
+                hashes,
+                deadline_ms,
+            } => effects.publish(hashes, deadline_ms),
             Action::Alarm(at_ms) => effects.alarm(at_ms),
             Action::Emit(metric) => effects.emit(metric),
         }

@@ -94,13 +94,22 @@ pub struct Settings {
     /// route accepted stays vouched for until it is in a block, its nonce is taken in a block, or
     /// `TRACK_TTL_S` runs out.
     pub private_route: bool,
+    /// `SEND_STATUS_URL` is set: tracking asks the private route about each pending
+    /// transaction (at most [`crate::ordering::route_status::MAX_STATUS_ASKED`] a check) and
+    /// sends one it dropped to it again.
+    pub route_status: bool,
+    /// `SEND_PUBLIC_AFTER_BLOCKS`: a transaction the route has not had included this many blocks
+    /// after tracking first saw it pending (the head at that check) is also sent to the public
+    /// mempool (`UPSTREAM_RPC_URL`), once. `None`: never.
+    pub public_after_blocks: Option<u64>,
 }
 
 impl Settings {
     /// The defaults (`NONCE_GAP_WAIT_MS` 3000, `MAX_QUEUE_PER_SENDER` 64, `MAX_SENDER_BYTES`
     /// 8 MiB, `SEND_WINDOW` 16,
     /// `IDEMPOTENCY_TTL_S` 300, `REPLACEMENT_POLICY` forward, `LOCK_MAX_HOLD_MS` 30000,
-    /// `TRACK_INTERVAL_S` 12, `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool, no `UPSTREAM_SEND_URL`).
+    /// `TRACK_INTERVAL_S` 12, `TRACK_TTL_S` 600, `UPSTREAM_POOL` mempool, no `UPSTREAM_SEND_URL`,
+    /// `SEND_STATUS_URL` or `SEND_PUBLIC_AFTER_BLOCKS`).
     pub const DEFAULT: Settings = Settings {
         gap_wait_ms: DEFAULT_GAP_WAIT_MS,
         max_queue: 64,
@@ -113,6 +122,8 @@ impl Settings {
         track_ttl_ms: 600_000,
         pool: PoolKind::Mempool,
         private_route: false,
+        route_status: false,
+        public_after_blocks: None,
     };
 
     /// How long past a holder's deadline (or a lookup's) the machine waits for its report before
@@ -173,6 +184,11 @@ pub struct Counters {
     pub replaced: u64,
     /// Tracked transactions given up after `TRACK_TTL_S`.
     pub expired: u64,
+    /// Tracked transactions the private route said it dropped (`SEND_STATUS_URL`: failed or
+    /// unknown), each time it said so.
+    pub route_dropped: u64,
+    /// Transactions sent to the public mempool after `SEND_PUBLIC_AFTER_BLOCKS`.
+    pub sent_public: u64,
     /// Answers of holdings that were no longer the holder.
     pub late_answers: u64,
     /// Window members refused for a gap below them and sent again in their turn.

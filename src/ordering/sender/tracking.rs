@@ -8,18 +8,28 @@
 //! no resend; not held with its nonce still free, the pool dropped it: its original bytes are sent
 //! again, lowest nonce first, through the same queue as a client's send (Celestia's tx client and
 //! geth's local transaction tracker resubmit the same way, never re-signing). A transaction still
-//! pending after `TRACK_TTL_S` is given up (expired). Behind a private route
-//! ([`super::Settings::private_route`]) the node asked cannot see the route's pool, so "not
-//! held" is no drop: such a transaction stays pending until it is in a block, its nonce is used,
-//! or it expires.
+//! pending after `TRACK_TTL_S` is given up (expired).
+//!
+//! Behind a private route ([`super::Settings::private_route`]) the node asked cannot see the
+//! route's pool, so "not held" is no drop (trezor/blockbook#1572). With `SEND_STATUS_URL` the
+//! route is asked too ([`RouteStatus`], at most [`MAX_STATUS_ASKED`] a check, lowest nonces
+//! first): one it dropped (failed, unknown) is sent to it again from its original bytes, at most
+//! [`MAX_RESENDS`] times; whatever else it says, or without a status URL, the transaction stays
+//! pending until it is in a block, its nonce is used, or it expires. With
+//! `SEND_PUBLIC_AFTER_BLOCKS` = N, one still not held by the read node N blocks after the head
+//! of the first check that found it pending is also sent to the public mempool, once
+//! ([`Action::Publish`]).
 
+use super::knowledge::MAX_RESENDS;
 use super::{Purpose, Sender};
 use crate::hex;
 use crate::metrics::Metric;
+use crate::ordering::accepted::AcceptedTx;
 use crate::ordering::accepted::Status;
 use crate::ordering::answer::AnswerClass;
 use crate::ordering::queue::Stage;
-use crate::ordering::sender::{Action, LookupId, Outcome, Query, Seen};
+use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
+use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen, Sent};
 use crate::transaction::TxHash;
 use serde_json::{json, Value};
 
@@ -50,9 +60,16 @@ impl Sender {
         }
         self.tracking.running = true;
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        let private = self.settings.private_route;
+        let route_statuses = match private && self.settings.route_status {
+            true => pending.iter().take(MAX_STATUS_ASKED).copied().collect(),
+            false => Vec::new(),
+        };
         let query = Query {
             latest: true,
+            head: private && self.settings.public_after_blocks.is_some(),
             hashes: pending,
+            route_statuses,
             ..Query::default()
         };
         self.ask(Purpose::Track, query, deadline_ms);
@@ -95,8 +112,14 @@ impl Sender {
         if let Some(latest) = found.latest {
             self.mined_count(latest, now_ms);
         }
+        for (hash, status) in &found.route {
+            if let Some(route) = self.accepted.route_mut(hash) {
+                route.status = Some(*status);
+            }
+        }
         let mut resend = Vec::new();
         let mut replaced = Vec::new();
+        let mut private = Vec::new();
         for (hash, seen) in &found.known {
             let Some(tx) = self.accepted.get(hash, now_ms) else {
                 continue;
@@ -115,11 +138,12 @@ impl Sender {
                     replaced.push((*hash, tx))
                 }
                 // Behind a private route the node asked never sees the pool: its null is no
-                // drop. The transaction stays pending until its nonce is used or it expires.
-                Seen::Missing if self.settings.private_route => {}
+                // drop. The route's word decides.
+                Seen::Missing if self.settings.private_route => private.push((*hash, tx)),
                 Seen::Missing => resend.push((tx.nonce, *hash)),
             }
         }
+        self.private_missing(private, &found, &mut resend, now_ms);
         if !replaced.is_empty() {
             self.forget_rows(replaced.iter().map(|(hash, _)| *hash).collect());
             let taken = replaced
@@ -140,6 +164,86 @@ impl Sender {
         if self.accepted.pending().is_empty() {
             self.tracking.due_ms = None;
         }
+    }
+
+    /// Behind a private route, the pending transactions of `missing` that the read node does
+    /// not hold: one the route dropped goes to `resend` (at most [`MAX_RESENDS`] times), and one
+    /// `SEND_PUBLIC_AFTER_BLOCKS` blocks past its first check goes to the public mempool.
+    fn private_missing(
+        &mut self,
+        mut missing: Vec<(TxHash, AcceptedTx)>,
+        found: &Found,
+        resend: &mut Vec<(u64, TxHash)>,
+        now_ms: u64,
+    ) {
+        let mut publish = Vec::new();
+        missing.sort_unstable_by_key(|(_, tx)| tx.nonce);
+        for (hash, tx) in missing {
+            if let Some(status) = found.route.get(&hash).filter(|s| s.dropped()) {
+                let again = tx.resent < MAX_RESENDS;
+                self.counters.route_dropped += 1;
+                self.emit(
+                    Metric::new("tx_route_dropped", "", status.label())
+                        .value("count", 1.0)
+                        .field("nonce", tx.nonce)
+                        .field("tx_hash", hex::encode(&hash))
+                        .field("sent_again", again),
+                );
+                if again {
+                    resend.push((tx.nonce, hash));
+                    continue;
+                }
+            }
+            let (Some(after), Some(head)) = (self.settings.public_after_blocks, found.head) else {
+                continue;
+            };
+            let Some(route) = self.accepted.route_mut(&hash) else {
+                continue;
+            };
+            let since = *route.since_block.get_or_insert(head);
+            if !route.public && head >= since.saturating_add(after) {
+                route.public = true;
+                publish.push((tx.nonce, hash, head - since, route.status));
+            }
+        }
+        if publish.is_empty() {
+            return;
+        }
+        publish.sort_unstable_by_key(|(nonce, ..)| *nonce);
+        let mut hashes = Vec::new();
+        for (nonce, hash, blocks, status) in publish {
+            self.emit(
+                Metric::new("tx_sent_public", "", "not_included")
+                    .value("count", 1.0)
+                    .value("blocks", blocks as f64)
+                    .field("nonce", nonce)
+                    .field("tx_hash", hex::encode(&hash))
+                    .field("route_status", status.map(RouteStatus::label)),
+            );
+            hashes.push(hash);
+        }
+        let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        self.push(Action::Publish {
+            hashes,
+            deadline_ms,
+        });
+    }
+
+    /// The answer of transaction `hash`'s send to the public mempool: counted, and logged
+    /// (`tx_public_answer`, with the answer's class).
+    pub(super) fn on_published(&mut self, hash: &TxHash, result: Sent, now_ms: u64) {
+        let nonce = self.accepted.get(hash, now_ms).map(|tx| tx.nonce);
+        if result.class.went_in() {
+            self.counters.sent_public += 1;
+        }
+        self.emit(
+            Metric::new("tx_public_answer", "", result.class.label())
+                .value("count", 1.0)
+                .value("attempts", f64::from(result.attempts))
+                .field("nonce", nonce)
+                .field("tx_hash", hex::encode(hash))
+                .field("error", result.answer.error_parts().map(|(_, why)| why)),
+        );
     }
 
     /// A resend of tracked `hash` refused with `class`: the nonce taken (too low, or a pooled
@@ -216,8 +320,31 @@ impl Sender {
     /// bytes with the upstream), `pending` (accepted, in the pool: `resubmitted` says how often
     /// it was sent again), `included` (`block`), `replaced` (`replaced_by` when the relay knows
     /// the transaction that took its nonce), `expired` (not included within `TRACK_TTL_S`), or
-    /// `failed` (`error`: why). `None` when the object knows nothing of it.
+    /// `failed` (`error`: why). Behind a private route also `route`: `private`, or
+    /// `private_then_public` once `SEND_PUBLIC_AFTER_BLOCKS` sent it to the public mempool too;
+    /// and `route_status`: the route's last word on it ([`RouteStatus::label`]; null until
+    /// one came, or without `SEND_STATUS_URL`). `None` when the object knows nothing of it.
     pub fn status(&self, hash: &TxHash, now_ms: u64) -> Option<Value> {
+        let mut v = self.describe(hash, now_ms)?;
+        if self.settings.private_route {
+            let route = self
+                .accepted
+                .get(hash, now_ms)
+                .map(|tx| tx.route)
+                .unwrap_or_default();
+            v["route"] = if route.public {
+                "private_then_public"
+            } else {
+                "private"
+            }
+            .into();
+            v["route_status"] = route.status.map(RouteStatus::label).into();
+        }
+        Some(v)
+    }
+
+    /// [`Sender::status`] without the route.
+    fn describe(&self, hash: &TxHash, now_ms: u64) -> Option<Value> {
         let text = hex::encode(hash);
         if let Some(entry) = self.queue.find(hash).and_then(|id| self.queue.get(id)) {
             let status = match entry.stage() {

@@ -29,6 +29,8 @@ const SETTINGS: Settings = Settings {
     track_ttl_ms: 600_000,
     pool: PoolKind::Mempool,
     private_route: false,
+    route_status: false,
+    public_after_blocks: None,
 };
 
 fn h(nonce: u64, variant: u8) -> TxHash {
@@ -54,6 +56,8 @@ struct Recorded {
     answers: BTreeMap<Ticket, Vec<(Answer, Option<u64>)>>,
     sends: Vec<SendCall>,
     lookups: Vec<(LookupId, Query)>,
+    /// Each `Publish`'s hashes, in order.
+    published: Vec<Vec<TxHash>>,
     rows: BTreeMap<TxHash, Row>,
     chain: Option<String>,
     alarm: Option<u64>,
@@ -131,6 +135,10 @@ impl Effects for Recorded {
     fn lookup(&mut self, id: LookupId, query: Query, _deadline_ms: u64) {
         self.log.push("lookup".into());
         self.lookups.push((id, query));
+    }
+    fn publish(&mut self, hashes: Vec<TxHash>, _deadline_ms: u64) {
+        self.log.push(format!("publish {}", hashes.len()));
+        self.published.push(hashes);
     }
     fn alarm(&mut self, at_ms: Option<u64>) {
         self.alarm = at_ms;

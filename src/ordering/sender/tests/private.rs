@@ -3,6 +3,9 @@
 
 use super::*;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
+use crate::ordering::sender::knowledge::MAX_RESENDS;
+use serde_json::Value;
 
 const PRIVATE: Settings = Settings {
     track_interval_ms: 12_000,
@@ -33,15 +36,207 @@ fn ten_accepted(settings: Settings) -> Rig {
 
 /// Answers the tracking check with the mined count and what the read node says of each hash.
 fn track(r: &mut Rig, latest: u64, seen: &[(TxHash, Seen)]) {
+    track_with(r, latest, seen, &[], None);
+}
+
+/// [`track`], with the route's statuses and the head; returns the check's query.
+fn track_with(
+    r: &mut Rig,
+    latest: u64,
+    seen: &[(TxHash, Seen)],
+    route: &[(TxHash, RouteStatus)],
+    head: Option<u64>,
+) -> Query {
     let due = r.s.poll_timeout().expect("a check is due");
     r.at(due);
-    let (id, _) = r.lookup_for(|q| q.latest && !q.pending);
+    let (id, query) = r.lookup_for(|q| q.latest && !q.pending);
     let found = Found {
         latest: Some(latest),
         known: seen.iter().copied().collect(),
+        route: route.iter().copied().collect(),
+        head,
         ..Found::default()
     };
     r.reply(id, Ok(found));
+    query
+}
+
+/// Each resend's turn: checked against the mined count `latest` and by hash (the read node's
+/// null), then sent to the route and accepted, one at a time; returns their nonces in order.
+fn resend_turns(r: &mut Rig, latest: u64) -> Vec<u64> {
+    let mut sent = Vec::new();
+    while let Some(i) = r.lookups.iter().position(|(_, q)| q.hashes.len() == 1) {
+        let (turn, query) = r.lookups.remove(i);
+        r.reply(
+            turn,
+            Ok(Found {
+                latest: Some(latest),
+                known: seen(&[(query.hashes[0], false)]),
+                ..Found::default()
+            }),
+        );
+        assert_eq!(
+            r.sends.len(),
+            1,
+            "one at a time behind a route: {:?}",
+            r.log
+        );
+        sent.push(r.sends[0].nonce);
+        r.accept_next();
+    }
+    assert!(r.sends.is_empty());
+    sent
+}
+
+/// One transaction (nonce 0) accepted by the route.
+fn one_accepted(settings: Settings) -> Rig {
+    let mut r = Rig::new(settings);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    r
+}
+
+const WITH_STATUS: Settings = Settings {
+    route_status: true,
+    ..PRIVATE
+};
+
+#[test]
+fn the_route_is_asked_and_what_it_dropped_goes_to_it_again_from_its_bytes() {
+    let mut r = ten_accepted(WITH_STATUS);
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    // The lowest nonces' statuses are asked, at most MAX_STATUS_ASKED.
+    let pending: Vec<(TxHash, RouteStatus)> =
+        (0..8).map(|n| (h(n, 0), RouteStatus::Pending)).collect();
+    let query = track_with(&mut r, 0, &missing, &pending, None);
+    let asked: Vec<TxHash> = (0..MAX_STATUS_ASKED as u64).map(|n| h(n, 0)).collect();
+    assert_eq!(query.route_statuses, asked);
+    assert!(
+        !query.head,
+        "no SEND_PUBLIC_AFTER_BLOCKS: the head is not asked"
+    );
+    assert!(r.sends.is_empty(), "pending at the route: kept");
+    assert_eq!(
+        r.s.status(&h(2, 0), r.now).unwrap()["route_status"],
+        "pending"
+    );
+    // The route failed and forgot nonce 1, and does not know nonce 2: both go to it again,
+    // lowest first, from their stored bytes; an included or cancelled one does not.
+    let mut said = pending.clone();
+    said[1].1 = RouteStatus::Failed;
+    said[2].1 = RouteStatus::Unknown;
+    said[3].1 = RouteStatus::Included;
+    said[4].1 = RouteStatus::Cancelled;
+    track_with(&mut r, 0, &missing, &said, None);
+    assert_eq!(r.s.counters.route_dropped, 2);
+    assert_eq!(r.s.counters.resubmitted, 2);
+    assert_eq!(resend_turns(&mut r, 0), [1, 2]);
+    assert_eq!(r.s.status(&h(1, 0), r.now).unwrap()["resubmitted"], 1);
+    let dropped: Vec<String> = r
+        .metrics
+        .iter()
+        .filter(|m| m.event == "tx_route_dropped")
+        .map(|m| m.label.clone())
+        .collect();
+    assert_eq!(dropped, ["failed", "unknown"]);
+}
+
+#[test]
+fn a_route_that_keeps_dropping_a_transaction_gets_it_max_resends_times_then_it_waits_for_the_ttl() {
+    let mut r = one_accepted(WITH_STATUS);
+    let failed = [(h(0, 0), RouteStatus::Failed)];
+    for _ in 0..MAX_RESENDS + 2 {
+        track_with(&mut r, 0, &[(h(0, 0), Seen::Missing)], &failed, None);
+        resend_turns(&mut r, 0);
+    }
+    assert_eq!(r.s.counters.resubmitted, u64::from(MAX_RESENDS));
+    assert_eq!(r.s.counters.route_dropped, u64::from(MAX_RESENDS) + 2);
+    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["status"], "pending");
+    assert_eq!(
+        r.s.status(&h(0, 0), r.now).unwrap()["route_status"],
+        "failed"
+    );
+}
+
+#[test]
+fn without_a_status_url_the_route_is_not_asked() {
+    let mut r = one_accepted(PRIVATE);
+    let query = track_with(&mut r, 0, &[(h(0, 0), Seen::Missing)], &[], None);
+    assert!(query.route_statuses.is_empty() && !query.head);
+    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["route"], "private");
+    assert_eq!(
+        r.s.status(&h(0, 0), r.now).unwrap()["route_status"],
+        Value::Null
+    );
+    // Without a private route there is no route in the status.
+    let r = one_accepted(Settings {
+        private_route: false,
+        ..PRIVATE
+    });
+    assert!(r.s.status(&h(0, 0), r.now).unwrap().get("route").is_none());
+}
+
+#[test]
+fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_nonce_order() {
+    let settings = Settings {
+        public_after_blocks: Some(3),
+        ..PRIVATE
+    };
+    let mut r = ten_accepted(settings);
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    // First seen pending at head 100; nonce 0 included at 101.
+    let query = track_with(&mut r, 0, &missing, &[], Some(100));
+    assert!(query.head && query.route_statuses.is_empty());
+    let mut seen = missing.clone();
+    seen[0].1 = Seen::Included { block: 101 };
+    track_with(&mut r, 1, &seen, &[], Some(102));
+    assert!(r.published.is_empty(), "2 blocks: not yet");
+    // Nonce 3 shows at the read node (public already): not sent again.
+    let mut seen: Vec<(TxHash, Seen)> = missing[1..].to_vec();
+    seen[2].1 = Seen::Pending;
+    track_with(&mut r, 1, &seen, &[], Some(103));
+    let want: Vec<TxHash> = [1, 2, 4, 5, 6, 7, 8, 9].iter().map(|n| h(*n, 0)).collect();
+    assert_eq!(
+        r.published,
+        std::slice::from_ref(&want),
+        "3 blocks: each not held, in nonce order"
+    );
+    assert_eq!(
+        r.s.status(&h(1, 0), r.now).unwrap()["route"],
+        "private_then_public"
+    );
+    assert!(r.sends.is_empty(), "not to the route again");
+    // Once: the next checks publish nothing more.
+    track_with(&mut r, 1, &seen, &[], Some(110));
+    assert_eq!(r.published.len(), 1);
+    let decided = r
+        .metrics
+        .iter()
+        .filter(|m| m.event == "tx_sent_public")
+        .count();
+    assert_eq!(decided, 8);
+    // Their answers are counted and logged.
+    for hash in &want {
+        let sent = Sent {
+            class: AnswerClass::Accepted,
+            answer: Answer::hash(hash),
+            attempts: 1,
+        };
+        r.s.published(hash, sent, r.now);
+    }
+    assert_eq!(r.s.counters.sent_public, 8);
+}
+
+#[test]
+fn without_send_public_after_blocks_nothing_is_ever_published() {
+    let mut r = one_accepted(PRIVATE);
+    // Every check until TRACK_TTL_S, each far past any block count.
+    for _ in 0..9 {
+        track_with(&mut r, 0, &[(h(0, 0), Seen::Missing)], &[], Some(1_000));
+    }
+    assert!(r.published.is_empty());
+    assert!(r.sends.is_empty());
 }
 
 #[test]
