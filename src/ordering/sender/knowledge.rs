@@ -208,11 +208,21 @@ impl Sender {
                 }
                 continue;
             }
-            self.accepted.forget(hash);
+            // Behind a private route the node asked cannot see the route's pool: its null is no
+            // sign the route lost it (a restarted object asks about every stored one). It stays
+            // accepted, counted in the pending count, and is sent to the route again to be sure
+            // (the route answers a copy it holds with its hash).
+            let private = self.settings.private_route;
+            if !private {
+                self.accepted.forget(hash);
+            }
             if latest.is_some_and(|l| tx.nonce < l) {
                 // Another transaction took its nonce in a block. (A pending count above it is
                 // no proof: the pool may have dropped it since that count, or hold another
                 // transaction there that the resend may replace.)
+                if private {
+                    self.accepted.forget(hash);
+                }
                 gone.push(*hash);
                 continue;
             }
@@ -220,6 +230,7 @@ impl Sender {
             *resends += 1;
             if *resends > MAX_RESENDS {
                 self.storage.resends.remove(hash);
+                self.accepted.forget(hash);
                 self.counters.abandoned += 1;
                 self.emit(
                     Metric::new("tx_abandoned", "", "upstream_never_kept")
@@ -242,10 +253,14 @@ impl Sender {
     }
 
     /// `nonce` raised past every accepted nonce the upstream is known to hold from it on, in a
-    /// row.
+    /// row. Behind a private route the node asked never holds them: every pending one the route
+    /// accepted counts (one whose outcome is unknown is on its way to the route again).
     fn past_held(&self, mut nonce: u64, now_ms: u64) -> u64 {
         while let Some(hash) = self.accepted.with_nonce(nonce, now_ms) {
-            if !self.accepted.get(&hash, now_ms).is_some_and(|t| t.vouched) {
+            let counted = self.accepted.get(&hash, now_ms).is_some_and(|t| {
+                t.vouched || (self.settings.private_route && !t.status.is_final())
+            });
+            if !counted {
                 break;
             }
             nonce += 1;

@@ -199,7 +199,7 @@ fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_no
     let want: Vec<TxHash> = [1, 2, 4, 5, 6, 7, 8, 9].iter().map(|n| h(*n, 0)).collect();
     assert_eq!(
         r.published,
-        std::slice::from_ref(&want),
+        [want.clone()],
         "3 blocks: each not held, in nonce order"
     );
     assert_eq!(
@@ -336,4 +336,45 @@ fn an_unknown_outcome_behind_a_private_route_is_sent_to_the_route_again() {
     assert_eq!(query.hashes, vec![h(0, 0)]);
     r.reply(verify, known(&[(h(0, 0), false)]));
     assert!(r.log.iter().any(|l| l.starts_with("load")), "{:?}", r.log);
+}
+
+#[test]
+fn after_a_restart_behind_a_private_route_the_pending_count_counts_the_stored_ones_at_once() {
+    // Four accepted by the route, none mined; the object restarted (a deploy). The read node
+    // says null for each and counts 0: the first count must still say 4, or a wallet asking now
+    // signs nonce 0 again (a conflicting transaction). They go to the route again to be sure.
+    let mut r = Rig::new(PRIVATE);
+    let rows: Vec<Row> = (0..4).map(|n| row(n, 0, 900)).collect();
+    for row in &rows {
+        r.rows.insert(row.tx.hash, row.clone());
+    }
+    let stored: Vec<RowHeader> = rows
+        .iter()
+        .map(|row| RowHeader {
+            hash: row.tx.hash,
+            nonce: row.tx.nonce,
+            at_ms: row.at_ms,
+        })
+        .collect();
+    r.s.restore(Some("0xgenesis".into()), &stored, r.now);
+    r.drain();
+    let count = r.ticket();
+    r.s.count(count, r.now);
+    r.drain();
+    r.learn(0, 0);
+    let (verify, query) = r.lookup_for(|q| !q.hashes.is_empty());
+    assert_eq!(query.hashes.len(), 4);
+    r.reply(
+        verify,
+        known(&(0..4).map(|n| (h(n, 0), false)).collect::<Vec<_>>()),
+    );
+    assert_eq!(r.answer(count).0, Answer::Result("\"0x4\"".into()));
+    assert_eq!(r.s.status(&h(2, 0), r.now).unwrap()["status"], "queued");
+    // Each goes to the route again, in nonce order, and the count stays 4.
+    assert_eq!(resend_turns(&mut r, 0), [0, 1, 2, 3]);
+    let count = r.ticket();
+    r.s.count(count, r.now);
+    r.drain();
+    r.learn(0, 0);
+    assert_eq!(r.answer(count).0, Answer::Result("\"0x4\"".into()));
 }
