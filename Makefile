@@ -14,7 +14,7 @@ help:
 	@echo "make lint   - cargo fmt --check and clippy (native, and the wasm32 adapters)"
 	@echo "make fuzz   - fuzz the decoder for FUZZ_SECONDS (default 1800)"
 	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
-	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS), behind a strict upstream and a mempool one (UPSTREAM, SEND_WINDOW: 1 x 40, 1 x 200, 20 x 20), 1 x 40 under production's six-connection cap (CONNECTION_CAP); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS)"
+	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS), behind a strict upstream, a private route (ROUTE=private: 1 x 20) and a mempool one (UPSTREAM, SEND_WINDOW: 1 x 40, 1 x 200, 20 x 20), 1 x 40 under production's six-connection cap (CONNECTION_CAP); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS)"
 
 setup:
 	@bash scripts/setup.sh
@@ -45,10 +45,12 @@ bench: setup
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/decode-report.mjs
 
 # The relay under load against the measured serialized limit and the Redis design, side by side,
-# with full accounting (tests/bench/e2e.mjs; SENDERS, TXS, LATENCY_MS).
+# with full accounting (tests/bench/e2e.mjs; SENDERS, TXS, LATENCY_MS); one sender's 20 through the
+# stand-in private route (ROUTE=private).
 bench-e2e: build
 	@bash scripts/bench-setup.sh
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && ROUTE=private SENDERS=1 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 CONNECTION_CAP=6 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=200 MAX_QUEUE_PER_SENDER=256 "$$NODE_BIN" tests/bench/e2e.mjs

@@ -13,7 +13,8 @@
 // workerd process's CPU per transaction, and a breakdown: the same burst with ENABLE_NONCE_ORDERING
 // off (Worker only: decode and forward) and a burst of reads (Worker proxying only).
 // Prints Markdown for BENCHMARKS.md. Settings: SENDERS (default 1,20,50), TXS (20), LATENCY_MS (50);
-// RELAY_ONLY=1 skips the limit and the Redis design (for quick experiments on the relay);
+// RELAY_ONLY=1 skips the Redis design (for quick experiments on the relay; the limit, one stream per
+// sender, is still measured: efficiency needs it);
 // UPSTREAM=mempool puts a mempool proxy in front of anvil instead (nonces above a gap pass to anvil,
 // which queues them) and gives the relay its default send window (SEND_WINDOW, or as set); the
 // strict proxy (the default) gets SEND_WINDOW=1, one at a time. Under mempool the accounting also
@@ -23,19 +24,36 @@
 // (see harness.mjs, startProxy's connectionCap); UPSTREAMS=2 gives the relay a second upstream (another test proxy, with the same latency, in front
 // of the same anvil) after the first in UPSTREAM_RPC_URL: the cost of the upstream pool when both
 // are healthy.
+// ROUTE=private sends through a private route (issue 34): anvil runs with `--no-mining`, the relay
+// gets UPSTREAM_SEND_URL = the stand-in route (tests/support/private-route.mjs: it holds every send,
+// answers it after the same LATENCY_MS, and puts what it holds in a block when asked) and
+// UPSTREAM_RPC_URL = a recording test proxy (not strict) in front of anvil as the read node, and no
+// SEND_WINDOW (unless set): behind a route the relay sends one at a time by itself. The limit is
+// each sender's transactions one after another straight to the route. After each burst the bench
+// builds blocks until every held transaction is in one, then counts as for the strict proxy (every
+// transaction mined exactly once, in nonce order at the route, each sent there once), and also the
+// sends that reached the read node (none may) and the most of one sender's at the route at once (1).
+// No Redis design (the comparison is the relay with and without a route); not with UPSTREAM,
+// UPSTREAMS or CONNECTION_CAP.
 import os from "node:os";
 import { spawn } from "node:child_process";
 import { Agent, setGlobalDispatcher } from "undici";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { startAnvil, startProxy, startRelay, devAccount, signTransfer, sendRaw, rpc, post, cpuMs, freePort, sleep } from "../support/harness.mjs";
+import { startAnvil, startProxy, startRelay, devAccount, signTransfer, sendRaw, rpc, post, cpuMs, freePort, sleep, mostAtOnce } from "../support/harness.mjs";
+import { startPrivateRoute, STATUS } from "../support/private-route.mjs";
 
 const SIZES = (process.env.SENDERS ?? "1,20,50").split(",").map(Number);
 const N = Number(process.env.TXS ?? 20);
 const L = Number(process.env.LATENCY_MS ?? 50);
 const RELAY_ONLY = process.env.RELAY_ONLY === "1";
 const MEMPOOL = process.env.UPSTREAM === "mempool";
-const WINDOW = process.env.SEND_WINDOW ?? (MEMPOOL ? undefined : "1");
+const PRIVATE = process.env.ROUTE === "private";
+if (process.env.ROUTE && !PRIVATE) throw new Error(`ROUTE=${process.env.ROUTE}: only ROUTE=private is known`);
+if (PRIVATE && (MEMPOOL || process.env.UPSTREAMS || process.env.CONNECTION_CAP)) throw new Error("ROUTE=private does not go with UPSTREAM, UPSTREAMS or CONNECTION_CAP");
+// Behind a private route the relay sends one at a time by itself: no SEND_WINDOW unless set.
+const WINDOW = process.env.SEND_WINDOW ?? (MEMPOOL || PRIVATE ? undefined : "1");
+const SKIP_REDIS = RELAY_ONLY || PRIVATE;
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const quantile = (xs, q) => {
   if (!xs.length) return NaN;
@@ -58,7 +76,8 @@ function child(cmd, args, env, ready) {
 }
 
 const accountsNeeded = 3 * SIZES.reduce((a, b) => a + b, 0) + Math.max(...SIZES) + 20;
-const anvil = await startAnvil({ accounts: accountsNeeded });
+// Behind a private route nothing reaches anvil's pool until the route builds a block.
+const anvil = await startAnvil({ accounts: accountsNeeded, extraArgs: PRIVATE ? ["--no-mining"] : [] });
 // The bench signs every transaction itself, so the proxy looks senders up instead of recovering them.
 const senderOfRaw = new Map();
 const sign = async (account, nonce) => {
@@ -70,13 +89,18 @@ const sign = async (account, nonce) => {
 // one is answered, as Cloudflare holds a Worker invocation's (or a Durable Object's) seventh
 // outgoing connection; local workerd does not.
 const CAP = Number(process.env.CONNECTION_CAP ?? Infinity);
+// Under ROUTE=private this proxy is the read node: none of the relay's sends may reach it (it would
+// forward one to anvil's pool).
 const proxy = await startProxy({
   upstream: anvil.url,
-  strictNonce: !MEMPOOL,
+  strictNonce: !MEMPOOL && !PRIVATE,
   connectionCap: CAP,
   latency: (req) => (req?.method === "eth_sendRawTransaction" ? L : 0),
   senderOf: (raw) => senderOfRaw.get(raw),
 });
+const route = PRIVATE ? await startPrivateRoute({ chain: anvil.url, latencyMs: L, senderOf: (raw) => senderOfRaw.get(raw) }) : null;
+/** Where transactions go: the route, or the test proxy. */
+const sendUpstream = route ? route.url : proxy.url;
 const UPSTREAMS = Number(process.env.UPSTREAMS ?? 1);
 const spare =
   UPSTREAMS > 1
@@ -88,18 +112,27 @@ const spare =
       })
     : null;
 const relay = await startRelay({
-  vars: { UPSTREAM_RPC_URL: spare ? `${proxy.url},${spare.url}` : proxy.url, CHAIN_ID: "31337", SEND_WINDOW: WINDOW, MAX_QUEUE_PER_SENDER: process.env.MAX_QUEUE_PER_SENDER },
+  vars: {
+    UPSTREAM_RPC_URL: spare ? `${proxy.url},${spare.url}` : proxy.url,
+    UPSTREAM_SEND_URL: route?.url,
+    CHAIN_ID: "31337",
+    SEND_WINDOW: WINDOW,
+    MAX_QUEUE_PER_SENDER: process.env.MAX_QUEUE_PER_SENDER,
+  },
 });
-const direct = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, CHAIN_ID: "31337", ENABLE_NONCE_ORDERING: "false" } });
+const direct = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, UPSTREAM_SEND_URL: route?.url, CHAIN_ID: "31337", ENABLE_NONCE_ORDERING: "false" } });
+// The Redis design (not started under ROUTE=private).
 const redisPort = await freePort();
-const redisServer = await child("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {}, /Ready to accept connections/);
+const redisServer = PRIVATE ? null : await child("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {}, /Ready to accept connections/);
 const redisRelayPort = await freePort();
-const redisRelay = await child(process.execPath, [path.join(HERE, "redis-relay.mjs")], {
-  UPSTREAM: proxy.url,
-  REDIS_URL: `redis://127.0.0.1:${redisPort}`,
-  PORT: String(redisRelayPort),
-}, /ready/);
-const redisUrl = `http://127.0.0.1:${redisRelayPort}`;
+const redisRelay = PRIVATE
+  ? null
+  : await child(process.execPath, [path.join(HERE, "redis-relay.mjs")], {
+      UPSTREAM: proxy.url,
+      REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+      PORT: String(redisRelayPort),
+    }, /ready/);
+const redisUrl = PRIVATE ? null : `http://127.0.0.1:${redisRelayPort}`;
 
 let nextAccount = 0;
 const fresh = (count) => Array.from({ length: count }, () => devAccount(nextAccount++));
@@ -124,6 +157,20 @@ async function streams(url, signed) {
   return { wall: performance.now() - started, answers: answers.flat() };
 }
 
+/** ROUTE=private: builds blocks until these senders' transactions the route holds are all in one
+ * (at most 10 blocks, and no longer than two blocks that include none of theirs). */
+async function include(senders) {
+  if (!route) return;
+  const want = new Set(senders.map((a) => a.address.toLowerCase()));
+  let idle = 0;
+  for (let block = 0; block < 10 && idle < 2; block++) {
+    const held = route.sends.filter((r) => want.has(r.sender) && route.status(r.hash) === STATUS.PENDING);
+    if (!held.length) return;
+    const included = await route.buildBlock();
+    idle = included.some((h) => held.some((r) => r.hash === h)) ? 0 : idle + 1;
+  }
+}
+
 /** Every transaction fired at once; wall time, ms. A request that got no HTTP answer at all
  * (connection closed) counts as an answer without a result, and is reported. */
 async function burst(url, signed) {
@@ -136,12 +183,14 @@ async function burst(url, signed) {
   const wall = performance.now() - started;
   const failed = settled.filter((r) => r.status === "rejected");
   if (failed.length) console.error(`# ${url}: ${failed.length} requests got no HTTP answer: ${failed[0].reason?.cause?.message ?? failed[0].reason}`);
-  return { wall, answers: settled.map((r) => (r.status === "fulfilled" ? r.value : { json: undefined, text: String(r.reason) })) };
+  return { started, wall, answers: settled.map((r) => (r.status === "fulfilled" ? r.value : { json: undefined, text: String(r.reason) })) };
 }
 
 /** What the upstream and the chain say of these senders' transactions. */
 async function accounting(senders, answers) {
   const refused = answers.filter((a) => !a.json?.result).length;
+  // Behind the route: blocks first, with everything it holds of these senders.
+  await include(senders);
   // Every hash a client got must have a receipt (anvil mines as it accepts; the last blocks may
   // take a moment under load).
   let mined = 0;
@@ -158,33 +207,53 @@ async function accounting(senders, answers) {
   let duplicated = 0;
   let outOfOrder = 0;
   let sends = 0;
+  let atReadNode = 0;
+  let mostAtRoute = 0;
   const gaps = [];
+  // Where each sender's wall went (summed over senders): burst start to its first arrival at the
+  // upstream, its sends at the upstream (arrival to answer), its handoff gaps.
+  const parts = { first: 0, atUpstream: 0, gaps: 0, lastAnswered: 0 };
   for (const a of senders) {
     const sender = a.address.toLowerCase();
-    const seen = proxy.seen.filter((r) => r.sender === sender);
+    // The route answers every send with its hash (it holds it): all are accepted there.
+    const seen = route ? route.sends.filter((r) => r.sender === sender).map((r) => ({ ...r, accepted: true })) : proxy.seen.filter((r) => r.sender === sender);
     const accepted = seen.filter((r) => r.accepted);
     sends += seen.length;
-    duplicated += accepted.length - new Set(accepted.map((r) => r.nonce)).size;
+    if (route) {
+      atReadNode += proxy.seen.filter((r) => r.sender === sender).length;
+      mostAtRoute = Math.max(mostAtRoute, mostAtOnce(seen));
+    }
+    const acceptedNonces = new Set(accepted.map((r) => r.nonce)).size;
+    duplicated += accepted.length - acceptedNonces;
     outOfOrder += seen.filter((r, i) => i > 0 && r.nonce <= seen[i - 1].nonce).length;
     for (let i = 1; i < seen.length; i++) gaps.push(seen[i].at - seen[i - 1].answeredAt);
+    if (seen.length) {
+      parts.first += seen[0].at;
+      parts.lastAnswered += seen[seen.length - 1].answeredAt;
+      for (let i = 0; i < seen.length; i++) parts.atUpstream += seen[i].answeredAt - seen[i].at;
+      for (let i = 1; i < seen.length; i++) parts.gaps += seen[i].at - seen[i - 1].answeredAt;
+    }
     const count = Number((await rpc(anvil.url, "eth_getTransactionCount", [sender, "latest"])).result);
-    if (count !== accepted.length) lost += Math.abs(count - accepted.length);
+    if (count !== acceptedNonces) lost += Math.abs(count - acceptedNonces);
   }
-  return { refused, mined, lost, duplicated, outOfOrder, gaps, sends };
+  for (const k of Object.keys(parts)) parts[k] /= senders.length;
+  return { refused, mined, lost, duplicated, outOfOrder, gaps, sends, atReadNode, mostAtRoute, parts };
 }
 
 const rows = [];
 try {
   // Warm-up, not measured: both designs and the upstream see a few senders' transactions first
   // (wasm compiled and tiered up, Durable Objects and connections made).
-  for (const url of [relay.url, redisUrl, direct.url]) {
+  for (const url of [relay.url, redisUrl, direct.url].filter(Boolean)) {
     const warm = fresh(5);
     await burst(url, await signAll(warm));
+    await include(warm);
   }
   for (const S of SIZES) {
     // 1. The measured limit.
     const limitSenders = fresh(S);
-    const limit = RELAY_ONLY ? { wall: NaN } : await streams(proxy.url, await signAll(limitSenders));
+    const limit = await streams(sendUpstream, await signAll(limitSenders));
+    await include(limitSenders);
     // 2. The relay.
     const relaySenders = fresh(S);
     const relaySigned = await signAll(relaySenders);
@@ -199,8 +268,8 @@ try {
     const relayAcc = await accounting(relaySenders, viaRelay.answers);
     // 3. The Redis design.
     const redisSenders = fresh(S);
-    const viaRedis = RELAY_ONLY ? { wall: NaN, answers: [] } : await burst(redisUrl, await signAll(redisSenders));
-    const redisAcc = RELAY_ONLY ? { gaps: [], mined: 0, refused: 0, lost: 0, duplicated: 0, outOfOrder: 0, sends: 0 } : await accounting(redisSenders, viaRedis.answers);
+    const viaRedis = SKIP_REDIS ? { wall: NaN, answers: [] } : await burst(redisUrl, await signAll(redisSenders));
+    const redisAcc = SKIP_REDIS ? { gaps: [], mined: 0, refused: 0, lost: 0, duplicated: 0, outOfOrder: 0, sends: 0 } : await accounting(redisSenders, viaRedis.answers);
     rows.push({ S, limit, viaRelay, relayCpu, cpuFloor, relayAcc, viaRedis, redisAcc });
     await sleep(200);
   }
@@ -224,7 +293,8 @@ try {
 
   const out = [];
   out.push(`Machine: ${os.cpus()[0].model}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB; date ${new Date().toISOString().slice(0, 10)}`);
-  out.push(`Command: make bench-e2e (SENDERS=${SIZES.join(",")} TXS=${N} LATENCY_MS=${L} UPSTREAMS=${UPSTREAMS} UPSTREAM=${MEMPOOL ? "mempool" : "strict"} SEND_WINDOW=${WINDOW ?? "default"} CONNECTION_CAP=${CAP})\n`);
+  const upstreamName = PRIVATE ? "private route (ROUTE=private)" : MEMPOOL ? "mempool" : "strict";
+  out.push(`Command: make bench-e2e (SENDERS=${SIZES.join(",")} TXS=${N} LATENCY_MS=${L} UPSTREAMS=${UPSTREAMS} UPSTREAM=${upstreamName} SEND_WINDOW=${WINDOW ?? "default"} CONNECTION_CAP=${CAP}${RELAY_ONLY ? " RELAY_ONLY=1" : ""})\n`);
   if (CAP !== Infinity) {
     const during = rows.map((r) => `${r.S} x ${N}: ${r.viaRelay.capped}`).join(", ");
     out.push(`Connection cap: requests of the relay's burst that waited for a slot: ${during}; at most ${proxy.capStats().mostWaiting} waiting for headers at once in the whole run.\n`);
@@ -239,12 +309,21 @@ try {
     );
   }
   out.push("\nAccounting (each row: relay / Redis design):\n");
-  out.push("| S | mined exactly once | refused | lost | duplicated | out of nonce order at the upstream | sends at the upstream |");
-  out.push("|---|---:|---:|---:|---:|---:|---:|");
+  out.push(`| S | mined exactly once | refused | lost | duplicated | out of nonce order at the upstream | sends at the upstream |${PRIVATE ? " sends at the read node (relay) | most of one sender's at the route at once (relay) |" : ""}`);
+  out.push(`|---|---:|---:|---:|---:|---:|---:|${PRIVATE ? "---:|---:|" : ""}`);
   for (const r of rows) {
     const a = r.relayAcc;
     const b = r.redisAcc;
-    out.push(`| ${r.S} | ${a.mined} / ${b.mined} | ${a.refused} / ${b.refused} | ${a.lost} / ${b.lost} | ${a.duplicated} / ${b.duplicated} | ${a.outOfOrder} / ${b.outOfOrder} | ${a.sends} / ${b.sends} |`);
+    out.push(`| ${r.S} | ${a.mined} / ${b.mined} | ${a.refused} / ${b.refused} | ${a.lost} / ${b.lost} | ${a.duplicated} / ${b.duplicated} | ${a.outOfOrder} / ${b.outOfOrder} | ${a.sends} / ${b.sends} |${PRIVATE ? ` ${a.atReadNode} | ${a.mostAtRoute} |` : ""}`);
+  }
+  out.push("\nWhere the relay's wall went (per sender, mean over senders): burst start to the first send at the upstream; the sends at the upstream (arrival to answer, summed); the handoff gaps (summed); the upstream's last answer to the last client answer.\n");
+  out.push("| S x N | relay wall | to the first send | at the upstream | handoff gaps | last answer to the client |");
+  out.push("|---|---:|---:|---:|---:|---:|");
+  for (const r of rows) {
+    const p = r.relayAcc.parts;
+    const first = p.first - r.viaRelay.started;
+    const tail = r.viaRelay.started + r.viaRelay.wall - p.lastAnswered;
+    out.push(`| ${r.S} x ${N} | ${r.viaRelay.wall.toFixed(0)} ms | ${first.toFixed(0)} ms | ${p.atUpstream.toFixed(0)} ms | ${p.gaps.toFixed(0)} ms | ${tail.toFixed(0)} ms |`);
   }
   const last = rows.find((r) => r.S === S);
   out.push(`\nRelay CPU per transaction at S=${S} (workerd, ms): full relay ${f2(last.relayCpu / (S * N))}; Worker only (ENABLE_NONCE_ORDERING=false: parse, decode, recover, forward) ${f2(breakdown.workerOnly)}; Worker proxying a read ${f2(breakdown.proxyRead)}.`);
@@ -255,15 +334,17 @@ try {
     (r) =>
       r.relayAcc.lost + r.relayAcc.duplicated + r.relayAcc.refused + (MEMPOOL ? 0 : r.relayAcc.outOfOrder) > 0 ||
       r.relayAcc.mined !== r.S * N ||
-      (MEMPOOL && r.relayAcc.sends !== r.S * N),
+      ((MEMPOOL || PRIVATE) && r.relayAcc.sends !== r.S * N) ||
+      (PRIVATE && (r.relayAcc.atReadNode > 0 || r.relayAcc.mostAtRoute > 1)),
   );
   if (bad) process.exitCode = 1;
 } finally {
-  redisRelay.kill();
-  redisServer.kill();
+  redisRelay?.kill();
+  redisServer?.kill();
   await relay.stop();
   await direct.stop();
   await proxy.stop();
+  if (route) await route.stop();
   if (spare) await spare.stop();
   anvil.stop();
 }

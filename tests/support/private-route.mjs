@@ -14,22 +14,27 @@
 //   transaction it dropped; the same bytes sent again are held again); `holdFor(hash, blocks)`
 //   keeps one out of the next `blocks` blocks (before or after it arrives).
 // Every other method is forwarded to the chain (the routes answer reads, `eth_chainId` included).
-// `sends` records every `eth_sendRawTransaction` it received: { hash, sender, nonce, at }
-// (performance.now(), ms).
+// `sends` records every `eth_sendRawTransaction` it received: { hash, sender, nonce, at (arrival,
+// before the latency), answeredAt } (performance.now(), ms).
+// Options: `latencyMs` (default 0) waits that long before answering a request that holds an
+// `eth_sendRawTransaction`, as the test proxy's `latency` does (the bench's hop to the route);
+// `senderOf(raw)` names the sender of a transaction the caller signed itself (lowercase), to spare
+// a signature recovery under load, as the test proxy's does.
 
 import http from "node:http";
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem";
-import { freePort, rpc } from "./harness.mjs";
+import { freePort, rpc, sleep } from "./harness.mjs";
 
 /** The statuses of the status endpoint (Flashbots Protect's `/tx/{hash}`). */
 export const STATUS = { PENDING: "PENDING", INCLUDED: "INCLUDED", FAILED: "FAILED", UNKNOWN: "UNKNOWN" };
 
 /**
- * Starts the stand-in in front of `chain` (the URL of an anvil run with `--no-mining`); returns
+ * Starts the stand-in in front of `chain` (the URL of an anvil run with `--no-mining`), with the
+ * module comment's `latencyMs` and `senderOf` when given; returns
  * { url, statusUrl (with `{hash}`), sends, status(hash), buildBlock(), forget(hash),
  * holdFor(hash, blocks), stop() }.
  */
-export async function startPrivateRoute({ chain }) {
+export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () => undefined }) {
   /** hash -> { raw, sender, nonce, status, holdBlocks } */
   const txs = new Map();
   const sends = [];
@@ -41,27 +46,30 @@ export async function startPrivateRoute({ chain }) {
     return res.json();
   };
 
-  const send = async (request) => {
+  const send = async (request, at) => {
     const raw = request.params?.[0];
     let hash, sender, nonce;
     try {
       hash = keccak256(raw);
       const parsed = parseTransaction(raw);
       nonce = Number(parsed.nonce ?? 0);
-      sender = (await recoverTransactionAddress({ serializedTransaction: raw })).toLowerCase();
+      sender = senderOf(raw) ?? (await recoverTransactionAddress({ serializedTransaction: raw })).toLowerCase();
     } catch (e) {
       return { jsonrpc: "2.0", id: request.id ?? null, error: { code: -32602, message: `invalid raw transaction: ${e.message}` } };
     }
-    sends.push({ hash, sender, nonce, at: performance.now() });
+    const record = { hash, sender, nonce, at };
+    sends.push(record);
     const known = txs.get(hash);
     if (!known || known.status === STATUS.FAILED) {
       txs.set(hash, { raw, sender, nonce, status: STATUS.PENDING, holdBlocks: known?.holdBlocks ?? holds.get(hash) ?? 0 });
       holds.delete(hash);
     }
+    record.answeredAt = performance.now();
     return { jsonrpc: "2.0", id: request.id ?? null, result: hash };
   };
 
-  const answer = (request) => (request?.method === "eth_sendRawTransaction" ? send(request) : forward(request));
+  const isSend = (request) => request?.method === "eth_sendRawTransaction";
+  const answer = (request, at) => (isSend(request) ? send(request, at) : forward(request));
 
   const server = http.createServer(async (req, res) => {
     const status = /^\/tx\/(0x[0-9a-fA-F]{64})$/.exec(req.url ?? "");
@@ -72,10 +80,12 @@ export async function startPrivateRoute({ chain }) {
     }
     const chunks = [];
     for await (const c of req) chunks.push(c);
+    const at = performance.now();
     let body;
     try {
       const request = JSON.parse(Buffer.concat(chunks).toString());
-      body = Array.isArray(request) ? await Promise.all(request.map(answer)) : await answer(request);
+      if (latencyMs > 0 && [request].flat().some(isSend)) await sleep(latencyMs);
+      body = Array.isArray(request) ? await Promise.all(request.map((r) => answer(r, at))) : await answer(request, at);
     } catch (e) {
       body = { jsonrpc: "2.0", id: null, error: { code: -32700, message: String(e) } };
     }
