@@ -1,0 +1,168 @@
+// The relay's own process killed mid-burst while its sends go to a private route
+// (UPSTREAM_SEND_URL), then started again on the same Durable Object storage (issue 34: "the relay
+// killed mid-burst with a private route: every client ends with its hash, all mined once").
+//
+// The compiled relay on workerd, the stand-in private route (tests/support/private-route.mjs) and a
+// recording proxy as the read node, both before one anvil that mines only when the route builds a
+// block. The read node never sees a private transaction, so after the restart the relay cannot
+// learn from it what the route holds: what proves the restart safe is the chain at the end.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { keccak256 } from "viem";
+import { devAccount, minedCount, rpc, sendUntilResult, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
+import { startPrivateRoute, STATUS } from "./support/private-route.mjs";
+
+/**
+ * anvil --no-mining, the read node (a recording proxy) and the stand-in route before it (as in
+ * private-sends.test.mjs), with the relay's Durable Object storage kept in `persist` so a second
+ * relay on it is the same objects restarted. The route is reached through a link that takes
+ * `routeLatencyMs` per send (a real route is a round trip away), so the burst is still under way
+ * when the test kills the relay, and a send can be on its way to the route when it dies (it
+ * arrives; its answer is lost). The test kills, stops and restarts the relay itself; `stop()` stops the rest.
+ */
+async function privateStack({ persist, routeLatencyMs, vars: extra = {} }) {
+  const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
+  const read = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const route = await startPrivateRoute({ chain: anvil.url });
+  const link = await startProxy({
+    upstream: route.url,
+    strictNonce: false,
+    latency: (req) => ([req].flat().some((m) => m?.method === "eth_sendRawTransaction") ? routeLatencyMs : 0),
+  });
+  const vars = { UPSTREAM_RPC_URL: read.url, UPSTREAM_SEND_URL: link.url, ...extra };
+  const relay = await startRelay({ vars, persist });
+  const stop = async () => {
+    await Promise.all([read.stop(), link.stop(), route.stop()]);
+    anvil.stop();
+  };
+  return { anvil, read, route, link, relay, vars, stop };
+}
+
+/** The transactions the read node was sent (any send method, alone or in a batch). */
+const sendsAt = (proxy) =>
+  proxy.requests.filter((r) => [r.body].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""))).length;
+
+/** Every transaction hash in the chain's blocks, in chain order (block 1 on: genesis has none). */
+async function minedHashes(url) {
+  const latest = Number(BigInt((await rpc(url, "eth_blockNumber")).result));
+  const hashes = [];
+  for (let n = 1; n <= latest; n++) {
+    const block = await rpc(url, "eth_getBlockByNumber", [`0x${n.toString(16)}`, false]);
+    hashes.push(...block.result.transactions);
+  }
+  return hashes;
+}
+
+/** The route is 40 ms away per send; each sender's sends go one at a time (a private route). */
+const ROUTE_LATENCY_MS = 40;
+
+// Where the kill lands, once a third of the burst reached the route: right as a send arrived there
+// (its answer, on its way back, is lost), or halfway through the next sends' trip (they reach the
+// route after the relay died, and nobody hears their answer).
+const killPoints = [
+  { name: "as a send reaches the route", afterMs: 0 },
+  { name: "while the next sends are on their way to the route", afterMs: ROUTE_LATENCY_MS / 2 },
+];
+
+for (const killPoint of killPoints) test(`the relay killed mid-burst with a private route, ${killPoint.name}, and started again on its state: every client ends with its hash, all mined once, none at the read node`, async () => {
+  const perSender = 12;
+  const accounts = [devAccount(6), devAccount(7)];
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-private-`);
+  const s = await privateStack({ persist, routeLatencyMs: ROUTE_LATENCY_MS });
+  const first = s.relay;
+  const current = { relay: first };
+  let firstStopped = false;
+  let second;
+  try {
+    // Two senders' bursts at once, each nonces 0..perSender-1.
+    const raws = [];
+    for (const account of accounts) {
+      for (let n = 0; n < perSender; n++) raws.push(await signTransfer(account, n));
+    }
+    const total = raws.length;
+    // Each client is a wallet: it sends its bytes again until an answer carries a hash (a lost
+    // connection, or an error answer, is tried again 100 ms later), for at most 30 s, asking
+    // whichever relay is up.
+    let errors = 0;
+    const answeredAt = [];
+    const clients = Promise.all(
+      raws.map((raw, i) =>
+        sendUntilResult(current, raw, i + 1, { onError: () => (errors += 1) }).then((hash) => ((answeredAt[i] = performance.now()), hash)),
+      ),
+    );
+
+    // Kill the runtime (SIGKILL: a crash) once a third of the burst reached the route: the rest is
+    // queued in the senders' objects, or on its way to the route.
+    const killAfter = Math.ceil(total / 3);
+    for (let i = 0; i < 1000 && s.route.sends.length < killAfter; i++) await sleep(5);
+    if (killPoint.afterMs) await sleep(killPoint.afterMs);
+    const atKill = s.route.sends.length;
+    first.kill();
+    const killedAt = performance.now();
+    await first.stop().catch(() => {});
+    firstStopped = true;
+    second = await startRelay({ vars: s.vars, persist });
+    const readyAt = performance.now();
+    current.relay = second;
+
+    const results = await clients;
+    assert.ok(atKill >= killAfter && atKill < total, `killed mid-burst (${atKill}/${total} at the route)`);
+    // Every client ends with its own transaction's hash, after however many tries it took.
+    assert.deepEqual(
+      results.map((hash, i) => hash === keccak256(raws[i])),
+      Array(total).fill(true),
+      `every client ends with its hash: ${JSON.stringify(results)}`,
+    );
+    const hashes = raws.map((raw) => keccak256(raw));
+    // Private all along: no transaction, the clients' sends or the relay's own resends after the
+    // restart, reached the read node, and nothing failed open around the senders' objects.
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+    assert.deepEqual([...first.events("fail_open"), ...second.events("fail_open")], [], "no fail_open");
+    // Started again on its state: the restarted objects knew their senders' next nonces from the
+    // stored transactions, so none waited out a gap below the nonces its clients sent again (the
+    // read node cannot count what the route holds: a relay on empty storage waits out
+    // NONCE_GAP_WAIT_MS for the nonces whose clients already had their hashes), nor a lease.
+    assert.equal(second.events("gap_wait_expired").length, 0, "no gap wait after the restart");
+    assert.equal(second.events("force_release").length, 0, "no lease waited out");
+
+    // The route builds blocks, nonce by nonce, until every sender's burst is in the chain (the
+    // relay may still be resending what the kill lost, so a few blocks, a moment apart).
+    let blocks = 0;
+    const mined = () => Promise.all(accounts.map((a) => minedCount(s.anvil.url, a.address)));
+    while (blocks < 20 && (await mined()).some((count) => count < perSender)) {
+      await s.route.buildBlock();
+      blocks += 1;
+      if ((await mined()).some((count) => count < perSender)) await sleep(250);
+    }
+
+    // All mined once: by the chain, each sender's mined count is perSender (its nonces
+    // 0..perSender-1 used), and the blocks hold exactly the burst's hashes, each once: a lost
+    // transaction would be missing, and anything else mined (another transaction at one of these
+    // nonces, a copy) would be extra; nothing else is sent on this chain.
+    assert.deepEqual(await mined(), accounts.map(() => perSender), `every sender's ${perSender} mined (${blocks} blocks built)`);
+    const inChain = await minedHashes(s.anvil.url);
+    assert.deepEqual([...inChain].sort(), [...hashes].sort(), "the blocks hold each transaction of the burst exactly once");
+    for (const hash of hashes) assert.equal(s.route.status(hash), STATUS.INCLUDED, `${hash} included`);
+
+    const arrivals = (hash) => s.route.sends.filter((r) => r.hash === hash).length;
+    const inFlight = s.route.sends.filter((r) => r.at >= killedAt && r.at < readyAt);
+    const afterRestart = s.route.sends.filter((r) => r.at >= readyAt);
+    const beforeKill = answeredAt.filter((t) => t < killedAt).length;
+    const events = (name) => second.events(name).length;
+    console.log(
+      `# killed with ${atKill}/${total} at the route, ${beforeKill} clients answered; relay down ${(readyAt - killedAt).toFixed(0)} ms; ` +
+        `the last client answered ${(Math.max(...answeredAt) - readyAt).toFixed(0)} ms after the restart, ${errors} error answers on the way; ` +
+        `route arrivals ${s.route.sends.length} (${inFlight.length} while the relay was down, ${afterRestart.length} after the restart, ` +
+        `${hashes.filter((h) => arrivals(h) > 1).length} transactions more than once, at most ${Math.max(...hashes.map(arrivals))}); ` +
+        `${blocks} blocks built; after the restart: ${events("tx_resubmitted")} tx_resubmitted, ${events("tx_deduplicated")} tx_deduplicated, ` +
+        `${events("tx_abandoned")} tx_abandoned, ${events("force_release")} force_release, ${events("gap_wait_expired")} gap_wait_expired`,
+    );
+  } finally {
+    if (!firstStopped) await first.stop().catch(() => {});
+    await second?.stop();
+    await s.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});
