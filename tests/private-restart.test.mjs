@@ -166,3 +166,31 @@ for (const killPoint of killPoints) test(`the relay killed mid-burst with a priv
     await rm(persist, { recursive: true, force: true });
   }
 });
+
+test("after a restart (a deploy) behind a private route, the first pending count through the relay already counts what the route holds; all mined once, none at the read node", async () => {
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-private-`);
+  const s = await privateStack({ persist, routeLatencyMs: 0 });
+  let second;
+  try {
+    const account = devAccount(8);
+    const raws = await Promise.all(Array.from({ length: 4 }, (_, n) => signTransfer(account, n)));
+    const current = { relay: s.relay };
+    await Promise.all(raws.map((raw, i) => sendUntilResult(current, raw, i + 1)));
+    const count = async (url) => (await rpc(url, "eth_getTransactionCount", [account.address, "pending"])).result;
+    assert.equal(await count(s.relay.url), "0x4");
+    await s.relay.stop(); // a clean stop, as a deploy restarts every object
+    second = await startRelay({ vars: s.vars, persist });
+    // The read node cannot see them and counts 0; a wallet asking the relay now must not be told
+    // 0, or it signs nonce 0 again (a conflicting transaction).
+    assert.equal(await count(s.anvil.url), "0x0");
+    assert.equal(await count(second.url), "0x4", "the first count after the restart");
+    assert.deepEqual(await s.route.buildBlock(), raws.map((raw) => keccak256(raw)), "all 4, in nonce order");
+    assert.equal(await minedCount(s.anvil.url, account.address), 4);
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+    assert.equal(await count(second.url), "0x4");
+  } finally {
+    await second?.stop();
+    await s.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});

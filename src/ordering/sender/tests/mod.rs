@@ -205,6 +205,25 @@ impl Rig {
         self.s.run(&mut self.fx);
     }
 
+    /// A restarted object: `rows` in its storage, restored (on the chain `0xgenesis`).
+    fn restored(settings: Settings, rows: &[Row]) -> Self {
+        let mut r = Rig::new(settings);
+        for row in rows {
+            r.rows.insert(row.tx.hash, row.clone());
+        }
+        let stored: Vec<RowHeader> = rows
+            .iter()
+            .map(|row| RowHeader {
+                hash: row.tx.hash,
+                nonce: row.tx.nonce,
+                at_ms: row.at_ms,
+            })
+            .collect();
+        r.s.restore(Some("0xgenesis".into()), &stored, r.now);
+        r.drain();
+        r
+    }
+
     fn arrival(nonce: u64, variant: u8) -> Arrival {
         Arrival {
             tx: tx(nonce, variant),

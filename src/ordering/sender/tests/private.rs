@@ -343,21 +343,8 @@ fn after_a_restart_behind_a_private_route_the_pending_count_counts_the_stored_on
     // Four accepted by the route, none mined; the object restarted (a deploy). The read node
     // says null for each and counts 0: the first count must still say 4, or a wallet asking now
     // signs nonce 0 again (a conflicting transaction). They go to the route again to be sure.
-    let mut r = Rig::new(PRIVATE);
     let rows: Vec<Row> = (0..4).map(|n| row(n, 0, 900)).collect();
-    for row in &rows {
-        r.rows.insert(row.tx.hash, row.clone());
-    }
-    let stored: Vec<RowHeader> = rows
-        .iter()
-        .map(|row| RowHeader {
-            hash: row.tx.hash,
-            nonce: row.tx.nonce,
-            at_ms: row.at_ms,
-        })
-        .collect();
-    r.s.restore(Some("0xgenesis".into()), &stored, r.now);
-    r.drain();
+    let mut r = Rig::restored(PRIVATE, &rows);
     let count = r.ticket();
     r.s.count(count, r.now);
     r.drain();

@@ -101,21 +101,7 @@ fn defect_3_a_relearn_below_the_accepted_nonces_asks_for_them_by_hash() {
 
 #[test]
 fn a_restarted_object_checks_its_stored_transactions_and_resends_what_the_upstream_forgot() {
-    let mut r = Rig::new(SETTINGS);
-    let rows = [row(0, 0, 900), row(1, 0, 950)];
-    for row in &rows {
-        r.rows.insert(row.tx.hash, row.clone());
-    }
-    let stored: Vec<RowHeader> = rows
-        .iter()
-        .map(|row| RowHeader {
-            hash: row.tx.hash,
-            nonce: row.tx.nonce,
-            at_ms: row.at_ms,
-        })
-        .collect();
-    r.s.restore(Some("0xgenesis".into()), &stored, r.now);
-    r.drain();
+    let mut r = Rig::restored(SETTINGS, &[row(0, 0, 900), row(1, 0, 950)]);
     // At once, without a client: counts and the genesis hash.
     let (id, query) = r.lookup();
     assert!(query.genesis && query.pending);
