@@ -28,6 +28,10 @@ use serde_json::Value;
 /// 1 KB): past it the answer says nothing.
 pub const MAX_STATUS_BYTES: usize = 64 * 1024;
 
+/// The longest one status `GET` may take, ms: a slow status endpoint must not hold the
+/// tracking check (the read node's batch waits for the statuses) for a whole lookup's budget.
+pub const STATUS_TIMEOUT_MS: u64 = 5_000;
+
 /// The most transactions of one sender whose status one tracking check asks the route, lowest
 /// nonces first (one `GET` each).
 pub const MAX_STATUS_ASKED: usize = 8;

@@ -14,7 +14,7 @@
 //! [`RouteStatus::of_body`]); a status that could not be had is left out.
 
 use crate::hex;
-use crate::ordering::route_status::RouteStatus;
+use crate::ordering::route_status::{RouteStatus, STATUS_TIMEOUT_MS};
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
 use crate::upstream::retry::{self, RetryPolicy};
 use crate::upstream::Platform;
@@ -190,7 +190,7 @@ pub fn parse(query: &Query, body: &str) -> Option<Found> {
 }
 
 /// Asks `query` about `sender`, retried while the upstream can't be used, until `deadline_ms`;
-/// the route's statuses at the same time, each asked once.
+/// the route's statuses at the same time, each asked once, within [`STATUS_TIMEOUT_MS`].
 ///
 /// # Errors
 /// Why the upstream could not be used by the deadline (redacted by the platform's upstream).
@@ -202,7 +202,9 @@ pub async fn look_up<U: Platform + ?Sized>(
     deadline_ms: u64,
 ) -> Outcome {
     let statuses = join_all(query.route_statuses.iter().map(|hash| async move {
-        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        let timeout_ms = policy
+            .attempt_timeout(upstream.now_ms(), deadline_ms)
+            .min(STATUS_TIMEOUT_MS);
         let reply = upstream.get_status(hash, timeout_ms).await;
         (
             *hash,

@@ -168,7 +168,8 @@ impl Sender {
 
     /// Behind a private route, the pending transactions of `missing` that the read node does
     /// not hold: one the route dropped goes to `resend` (at most [`MAX_RESENDS`] times), and one
-    /// `SEND_PUBLIC_AFTER_BLOCKS` blocks past its first check goes to the public mempool.
+    /// `SEND_PUBLIC_AFTER_BLOCKS` blocks past its first check goes to the public mempool, unless
+    /// the route says it is included (the read node lags) or cancelled (by its sender).
     fn private_missing(
         &mut self,
         mut missing: Vec<(TxHash, AcceptedTx)>,
@@ -201,7 +202,12 @@ impl Sender {
                 continue;
             };
             let since = *route.since_block.get_or_insert(head);
-            if !route.public && head >= since.saturating_add(after) {
+            // Not one the route says is in a block (the read node lags) or its sender cancelled.
+            let held = !matches!(
+                route.status,
+                Some(RouteStatus::Included | RouteStatus::Cancelled)
+            );
+            if held && !route.public && head >= since.saturating_add(after) {
                 route.public = true;
                 publish.push((tx.nonce, hash, head - since, route.status));
             }

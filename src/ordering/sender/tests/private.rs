@@ -199,7 +199,7 @@ fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_no
     let want: Vec<TxHash> = [1, 2, 4, 5, 6, 7, 8, 9].iter().map(|n| h(*n, 0)).collect();
     assert_eq!(
         r.published,
-        [want.clone()],
+        std::slice::from_ref(&want),
         "3 blocks: each not held, in nonce order"
     );
     assert_eq!(
@@ -226,6 +226,25 @@ fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_no
         r.s.published(hash, sent, r.now);
     }
     assert_eq!(r.s.counters.sent_public, 8);
+}
+
+#[test]
+fn what_the_route_says_is_included_or_cancelled_is_not_published() {
+    let settings = Settings {
+        public_after_blocks: Some(1),
+        route_status: true,
+        ..PRIVATE
+    };
+    let mut r = ten_accepted(settings);
+    let missing: Vec<(TxHash, Seen)> = (0..3).map(|n| (h(n, 0), Seen::Missing)).collect();
+    let said = [
+        (h(0, 0), RouteStatus::Included),
+        (h(1, 0), RouteStatus::Cancelled),
+        (h(2, 0), RouteStatus::Pending),
+    ];
+    track_with(&mut r, 0, &missing, &said, Some(100));
+    track_with(&mut r, 0, &missing, &said, Some(105));
+    assert_eq!(r.published, [vec![h(2, 0)]]);
 }
 
 #[test]
