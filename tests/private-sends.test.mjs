@@ -12,12 +12,13 @@ async function privateStack(vars = {}) {
   const read = await startProxy({ upstream: anvil.url, strictNonce: false });
   const route = await startPrivateRoute({ chain: anvil.url });
   const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: read.url, UPSTREAM_SEND_URL: route.url, ...vars } });
-  const stop = async () => {
-    await relay.stop();
+  const s = { anvil, read, route, relay };
+  s.stop = async () => {
+    await s.relay.stop(); // the relay a test started in its place, if any
     await Promise.all([read.stop(), route.stop()]);
     anvil.stop();
   };
-  return { anvil, read, route, relay, stop };
+  return s;
 }
 
 /** The transactions the read node was sent (any send method, alone or in a batch). */
