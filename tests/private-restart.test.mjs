@@ -11,38 +11,17 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { keccak256 } from "viem";
-import { devAccount, minedCount, rpc, sendUntilResult, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
-import { startPrivateRoute, STATUS } from "./support/private-route.mjs";
+import { devAccount, minedCount, rpc, sendUntilResult, signTransfer, sleep, startRelay } from "./support/harness.mjs";
+import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /**
- * anvil --no-mining, the read node (a recording proxy) and the stand-in route before it (as in
- * private-sends.test.mjs), with the relay's Durable Object storage kept in `persist` so a second
- * relay on it is the same objects restarted. The route is reached through a link that takes
- * `routeLatencyMs` per send (a real route is a round trip away), so the burst is still under way
- * when the test kills the relay, and a send can be on its way to the route when it dies (it
- * arrives; its answer is lost). The test kills, stops and restarts the relay itself; `stop()` stops the rest.
+ * `startPrivateStack` (tests/support/private-route.mjs) with the relay's Durable Object storage in
+ * `persist`, so a second relay on it is the same objects restarted, and the route `routeLatencyMs`
+ * away per send, so the burst is still under way when the test kills the relay and a send can be
+ * on its way to the route when it dies (it arrives; its answer is lost). The test kills, stops and
+ * restarts the relay itself.
  */
-async function privateStack({ persist, routeLatencyMs, vars: extra = {} }) {
-  const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
-  const read = await startProxy({ upstream: anvil.url, strictNonce: false });
-  const route = await startPrivateRoute({ chain: anvil.url });
-  const link = await startProxy({
-    upstream: route.url,
-    strictNonce: false,
-    latency: (req) => ([req].flat().some((m) => m?.method === "eth_sendRawTransaction") ? routeLatencyMs : 0),
-  });
-  const vars = { UPSTREAM_RPC_URL: read.url, UPSTREAM_SEND_URL: link.url, ...extra };
-  const relay = await startRelay({ vars, persist });
-  const stop = async () => {
-    await Promise.all([read.stop(), link.stop(), route.stop()]);
-    anvil.stop();
-  };
-  return { anvil, read, route, link, relay, vars, stop };
-}
-
-/** The transactions the read node was sent (any send method, alone or in a batch). */
-const sendsAt = (proxy) =>
-  proxy.requests.filter((r) => [r.body].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""))).length;
+const privateStack = ({ persist, routeLatencyMs }) => startPrivateStack({ persist, routeLatencyMs });
 
 /** Every transaction hash in the chain's blocks, in chain order (block 1 on: genesis has none). */
 async function minedHashes(url) {

@@ -3,27 +3,11 @@
 // proxy as the read node, both before one anvil that mines only when the route builds a block.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startAnvil, startProxy, startRelay } from "./support/harness.mjs";
-import { startPrivateRoute, STATUS } from "./support/private-route.mjs";
+import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startRelay } from "./support/harness.mjs";
+import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
-/** anvil --no-mining, the read node (a recording proxy) and the stand-in route before it. */
-async function privateStack(vars = {}) {
-  const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
-  const read = await startProxy({ upstream: anvil.url, strictNonce: false });
-  const route = await startPrivateRoute({ chain: anvil.url });
-  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: read.url, UPSTREAM_SEND_URL: route.url, ...vars } });
-  const s = { anvil, read, route, relay };
-  s.stop = async () => {
-    await s.relay.stop(); // the relay a test started in its place, if any
-    await Promise.all([read.stop(), route.stop()]);
-    anvil.stop();
-  };
-  return s;
-}
-
-/** The transactions the read node was sent (any send method, alone or in a batch). */
-const sendsAt = (proxy) =>
-  proxy.requests.filter((r) => [r.body].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""))).length;
+/** The stack of `startPrivateStack` with the relay's settings `vars`. */
+const privateStack = (vars = {}) => startPrivateStack({ vars });
 
 /** Each hash's count of arrivals at the route. */
 const arrivals = (route, hash) => route.sends.filter((s) => s.hash === hash).length;

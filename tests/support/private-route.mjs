@@ -23,7 +23,7 @@
 
 import http from "node:http";
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem";
-import { freePort, rpc, sleep } from "./harness.mjs";
+import { freePort, rpc, sleep, startAnvil, startProxy, startRelay } from "./harness.mjs";
 
 /** The statuses of the status endpoint (Flashbots Protect's `/tx/{hash}`). */
 export const STATUS = { PENDING: "PENDING", INCLUDED: "INCLUDED", FAILED: "FAILED", UNKNOWN: "UNKNOWN" };
@@ -153,3 +153,36 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
     stop: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
+
+/**
+ * The stack the private-route tests run on: anvil `--no-mining`; the read node, a recording test
+ * proxy before it; the stand-in route before the same anvil, reached through a link (another test
+ * proxy) that holds each send `routeLatencyMs` before passing it on when that is above 0 (a route a
+ * round trip away: a send can be on its way when the relay dies); and the relay, with
+ * `UPSTREAM_RPC_URL` the read node, `UPSTREAM_SEND_URL` the route (or the link) and `vars`, its
+ * Durable Object storage in `persist` when given (a second relay on it is the same objects
+ * restarted). Returns { anvil, read, route, link, relay, vars, stop }: a test may put the relay it
+ * started in another's place in `relay`; `stop()` stops that relay and the rest.
+ */
+export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0 } = {}) {
+  const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
+  const read = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const route = await startPrivateRoute({ chain: anvil.url });
+  const isSend = (m) => m?.method === "eth_sendRawTransaction";
+  const link =
+    routeLatencyMs > 0
+      ? await startProxy({ upstream: route.url, strictNonce: false, latency: (req) => ([req].flat().some(isSend) ? routeLatencyMs : 0) })
+      : null;
+  const all = { UPSTREAM_RPC_URL: read.url, UPSTREAM_SEND_URL: link?.url ?? route.url, ...vars };
+  const s = { anvil, read, route, link, vars: all, relay: await startRelay({ vars: all, persist }) };
+  s.stop = async () => {
+    await s.relay.stop().catch(() => {}); // already stopped by a test that restarted it: fine
+    await Promise.all([read.stop(), route.stop(), link?.stop()]);
+    anvil.stop();
+  };
+  return s;
+}
+
+/** How many transactions the test proxy `proxy` was sent (any send method, alone or in a batch). */
+export const sendsAt = (proxy) =>
+  proxy.requests.filter((r) => [r.body].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""))).length;
