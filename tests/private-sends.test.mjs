@@ -77,6 +77,28 @@ test("the route fails and forgets one of three: the relay learns it from the sta
   }
 });
 
+test("a status URL that answers no status word is logged (upstream_error, method route_status) and sends nothing again", async () => {
+  const s = await privateStack({ TRACK_INTERVAL_S: "1" });
+  try {
+    await s.relay.stop();
+    // The stand-in answers only /tx/{hash}; this path gets a JSON-RPC error object.
+    s.relay = await startRelay({
+      vars: { UPSTREAM_RPC_URL: s.read.url, UPSTREAM_SEND_URL: s.route.url, SEND_STATUS_URL: `${s.route.url}/nope/{hash}`, TRACK_INTERVAL_S: "1" },
+    });
+    const account = devAccount(9);
+    const hash = (await sendRaw(s.relay.url, await signTransfer(account, 0))).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    const logged = () => s.relay.events("upstream_error").filter((e) => e.method === "route_status");
+    assert.ok(await until(() => logged().length > 0, 5_000), "the operator hears of it");
+    assert.equal(logged()[0].label, "invalid");
+    assert.equal(arrivals(s.route, hash), 1, "nothing sent again on a status it could not read");
+    assert.equal((await txStatus(s.relay.url, hash, account.address)).route_status, null);
+    assert.deepEqual(await s.route.buildBlock(), [hash]);
+  } finally {
+    await s.stop();
+  }
+});
+
 test("SEND_PUBLIC_AFTER_BLOCKS=2: a transaction the route never includes reaches the read node 2 blocks after the relay first saw it pending, and is mined", async () => {
   const s = await privateStack({ TRACK_INTERVAL_S: "1", SEND_PUBLIC_AFTER_BLOCKS: "2" });
   try {

@@ -66,6 +66,10 @@ const PENDING: u64 = 1;
 const LATEST: u64 = 2;
 const GENESIS: u64 = 3;
 const HEAD: u64 = 4;
+
+/// How `upstream_error` names a status `GET` that failed, or whose answer has no status word the
+/// relay knows (`invalid`).
+pub const STATUS_METHOD: &str = "route_status";
 const FIRST_HASH: u64 = 100;
 const FIRST_NONCE: u64 = 10_000;
 
@@ -190,7 +194,9 @@ pub fn parse(query: &Query, body: &str) -> Option<Found> {
 }
 
 /// Asks `query` about `sender`, retried while the upstream can't be used, until `deadline_ms`;
-/// the route's statuses at the same time, each asked once, within [`STATUS_TIMEOUT_MS`].
+/// the route's statuses at the same time, each asked once, within [`STATUS_TIMEOUT_MS`]. A
+/// status that failed, or has no word the relay knows, is left out, and the first such failure
+/// is logged as an `upstream_error` of [`STATUS_METHOD`].
 ///
 /// # Errors
 /// Why the upstream could not be used by the deadline (redacted by the platform's upstream).
@@ -205,21 +211,30 @@ pub async fn look_up<U: Platform + ?Sized>(
         let timeout_ms = policy
             .attempt_timeout(upstream.now_ms(), deadline_ms)
             .min(STATUS_TIMEOUT_MS);
-        let reply = upstream.get_status(hash, timeout_ms).await;
-        (
-            *hash,
-            reply.ok().and_then(|r| RouteStatus::of_body(&r.body)),
-        )
+        let status = match upstream.get_status(hash, timeout_ms).await {
+            Ok(reply) => RouteStatus::of_body(&reply.body).ok_or(UpstreamError::Invalid),
+            Err(e) => Err(e),
+        };
+        (*hash, status)
     }));
     let (found, statuses) = join(
         ask_node(upstream, sender, query, policy, deadline_ms),
         statuses,
     )
     .await;
+    // One that could not be had says nothing; the operator hears of it once a lookup (a wrong
+    // SEND_STATUS_URL would otherwise go unseen).
+    if let Some(Err(e)) = statuses
+        .iter()
+        .map(|(_, status)| status)
+        .find(|s| s.is_err())
+    {
+        upstream.emit(&super::error_metric(STATUS_METHOD, e));
+    }
     let mut found = found?;
     found.route = statuses
         .into_iter()
-        .filter_map(|(hash, status)| Some((hash, status?)))
+        .filter_map(|(hash, status)| Some((hash, status.ok()?)))
         .collect();
     Ok(found)
 }
@@ -351,6 +366,7 @@ mod tests {
     struct Peers {
         statuses: Vec<(TxHash, Result<UpstreamReply, UpstreamError>)>,
         asked: std::cell::RefCell<Vec<TxHash>>,
+        metrics: std::cell::RefCell<Vec<String>>,
     }
 
     impl Platform for Peers {
@@ -380,7 +396,9 @@ mod tests {
         fn random(&self) -> f64 {
             0.5
         }
-        fn emit(&self, _metric: &crate::metrics::Metric) {}
+        fn emit(&self, metric: &crate::metrics::Metric) {
+            self.metrics.borrow_mut().push(metric.log_line());
+        }
     }
 
     #[test]
@@ -395,6 +413,7 @@ mod tests {
                 ([3; 32], Ok(UpstreamReply::ok(r#"{"status":"PENDING"}"#))),
             ],
             asked: Default::default(),
+            metrics: Default::default(),
         };
         let query = Query {
             latest: true,
@@ -414,5 +433,8 @@ mod tests {
         assert_eq!(found.route.get(&[1; 32]), Some(&RouteStatus::Failed));
         assert_eq!(found.route.get(&[2; 32]), None);
         assert_eq!(found.route.get(&[3; 32]), Some(&RouteStatus::Pending));
+        let logged = peers.metrics.borrow();
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        assert!(logged[0].contains("upstream_error") && logged[0].contains("route_status"));
     }
 }
