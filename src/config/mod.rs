@@ -231,8 +231,7 @@ impl Config {
             None => None,
             Some(url) => {
                 let url = url.trim().to_string();
-                let http = HTTP_URLS.schemes.iter().any(|s| url.starts_with(s));
-                if !http || !url.contains("{hash}") {
+                if !HTTP_URLS.accepts(&url) || !url.contains("{hash}") {
                     return Err(ConfigError {
                         name: "SEND_STATUS_URL",
                         problem: "must be an http:// or https:// URL with {hash} where the \
@@ -540,14 +539,18 @@ impl UrlKind {
         }
     }
 
+    /// Whether `url` starts with one of the schemes.
+    fn accepts(&self, url: &str) -> bool {
+        self.schemes.iter().any(|scheme| url.starts_with(scheme))
+    }
+
     /// The URLs of setting `name`'s `listed` value (a comma-separated list, blanks dropped).
     ///
     /// # Errors
     /// [`UrlKind::error`] when one starts with none of the schemes.
     fn list(&self, name: &'static str, listed: &str) -> Result<Vec<String>, ConfigError> {
         let urls = url_list(listed);
-        let valid = |u: &String| self.schemes.iter().any(|scheme| u.starts_with(scheme));
-        if urls.iter().all(valid) {
+        if urls.iter().all(|u| self.accepts(u)) {
             Ok(urls)
         } else {
             Err(self.error(name))

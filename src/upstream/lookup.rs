@@ -224,10 +224,9 @@ pub async fn look_up<U: Platform + ?Sized>(
     .await;
     // One that could not be had says nothing; the operator hears of it once a lookup (a wrong
     // SEND_STATUS_URL would otherwise go unseen).
-    if let Some(Err(e)) = statuses
+    if let Some(e) = statuses
         .iter()
-        .map(|(_, status)| status)
-        .find(|s| s.is_err())
+        .find_map(|(_, status)| status.as_ref().err())
     {
         upstream.emit(&super::error_metric(STATUS_METHOD, e));
     }

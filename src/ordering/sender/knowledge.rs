@@ -208,21 +208,11 @@ impl Sender {
                 }
                 continue;
             }
-            // Behind a private route the node asked cannot see the route's pool: its null is no
-            // sign the route lost it (a restarted object asks about every stored one). It stays
-            // accepted, counted in the pending count, and is sent to the route again to be sure
-            // (the route answers a copy it holds with its hash).
-            let private = self.settings.private_route;
-            if !private {
-                self.accepted.forget(hash);
-            }
             if latest.is_some_and(|l| tx.nonce < l) {
                 // Another transaction took its nonce in a block. (A pending count above it is
                 // no proof: the pool may have dropped it since that count, or hold another
                 // transaction there that the resend may replace.)
-                if private {
-                    self.accepted.forget(hash);
-                }
+                self.accepted.forget(hash);
                 gone.push(*hash);
                 continue;
             }
@@ -240,6 +230,13 @@ impl Sender {
                 );
                 gone.push(*hash);
             } else {
+                // Behind a private route the node asked cannot see the route's pool: its null
+                // is no sign the route lost it (a restarted object asks about every stored
+                // one). It stays accepted, counted in the pending count, and is sent to the
+                // route again to be sure (the route answers a copy it holds with its hash).
+                if !self.settings.private_route {
+                    self.accepted.forget(hash);
+                }
                 resend.push(*hash);
             }
         }
