@@ -14,6 +14,7 @@ mod window;
 
 use super::*;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::route_status::RouteStatus;
 use crate::ordering::tx::SendMethod;
 use std::collections::BTreeMap;
 
@@ -301,6 +302,34 @@ impl Rig {
             .position(|(_, q)| what(q))
             .unwrap_or_else(|| panic!("such a lookup was asked: {:?}", self.lookups));
         self.lookups.remove(i)
+    }
+
+    /// Answers the tracking check when it is due with the mined count `latest` and what the
+    /// upstream says of each hash; returns the check's query.
+    fn track(&mut self, latest: u64, seen: &[(TxHash, Seen)]) -> Query {
+        self.track_with(latest, seen, &[], None)
+    }
+
+    /// [`Rig::track`], with a private route's statuses and the head.
+    fn track_with(
+        &mut self,
+        latest: u64,
+        seen: &[(TxHash, Seen)],
+        route: &[(TxHash, RouteStatus)],
+        head: Option<u64>,
+    ) -> Query {
+        let due = self.s.poll_timeout().expect("a check is due");
+        self.at(due);
+        let (id, query) = self.lookup_for(|q| q.latest && !q.pending);
+        let found = Found {
+            latest: Some(latest),
+            known: seen.iter().copied().collect(),
+            route: route.iter().copied().collect(),
+            head,
+            ..Found::default()
+        };
+        self.reply(id, Ok(found));
+        query
     }
 
     fn reply(&mut self, id: LookupId, outcome: Outcome) {

@@ -34,33 +34,6 @@ fn ten_accepted(settings: Settings) -> Rig {
     r
 }
 
-/// Answers the tracking check with the mined count and what the read node says of each hash.
-fn track(r: &mut Rig, latest: u64, seen: &[(TxHash, Seen)]) {
-    track_with(r, latest, seen, &[], None);
-}
-
-/// [`track`], with the route's statuses and the head; returns the check's query.
-fn track_with(
-    r: &mut Rig,
-    latest: u64,
-    seen: &[(TxHash, Seen)],
-    route: &[(TxHash, RouteStatus)],
-    head: Option<u64>,
-) -> Query {
-    let due = r.s.poll_timeout().expect("a check is due");
-    r.at(due);
-    let (id, query) = r.lookup_for(|q| q.latest && !q.pending);
-    let found = Found {
-        latest: Some(latest),
-        known: seen.iter().copied().collect(),
-        route: route.iter().copied().collect(),
-        head,
-        ..Found::default()
-    };
-    r.reply(id, Ok(found));
-    query
-}
-
 /// Each resend's turn: checked against the mined count `latest` and by hash (the read node's
 /// null), then sent to the route and accepted, one at a time; returns their nonces in order.
 fn resend_turns(r: &mut Rig, latest: u64) -> Vec<u64> {
@@ -109,7 +82,7 @@ fn the_route_is_asked_and_what_it_dropped_goes_to_it_again_from_its_bytes() {
     // The lowest nonces' statuses are asked, at most MAX_STATUS_ASKED.
     let pending: Vec<(TxHash, RouteStatus)> =
         (0..8).map(|n| (h(n, 0), RouteStatus::Pending)).collect();
-    let query = track_with(&mut r, 0, &missing, &pending, None);
+    let query = r.track_with(0, &missing, &pending, None);
     let asked: Vec<TxHash> = (0..MAX_STATUS_ASKED as u64).map(|n| h(n, 0)).collect();
     assert_eq!(query.route_statuses, asked);
     assert!(
@@ -128,7 +101,7 @@ fn the_route_is_asked_and_what_it_dropped_goes_to_it_again_from_its_bytes() {
     said[2].1 = RouteStatus::Unknown;
     said[3].1 = RouteStatus::Included;
     said[4].1 = RouteStatus::Cancelled;
-    track_with(&mut r, 0, &missing, &said, None);
+    r.track_with(0, &missing, &said, None);
     assert_eq!(r.s.counters.route_dropped, 2);
     assert_eq!(r.s.counters.resubmitted, 2);
     assert_eq!(resend_turns(&mut r, 0), [1, 2]);
@@ -147,7 +120,7 @@ fn a_route_that_keeps_dropping_a_transaction_gets_it_max_resends_times_then_it_w
     let mut r = one_accepted(WITH_STATUS);
     let failed = [(h(0, 0), RouteStatus::Failed)];
     for _ in 0..MAX_RESENDS + 2 {
-        track_with(&mut r, 0, &[(h(0, 0), Seen::Missing)], &failed, None);
+        r.track_with(0, &[(h(0, 0), Seen::Missing)], &failed, None);
         resend_turns(&mut r, 0);
     }
     assert_eq!(r.s.counters.resubmitted, u64::from(MAX_RESENDS));
@@ -162,7 +135,7 @@ fn a_route_that_keeps_dropping_a_transaction_gets_it_max_resends_times_then_it_w
 #[test]
 fn without_a_status_url_the_route_is_not_asked() {
     let mut r = one_accepted(PRIVATE);
-    let query = track_with(&mut r, 0, &[(h(0, 0), Seen::Missing)], &[], None);
+    let query = r.track_with(0, &[(h(0, 0), Seen::Missing)], &[], None);
     assert!(query.route_statuses.is_empty() && !query.head);
     assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["route"], "private");
     assert_eq!(
@@ -186,16 +159,16 @@ fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_no
     let mut r = ten_accepted(settings);
     let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
     // First seen pending at head 100; nonce 0 included at 101.
-    let query = track_with(&mut r, 0, &missing, &[], Some(100));
+    let query = r.track_with(0, &missing, &[], Some(100));
     assert!(query.head && query.route_statuses.is_empty());
     let mut seen = missing.clone();
     seen[0].1 = Seen::Included { block: 101 };
-    track_with(&mut r, 1, &seen, &[], Some(102));
+    r.track_with(1, &seen, &[], Some(102));
     assert!(r.published.is_empty(), "2 blocks: not yet");
     // Nonce 3 shows at the read node (public already): not sent again.
     let mut seen: Vec<(TxHash, Seen)> = missing[1..].to_vec();
     seen[2].1 = Seen::Pending;
-    track_with(&mut r, 1, &seen, &[], Some(103));
+    r.track_with(1, &seen, &[], Some(103));
     let want: Vec<TxHash> = [1, 2, 4, 5, 6, 7, 8, 9].iter().map(|n| h(*n, 0)).collect();
     assert_eq!(
         r.published,
@@ -208,7 +181,7 @@ fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_no
     );
     assert!(r.sends.is_empty(), "not to the route again");
     // Once: the next checks publish nothing more.
-    track_with(&mut r, 1, &seen, &[], Some(110));
+    r.track_with(1, &seen, &[], Some(110));
     assert_eq!(r.published.len(), 1);
     let decided = r
         .metrics
@@ -242,8 +215,8 @@ fn what_the_route_says_is_included_or_cancelled_is_not_published() {
         (h(1, 0), RouteStatus::Cancelled),
         (h(2, 0), RouteStatus::Pending),
     ];
-    track_with(&mut r, 0, &missing, &said, Some(100));
-    track_with(&mut r, 0, &missing, &said, Some(105));
+    r.track_with(0, &missing, &said, Some(100));
+    r.track_with(0, &missing, &said, Some(105));
     assert_eq!(r.published, [vec![h(2, 0)]]);
 }
 
@@ -252,7 +225,7 @@ fn without_send_public_after_blocks_nothing_is_ever_published() {
     let mut r = one_accepted(PRIVATE);
     // Every check until TRACK_TTL_S, each far past any block count.
     for _ in 0..9 {
-        track_with(&mut r, 0, &[(h(0, 0), Seen::Missing)], &[], Some(1_000));
+        r.track_with(0, &[(h(0, 0), Seen::Missing)], &[], Some(1_000));
     }
     assert!(r.published.is_empty());
     assert!(r.sends.is_empty());
@@ -263,7 +236,7 @@ fn the_read_nodes_null_is_no_drop_behind_a_private_route() {
     let mut r = ten_accepted(PRIVATE);
     let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
     for _ in 0..3 {
-        track(&mut r, 0, &missing);
+        r.track(0, &missing);
     }
     assert!(r.sends.is_empty(), "nothing sent again: {:?}", r.log);
     assert!(!r.log.iter().any(|l| l.starts_with("load")), "{:?}", r.log);
@@ -275,7 +248,7 @@ fn the_read_nodes_null_is_no_drop_behind_a_private_route() {
         .map(|n| (h(n, 0), Seen::Included { block: 7 }))
         .collect();
     seen.extend((5..10).map(|n| (h(n, 0), Seen::Missing)));
-    track(&mut r, 6, &seen);
+    r.track(6, &seen);
     assert_eq!(r.s.counters.included, 5);
     assert_eq!(r.s.counters.replaced, 1, "nonce 5 was used by another");
     assert_eq!(r.s.status(&h(5, 0), r.now).unwrap()["status"], "replaced");
@@ -294,7 +267,7 @@ fn behind_a_private_route_a_transaction_the_route_keeps_is_given_up_only_at_the_
     r.accept_next();
     let accepted_at = r.now;
     while r.now + PRIVATE.track_interval_ms < accepted_at + PRIVATE.track_ttl_ms {
-        track(&mut r, 0, &[(h(0, 0), Seen::Missing)]);
+        r.track(0, &[(h(0, 0), Seen::Missing)]);
     }
     assert_eq!(r.s.counters.expired, 0);
     r.at(accepted_at + PRIVATE.track_ttl_ms);

@@ -26,26 +26,11 @@ fn five_accepted() -> Rig {
     r
 }
 
-/// Answers the tracking check with the mined count and what the upstream says of each hash.
-fn track(r: &mut Rig, latest: u64, seen: &[(TxHash, Seen)]) -> Query {
-    let due = r.s.poll_timeout().expect("a check is due");
-    r.at(due);
-    let (id, query) = r.lookup_for(|q| q.latest && !q.pending);
-    let found = Found {
-        latest: Some(latest),
-        known: seen.iter().copied().collect(),
-        ..Found::default()
-    };
-    r.reply(id, Ok(found));
-    query
-}
-
 #[test]
 fn a_dropped_transaction_and_those_behind_it_are_resent_from_their_bytes_in_nonce_order() {
     let mut r = five_accepted();
     assert_eq!(r.alarm, Some(r.now + 12_000), "the alarm is the next check");
-    let query = track(
-        &mut r,
+    let query = r.track(
         1,
         &[
             (h(0, 0), Seen::Included { block: 1 }),
@@ -81,8 +66,7 @@ fn a_dropped_transaction_and_those_behind_it_are_resent_from_their_bytes_in_nonc
         ("pending".into(), 1.into())
     );
     // The next check finds them in blocks: nothing tracked, nothing stored, no alarm.
-    track(
-        &mut r,
+    r.track(
         5,
         &(1..5)
             .map(|n| (h(n, 0), Seen::Included { block: 2 }))
@@ -113,7 +97,7 @@ fn one_dropped_alone_is_resent_and_the_rest_stay_pending() {
     let mut r = five_accepted();
     let mut answers: Vec<(TxHash, Seen)> = (0..5).map(|n| (h(n, 0), Seen::Pending)).collect();
     answers[1].1 = Seen::Missing;
-    track(&mut r, 0, &answers);
+    r.track(0, &answers);
     assert_eq!(r.s.counters.resubmitted, 1);
     let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
     r.reply(
@@ -133,7 +117,7 @@ fn a_nonce_taken_by_another_transaction_ends_replaced_without_a_resend() {
     let mut r = five_accepted();
     let mut answers: Vec<(TxHash, Seen)> = (0..5).map(|n| (h(n, 0), Seen::Pending)).collect();
     answers[0].1 = Seen::Missing;
-    track(&mut r, 1, &answers);
+    r.track(1, &answers);
     assert!(r.sends.is_empty() && r.s.counters.resubmitted == 0);
     assert_eq!(r.s.counters.replaced, 1);
     assert!(!r.rows.contains_key(&h(0, 0)), "a replaced one's bytes go");
@@ -172,7 +156,7 @@ fn a_resend_refused_because_the_nonce_is_taken_ends_replaced_and_is_not_sent_aga
     let mut r = five_accepted();
     let mut answers: Vec<(TxHash, Seen)> = (0..5).map(|n| (h(n, 0), Seen::Pending)).collect();
     answers[4].1 = Seen::Missing;
-    track(&mut r, 0, &answers);
+    r.track(0, &answers);
     let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
     r.reply(
         turn,
@@ -191,7 +175,7 @@ fn a_resend_refused_because_the_nonce_is_taken_ends_replaced_and_is_not_sent_aga
     assert_eq!(r.s.status(&h(4, 0), r.now).unwrap()["status"], "replaced");
     assert_eq!(r.events("tx_replaced").len(), 1);
     // The next checks no longer ask for it, and nothing is sent again.
-    let query = track(&mut r, 0, &answers[..4]);
+    let query = r.track(0, &answers[..4]);
     assert!(!query.hashes.contains(&h(4, 0)));
     assert!(r.sends.is_empty());
 }
@@ -204,7 +188,7 @@ fn given_up_after_the_tracking_window() {
     r.accept_next();
     let accepted_at = r.now;
     while r.now + TRACKED.track_interval_ms < accepted_at + TRACKED.track_ttl_ms {
-        track(&mut r, 0, &[(h(0, 0), Seen::Pending)]);
+        r.track(0, &[(h(0, 0), Seen::Pending)]);
     }
     r.at(accepted_at + TRACKED.track_ttl_ms);
     assert_eq!(r.s.counters.expired, 1);
@@ -271,8 +255,7 @@ fn what_tracking_learns_moves_the_next_nonce() {
     r.reply(verify, Ok(Found::default()));
     assert_eq!(r.s.nonces().0, Some(1));
     // Tracking then finds nonce 1 in a block (mined count 2): the next nonce is 2.
-    track(
-        &mut r,
+    r.track(
         2,
         &[
             (h(0, 0), Seen::Included { block: 1 }),
