@@ -10,17 +10,8 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { keccak256 } from "viem";
-import { startAnvil, startProxy, startRelay, sendRaw, rpc, devAccount, signTransfer, minedCount, mostAtOnce, sleep } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, sendRaw, rpc, devAccount, signTransfer, minedCount, mostAtOnce, until } from "./support/harness.mjs";
 
-/** Polls until `check()` is true or `ms` pass; true when it became true. */
-async function until(check, ms, every = 100) {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    if (await check()) return true;
-    await sleep(every);
-  }
-  return false;
-}
 
 test("strict after a restart: chain 296 (CHAIN_ID unset), n..n+4 accepted, the pool drops them, the relay restarts, no client sends: the relay's resends go one at a time, and all 5 are mined once", async () => {
   const anvil = await startAnvil({ extraArgs: ["--chain-id", "296", "--no-mining"] });

@@ -3,7 +3,7 @@
 // proxy as the read node, both before one anvil that mines only when the route builds a block.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startRelay } from "./support/harness.mjs";
+import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startRelay, until } from "./support/harness.mjs";
 import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /** The stack of `startPrivateStack` with the relay's settings `vars`. */
@@ -14,16 +14,6 @@ const arrivals = (route, hash) => route.sends.filter((s) => s.hash === hash).len
 
 /** The relay's `GET /tx/{hash}` (with `?sender=` for the sender's object). */
 const txStatus = async (relayUrl, hash, sender) => (await fetch(`${relayUrl}/tx/${hash}?sender=${sender}`)).json();
-
-/** Polls until `check()` is true or `ms` pass; true when it came true. */
-async function until(check, ms, every = 100) {
-  const start = performance.now();
-  while (performance.now() - start < ms) {
-    if (await check()) return true;
-    await sleep(every);
-  }
-  return false;
-}
 
 test("one sender's 10 at once through a private route: the relay's pending count says n+10 before any block (the read node n), all 10 mined, each reached the route once and none the read node", async () => {
   const s = await privateStack();

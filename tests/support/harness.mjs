@@ -632,6 +632,16 @@ export function mostAtOnce(records, keyOf = (r) => r) {
   return Math.max(0, ...records.map((r) => new Set(there(r.at).map(keyOf)).size));
 }
 
+/** Polls until `check()` is true or `ms` pass (a bound on waiting, not an assertion of time); true when it became true. */
+export async function until(check, ms, every = 100) {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    if (await check()) return true;
+    await sleep(every);
+  }
+  return false;
+}
+
 /**
  * A client that sends `raw` again until an answer has a result (a lost connection or an error
  * answer is tried again 100 ms later), for at most `forMs`: what a wallet does while the relay
