@@ -33,8 +33,11 @@ pub const MAX_STATUS_BYTES: usize = 64 * 1024;
 pub const STATUS_TIMEOUT_MS: u64 = 5_000;
 
 /// The most transactions of one sender whose status one tracking check asks the route, lowest
-/// nonces first (one `GET` each).
-pub const MAX_STATUS_ASKED: usize = 8;
+/// nonces first (one `GET` each, at once, beside the check's batch to the read node). 4: with
+/// the batch and the one send in flight behind a route, 6 fetches, Cloudflare's six connections
+/// waiting for headers per Durable Object (more are queued by the platform; a check at
+/// `upstream/lookup.rs` holds the sum). The lowest matter: one dropped holds those above it.
+pub const MAX_STATUS_ASKED: usize = 4;
 
 /// What a private route says of a transaction (see the module documentation for each route's
 /// words).

@@ -14,7 +14,7 @@
 //! [`RouteStatus::of_body`]); a status that could not be had is left out.
 
 use crate::hex;
-use crate::ordering::route_status::{RouteStatus, STATUS_TIMEOUT_MS};
+use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED, STATUS_TIMEOUT_MS};
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
 use crate::upstream::retry::{self, RetryPolicy};
 use crate::upstream::Platform;
@@ -66,6 +66,14 @@ const PENDING: u64 = 1;
 const LATEST: u64 = 2;
 const GENESIS: u64 = 3;
 const HEAD: u64 = 4;
+
+// A tracking check's fetches from one Durable Object (its batch and the route's statuses) and
+// the one send in flight behind a route stay within Cloudflare's six connections waiting for
+// headers (`submit::BATCH_FROM`): none is queued by the platform.
+const CHECK_FETCHES: usize = 1 + MAX_STATUS_ASKED;
+const SENDS_IN_FLIGHT_BEHIND_A_ROUTE: usize = 1;
+const _: () =
+    assert!(CHECK_FETCHES + SENDS_IN_FLIGHT_BEHIND_A_ROUTE <= crate::upstream::submit::BATCH_FROM);
 
 /// How `upstream_error` names a status `GET` that failed, or whose answer has no status word the
 /// relay knows (`invalid`).

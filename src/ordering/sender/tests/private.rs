@@ -80,10 +80,10 @@ fn the_route_is_asked_and_what_it_dropped_goes_to_it_again_from_its_bytes() {
     let mut r = ten_accepted(WITH_STATUS);
     let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
     // The lowest nonces' statuses are asked, at most MAX_STATUS_ASKED.
-    let pending: Vec<(TxHash, RouteStatus)> =
-        (0..8).map(|n| (h(n, 0), RouteStatus::Pending)).collect();
-    let query = r.track_with(0, &missing, &pending, None);
     let asked: Vec<TxHash> = (0..MAX_STATUS_ASKED as u64).map(|n| h(n, 0)).collect();
+    let pending: Vec<(TxHash, RouteStatus)> =
+        asked.iter().map(|h| (*h, RouteStatus::Pending)).collect();
+    let query = r.track_with(0, &missing, &pending, None);
     assert_eq!(query.route_statuses, asked);
     assert!(
         !query.head,
@@ -95,12 +95,12 @@ fn the_route_is_asked_and_what_it_dropped_goes_to_it_again_from_its_bytes() {
         "pending"
     );
     // The route failed and forgot nonce 1, and does not know nonce 2: both go to it again,
-    // lowest first, from their stored bytes; an included or cancelled one does not.
+    // lowest first, from their stored bytes; a cancelled or included one does not.
     let mut said = pending.clone();
+    said[0].1 = RouteStatus::Cancelled;
     said[1].1 = RouteStatus::Failed;
     said[2].1 = RouteStatus::Unknown;
     said[3].1 = RouteStatus::Included;
-    said[4].1 = RouteStatus::Cancelled;
     r.track_with(0, &missing, &said, None);
     assert_eq!(r.s.counters.route_dropped, 2);
     assert_eq!(r.s.counters.resubmitted, 2);
