@@ -1,5 +1,6 @@
-//! What a sender's object asks the upstream about its sender ([`Query`]), as one JSON-RPC batch,
-//! and how the answer reads ([`Found`]).
+//! What a sender's object asks the upstream about its sender ([`Query`]), as JSON-RPC batches of
+//! at most [`MAX_BATCH_MEMBERS`] members, at most [`BATCHES_AT_ONCE`] of them at once, and how
+//! the answers read ([`Found`]).
 //!
 //! Members, each with a fixed id: `eth_getTransactionCount(sender, "pending")` (id 1),
 //! `eth_getTransactionCount(sender, "latest")` (id 2), `eth_getBlockByNumber("0x0", false)` (id 3,
@@ -8,8 +9,8 @@
 //! `eth_getTransactionBySenderAndNonce` of each nonce (ids 10,000, 10,001, ...), and
 //! `eth_blockNumber` (id 4). Answers
 //! are matched by id, in any order (JSON-RPC 2.0, section 6). A member that failed is left out of
-//! [`Found`]. An upstream that refuses batches (it answers one error object) is asked member by
-//! member instead. Beside the batch, at the same time, a private route's status endpoint is asked
+//! [`Found`], and so are the members of a batch that failed while others answered. An upstream
+//! that refuses batches (it answers one error object) is asked member by member instead. Beside the batch, at the same time, a private route's status endpoint is asked
 //! about each of [`Query::route_statuses`] ([`Platform::get_status`], read by
 //! [`RouteStatus::of_body`]); a status that could not be had is left out.
 
@@ -81,6 +82,18 @@ pub const STATUS_METHOD: &str = "route_status";
 const FIRST_HASH: u64 = 100;
 const FIRST_NONCE: u64 = 10_000;
 
+/// The most members one batch of a lookup has: Erigon's default `--rpc.batch.limit` (100), the
+/// lowest default of the nodes the relay meets (geth's `BatchRequestLimit` is 1,000); a node over
+/// its limit answers the whole batch with one error, so a lookup that needs more members (a hot
+/// sender's tracking check, a restart's check of its stored transactions) sends more batches.
+pub const MAX_BATCH_MEMBERS: usize = 100;
+
+/// How many batches of one lookup are in flight at once. A tracking check's two steps run one
+/// after the other, and its second (by hash, in batches) has no more fetches at once than its
+/// first (the counts and a private route's statuses): the six-connection bound above holds.
+pub const BATCHES_AT_ONCE: usize = 2;
+const _: () = assert!(BATCHES_AT_ONCE <= CHECK_FETCHES);
+
 /// The batch's members: (id, request object).
 fn members(sender: &str, query: &Query) -> Vec<(u64, Value)> {
     let request = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -131,9 +144,25 @@ fn members(sender: &str, query: &Query) -> Vec<(u64, Value)> {
     out
 }
 
-/// The batch text of `query` about `sender` (lowercase 0x address).
+/// The batch text of `query` about `sender` (lowercase 0x address), all members in one.
 pub fn batch(sender: &str, query: &Query) -> String {
-    Value::Array(members(sender, query).into_iter().map(|(_, m)| m).collect()).to_string()
+    batch_of(&members(sender, query))
+}
+
+fn batch_of(members: &[(u64, Value)]) -> String {
+    Value::Array(members.iter().map(|(_, m)| m.clone()).collect()).to_string()
+}
+
+/// `part` (one batch's answers) taken into `found`: a count, the genesis hash or the head the
+/// first batch that has it, every transaction by hash or by nonce.
+fn merge(found: &mut Found, part: Found) {
+    found.pending = found.pending.or(part.pending);
+    found.latest = found.latest.or(part.latest);
+    found.genesis = found.genesis.take().or(part.genesis);
+    found.head = found.head.or(part.head);
+    found.known.extend(part.known);
+    found.by_nonce.extend(part.by_nonce);
+    found.route.extend(part.route);
 }
 
 /// Takes one member's response object into `found`.
@@ -246,7 +275,9 @@ pub async fn look_up<U: Platform + ?Sized>(
     Ok(found)
 }
 
-/// The batch part of [`look_up`].
+/// The batch part of [`look_up`]: the members in batches of at most [`MAX_BATCH_MEMBERS`], at
+/// most [`BATCHES_AT_ONCE`] at once; what every batch that answered found. An error only when
+/// none did.
 async fn ask_node<U: Platform + ?Sized>(
     upstream: &U,
     sender: &str,
@@ -258,6 +289,39 @@ async fn ask_node<U: Platform + ?Sized>(
     if members.is_empty() {
         return Ok(Found::default());
     }
+    let batches: Vec<&[(u64, Value)]> = members.chunks(MAX_BATCH_MEMBERS).collect();
+    let mut found = Found::default();
+    let mut answered = false;
+    let mut last_error = None;
+    for round in batches.chunks(BATCHES_AT_ONCE) {
+        let asked = round
+            .iter()
+            .map(|batch| ask_batch(upstream, query, batch, policy, deadline_ms));
+        for outcome in join_all(asked).await {
+            match outcome {
+                Ok(part) => {
+                    answered = true;
+                    merge(&mut found, part);
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+    }
+    match last_error {
+        Some(e) if !answered => Err(e),
+        _ => Ok(found),
+    }
+}
+
+/// One batch of a lookup's `members`, retried until `deadline_ms`; member by member when the
+/// upstream refuses batches.
+async fn ask_batch<U: Platform + ?Sized>(
+    upstream: &U,
+    query: &Query,
+    members: &[(u64, Value)],
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Outcome {
     // A batch asking a count or a transaction by hash is merged over the upstreams.
     let kind = if members.iter().any(|(_, m)| {
         let method = m.get("method").and_then(Value::as_str).unwrap_or("");
@@ -267,14 +331,14 @@ async fn ask_node<U: Platform + ?Sized>(
     } else {
         CallKind::OwnOther
     };
-    let reply = post_retried(upstream, &batch(sender, query), kind, policy, deadline_ms)
+    let reply = post_retried(upstream, &batch_of(members), kind, policy, deadline_ms)
         .await
         .map_err(|e| LookupError::Unavailable(e.to_string()))?;
     if let Some(found) = parse(query, &reply.body) {
         return Ok(found);
     }
     // No batches here: one request per member, at once.
-    let singles = members.into_iter().map(|(_, member)| async move {
+    let singles = members.iter().map(|(_, member)| async move {
         let method = member.get("method").and_then(Value::as_str).unwrap_or("");
         let kind = CallKind::of_own_method(method);
         post_retried(upstream, &member.to_string(), kind, policy, deadline_ms).await

@@ -4,9 +4,17 @@
 //! transaction took its nonce), or `TRACK_TTL_S` ran out (expired); its original bytes stay in the
 //! object's storage meanwhile. A final status is remembered for `IDEMPOTENCY_TTL_S` more (resends
 //! and `GET /tx/{hash}` are answered from it); at most [`MAX_ACCEPTED`] per sender, the oldest
-//! final ones leaving first (a pending one is never forgotten for the bound: with only pending
-//! ones left, [`Accepted::is_full`] and the sender's object refuses a new send), and at most [`MAX_TRACKED_BYTES`] of stored requests tracked (blob sidecars
-//! count), the oldest expiring first.
+//! final ones leaving first (a pending one is never forgotten for the bound), and at most
+//! [`MAX_TRACKED_BYTES`] of stored requests tracked (blob sidecars count), the oldest expiring
+//! first.
+//!
+//! The bound on pending ones counts what is really outstanding ([`Accepted::outstanding`]): a
+//! pending one whose nonce the mined count passed is in a block (itself, or another transaction
+//! with its nonce) and only waits to be told which. With [`MAX_ACCEPTED`] outstanding, or
+//! [`MAX_PENDING`] pending in all, [`Accepted::is_full`] and the sender's object refuses a new
+//! send while tracking runs; with tracking off nothing is followed to inclusion, so past
+//! [`MAX_ACCEPTED`] the oldest pending ones are given up instead ([`Accepted::untracked_bound`]),
+//! and a sender's rate is never capped.
 //!
 //! An accepted transaction is *vouched* for while the relay has seen the upstream hold it: it was
 //! accepted in this object's life, or the upstream answered it by hash since. One read back from
@@ -25,6 +33,12 @@ use crate::transaction::TxHash;
 /// The most accepted transactions one sender's object remembers; the oldest final ones leave
 /// first, and a pending one never does for this bound.
 pub const MAX_ACCEPTED: usize = 1024;
+
+/// The most pending transactions one sender's object keeps in all, outstanding or mined and not
+/// yet told apart (included or replaced): four times [`MAX_ACCEPTED`]. Reached only while the
+/// upstream does not answer by hash (a hot sender's check tells them apart as fast as they are
+/// mined), it bounds what such an upstream makes the object keep.
+pub const MAX_PENDING: usize = 4 * MAX_ACCEPTED;
 
 /// The most bytes of original requests one sender's pending transactions keep in storage (32 MiB:
 /// about twenty six-blob transactions with their sidecars); past it the oldest pending ones
@@ -141,6 +155,9 @@ pub struct Pruned {
     pub expired: Vec<(TxHash, AcceptedTx)>,
     /// Pending, the oldest while the stored bytes are past [`MAX_TRACKED_BYTES`]: expired too.
     pub over_bytes: Vec<(TxHash, AcceptedTx)>,
+    /// Pending, the oldest past [`MAX_ACCEPTED`] with tracking off
+    /// ([`Accepted::untracked_bound`]): expired too.
+    pub over_count: Vec<(TxHash, AcceptedTx)>,
 }
 
 impl Accepted {
@@ -221,14 +238,56 @@ impl Accepted {
         all
     }
 
-    /// Whether [`MAX_ACCEPTED`] are pending: none can leave for the bound, so the sender's object
-    /// takes no new transaction until one is final.
-    pub fn is_full(&self) -> bool {
+    /// Whether any is pending (tracked).
+    pub fn has_pending(&self) -> bool {
+        self.by_hash.values().any(|tx| tx.status == Status::Pending)
+    }
+
+    /// How many pending ones are outstanding: their nonce at or above the mined count `mined`
+    /// (every one when it is unknown). One below it is in a block, itself or another with its
+    /// nonce, and only waits to be told which.
+    pub fn outstanding(&self, mined: Option<u64>) -> usize {
+        let floor = mined.unwrap_or(0);
         self.by_hash
             .values()
-            .filter(|tx| !tx.status.is_final())
+            .filter(|tx| tx.status == Status::Pending && tx.nonce >= floor)
             .count()
-            >= MAX_ACCEPTED
+    }
+
+    /// Whether [`MAX_ACCEPTED`] are outstanding with the mined count `mined`
+    /// ([`Accepted::outstanding`]), or [`MAX_PENDING`] are pending in all: none can leave for
+    /// the bound, so the sender's object takes no new transaction until one is final.
+    pub fn is_full(&self, mined: Option<u64>) -> bool {
+        let pending = self
+            .by_hash
+            .values()
+            .filter(|tx| tx.status == Status::Pending)
+            .count();
+        pending >= MAX_PENDING || self.outstanding(mined) >= MAX_ACCEPTED
+    }
+
+    /// With tracking off (`TRACK_INTERVAL_S=0`) nothing is followed to inclusion: past
+    /// [`MAX_ACCEPTED`] pending ones, the oldest expire at `now_ms` (in `over_count`), so that
+    /// the bound never refuses a sender.
+    pub fn untracked_bound(&mut self, now_ms: u64) -> Pruned {
+        let mut pruned = Pruned::default();
+        let mut pending: Vec<(u64, u64, TxHash)> = self
+            .by_hash
+            .iter()
+            .filter(|(_, tx)| tx.status == Status::Pending)
+            .map(|(hash, tx)| (tx.at_ms, tx.nonce, *hash))
+            .collect();
+        let Some(over) = pending.len().checked_sub(MAX_ACCEPTED).filter(|&o| o > 0) else {
+            return pruned;
+        };
+        pending.sort_unstable();
+        for (_, _, hash) in pending.into_iter().take(over) {
+            if let Some(tx) = self.by_hash.get(&hash).copied() {
+                self.finish(&hash, Status::Expired, now_ms);
+                pruned.over_count.push((hash, tx));
+            }
+        }
+        pruned
     }
 
     /// How many are remembered.
@@ -274,6 +333,7 @@ impl Accepted {
         pruned.gone.extend(more.gone);
         pruned.expired.extend(more.expired);
         pruned.over_bytes.extend(more.over_bytes);
+        pruned.over_count.extend(more.over_count);
         pruned
     }
 

@@ -141,7 +141,7 @@ fn a_pending_one_is_never_forgotten_for_the_bound() {
     // Issue 32, point 6: past MAX_ACCEPTED only final ones leave; pending ones stay tracked.
     let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
     a.record(nth(0), 0, 0, true);
-    assert!(!a.is_full());
+    assert!(!a.is_full(None));
     let mut gone = Vec::new();
     for n in 1..=(MAX_ACCEPTED as u64) {
         gone.extend(a.record(nth(n), n, n, true).gone);
@@ -154,7 +154,7 @@ fn a_pending_one_is_never_forgotten_for_the_bound() {
     assert_eq!(a.len(), MAX_ACCEPTED);
     assert_eq!(a.get(&nth(0), 0).unwrap().status, Status::Pending);
     assert!(a.get(&nth(1), 0).is_none());
-    assert!(!a.is_full(), "final ones can still make room");
+    assert!(!a.is_full(None), "final ones can still make room");
     let mut b = Accepted::new(u64::MAX / 4, u64::MAX / 4);
     for n in 0..(MAX_ACCEPTED as u64 + 1) {
         assert!(
@@ -163,5 +163,43 @@ fn a_pending_one_is_never_forgotten_for_the_bound() {
         );
     }
     assert_eq!(b.pending().len(), MAX_ACCEPTED + 1);
-    assert!(b.is_full(), "only pending ones: a new send is refused");
+    assert!(b.is_full(None), "only pending ones: a new send is refused");
+    // Those whose nonce the mined count passed are not outstanding: no longer full.
+    assert_eq!(b.outstanding(Some(10)), MAX_ACCEPTED + 1 - 10);
+    assert!(!b.is_full(Some(10)), "ten of them are in blocks");
+}
+
+#[test]
+fn the_pending_bound_counts_what_is_outstanding_and_caps_what_waits_to_be_told_apart() {
+    let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
+    for n in 0..(MAX_PENDING as u64 - 1) {
+        a.record(nth(n), n, n, true);
+    }
+    let mined = Some(MAX_PENDING as u64 - MAX_ACCEPTED as u64);
+    assert_eq!(a.outstanding(mined), MAX_ACCEPTED - 1);
+    assert!(!a.is_full(mined));
+    a.record(nth(MAX_PENDING as u64), MAX_PENDING as u64, 0, true);
+    assert!(
+        a.is_full(Some(MAX_PENDING as u64)),
+        "four times the bound pending in all"
+    );
+}
+
+#[test]
+fn with_tracking_off_the_oldest_pending_ones_expire_past_the_bound() {
+    let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
+    for n in 0..(MAX_ACCEPTED as u64 + 2) {
+        a.record(nth(n), n, n, true);
+    }
+    assert_eq!(
+        a.untracked_bound(5)
+            .over_count
+            .iter()
+            .map(|(h, _)| *h)
+            .collect::<Vec<_>>(),
+        vec![nth(0), nth(1)]
+    );
+    assert_eq!(a.get(&nth(0), 5).unwrap().status, Status::Expired);
+    assert_eq!(a.pending().len(), MAX_ACCEPTED);
+    assert!(a.untracked_bound(6).over_count.is_empty());
 }

@@ -22,7 +22,8 @@ pub struct Arrival {
     pub request_id: Option<Rc<str>>,
 }
 
-/// What one lookup asks the upstream, as one JSON-RPC batch.
+/// What one lookup asks the upstream, as JSON-RPC batches of at most
+/// [`crate::upstream::lookup::MAX_BATCH_MEMBERS`] members ([`crate::upstream::lookup`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Query {
     /// `eth_getTransactionCount(sender, "pending")`.

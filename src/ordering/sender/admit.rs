@@ -9,8 +9,17 @@
 //! nonce mined since is refused as too low, as geth words it); the queue bound refuses the
 //! highest nonce waiting, never one that would go now or that is below every waiter; anything
 //! else waits for the lock.
+//!
+//! A refusal for a bound never opens a gap: a nonce refused for one while it was free (nothing
+//! holds or waits with it) is a hole, and every client transaction of the sender above it is
+//! refused too, those waiting and those that arrive ([`Refusal::AboveRefused`], with the bound's
+//! `Retry-After`), until a transaction with that nonce is taken, or the upstream's counts (asked
+//! again at most every [`HOLE_RECHECK_MS`] while arrivals above it are refused) show it used.
+//! Taken above the hole, a transaction would be sent after its gap wait and sit in the pool above
+//! a nonce that may never come (on a strict upstream, be refused); refused, its client sends the
+//! missing one again first, and everything goes in.
 
-use super::{tagged, Purpose, ReplacementPolicy, Sender};
+use super::{tagged, Hole, Purpose, ReplacementPolicy, Sender};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::accepted::{Status, MAX_ACCEPTED};
@@ -18,6 +27,10 @@ use crate::ordering::queue::{Check, QueuedTx, QueuedTxId, Stage};
 use crate::ordering::sender::{Arrival, Found, Outcome, Query, Refusal, Seen, Ticket};
 use crate::transaction::TxHash;
 use std::rc::Rc;
+
+/// While client transactions above a hole are refused, how often the upstream's counts are asked
+/// whether its nonce was used meanwhile (sent around the relay), ms.
+pub const HOLE_RECHECK_MS: u64 = 5_000;
 
 impl Sender {
     /// A client's transaction. See the module documentation.
@@ -81,6 +94,10 @@ impl Sender {
             self.start_check(id, Check::Stale, now_ms);
             return;
         }
+        if let Some(refusal) = self.above_hole(nonce, now_ms) {
+            self.refuse(id, refusal);
+            return;
+        }
         if let Some(holder) = self.nonce_holder(&hash, nonce, now_ms) {
             if self.settings.replacement == ReplacementPolicy::Reject {
                 self.start_check(id, Check::Replacement { holder }, now_ms);
@@ -88,13 +105,81 @@ impl Sender {
             }
             self.counters.replacements += 1;
         }
-        if self.accepted.is_full() && self.accepted.get(&hash, now_ms).is_none() {
-            // Every accepted one is pending: none may be forgotten to make room.
+        let tracking = self.settings.track_interval_ms > 0;
+        if tracking
+            && self.accepted.get(&hash, now_ms).is_none()
+            && self.accepted.is_full(self.nonces.mined)
+        {
+            // As many outstanding as it follows: none may be forgotten to make room.
             self.refuse(id, Refusal::TrackedFull { max: MAX_ACCEPTED });
             return;
         }
         self.queue.set_stage(id, Stage::Waiting);
         self.bound();
+    }
+
+    /// Whether `nonce` is free at `now_ms`: not below the next or mined nonce as known, no
+    /// accepted transaction holds it, and none waits or is sent with it.
+    fn nonce_free(&self, nonce: u64, now_ms: u64) -> bool {
+        self.nonces.next.is_none_or(|next| nonce >= next)
+            && self.nonces.mined.is_none_or(|mined| nonce >= mined)
+            && self.accepted.with_nonce(nonce, now_ms).is_none()
+            && !self.queue.iter().any(|(_, e)| e.nonce() == nonce)
+    }
+
+    /// Nonce `nonce` was refused for a bound (`refusal`) at `at_ms`: while it is free, it is a
+    /// hole (the lowest one is kept), and every client transaction waiting above it is refused
+    /// too.
+    pub(super) fn open_hole(&mut self, nonce: u64, refusal: Refusal, at_ms: u64) {
+        if !self.nonce_free(nonce, at_ms) {
+            return;
+        }
+        let hole = match self.nonces.hole {
+            Some(hole) if hole.nonce <= nonce => hole,
+            _ => Hole {
+                nonce,
+                retry_after_s: refusal.retry_after_s().unwrap_or(1),
+                checked_ms: None,
+            },
+        };
+        self.nonces.hole = Some(hole);
+        let above: Vec<(QueuedTxId, u64)> = self
+            .queue
+            .waiting()
+            .filter(|place| place.nonce > hole.nonce)
+            .filter(|place| {
+                self.queue
+                    .get(place.entry)
+                    .is_some_and(QueuedTx::has_clients)
+            })
+            .map(|place| (place.entry, place.nonce))
+            .collect();
+        for (id, nonce) in above {
+            self.refuse(id, hole.refused_above(nonce));
+        }
+    }
+
+    /// The refusal of a client transaction with `nonce` above the sender's hole, if there is one
+    /// still free at `now_ms`; a hole found filled is closed. While it refuses, the counts are
+    /// asked again every [`HOLE_RECHECK_MS`] (a nonce sent around the relay fills it too).
+    fn above_hole(&mut self, nonce: u64, now_ms: u64) -> Option<Refusal> {
+        let mut hole = self.nonces.hole?;
+        if !self.nonce_free(hole.nonce, now_ms) {
+            self.nonces.hole = None;
+            return None;
+        }
+        if nonce <= hole.nonce {
+            return None;
+        }
+        let due = hole
+            .checked_ms
+            .is_none_or(|at| now_ms >= at.saturating_add(HOLE_RECHECK_MS));
+        if due && self.nonces.lookup.running.is_none() {
+            hole.checked_ms = Some(now_ms);
+            self.nonces.hole = Some(hole);
+            self.start_nonces(now_ms);
+        }
+        Some(hole.refused_above(nonce))
     }
 
     /// The hash of another accepted transaction with this nonce, not known to be mined.
@@ -185,9 +270,8 @@ impl Sender {
             (Some(true), _) | (None, Check::Accepted) => {
                 let pruned = self.accepted.record(hash, nonce, now_ms, known.is_some());
                 self.pruned(pruned, now_ms);
-                match seen {
-                    Some(Seen::Included { block }) => self.included(&hash, &block, now_ms),
-                    _ => self.tracked(now_ms),
+                if let Some(Seen::Included { block }) = seen {
+                    self.included(&hash, &block, now_ms);
                 }
                 if let Some(e) = self.queue.remove(id) {
                     self.deduplicated(nonce, &hash, "upstream", &e.request_id);

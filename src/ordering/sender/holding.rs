@@ -66,7 +66,6 @@ impl Sender {
                 .accepted
                 .sized(&hash, entry.tx.row_len() as u64, now_ms);
             self.pruned(pruned, now_ms);
-            self.tracked(now_ms);
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
             // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
             // and sends it again if the upstream does not have it.
@@ -239,7 +238,6 @@ impl Sender {
         }
         let pruned = self.accepted.record(hash, nonce, now_ms, true);
         self.pruned(pruned, now_ms);
-        self.tracked(now_ms);
         if let Some(next) = self.nonces.next {
             self.nonces.next = Some(next.max(nonce + 1));
         }

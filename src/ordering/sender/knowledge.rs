@@ -23,8 +23,6 @@ use std::rc::Rc;
 pub const LOOKUP_BACKOFF_MS: u64 = 1_000;
 /// The longest pause between failed nonce lookups, ms.
 pub const LOOKUP_BACKOFF_MAX_MS: u64 = 30_000;
-/// The most accepted hashes asked by hash in one lookup.
-pub const MAX_VERIFIED: usize = 100;
 /// How many times a stored transaction the upstream does not have is sent again before it is
 /// given up (a transaction that the upstream never keeps, or that hangs it, must not hold its
 /// sender's queue for good).
@@ -78,6 +76,7 @@ impl Sender {
             Purpose::Holder(key) => self.on_holder_check(key, outcome, now_ms),
             Purpose::Recover(key) => self.on_recovery(key, outcome, now_ms),
             Purpose::Track => self.on_track(outcome, now_ms),
+            Purpose::TrackHashes => self.on_track_hashes(id, outcome, now_ms),
             Purpose::ReplacedBy => self.on_replaced_by(id, outcome),
         }
     }
@@ -180,7 +179,6 @@ impl Sender {
                     || self.accepted.get(hash, now_ms).is_some_and(|t| !t.vouched)
             })
             .map(|(_, hash)| hash)
-            .take(MAX_VERIFIED)
             .collect()
     }
 
@@ -195,7 +193,13 @@ impl Sender {
         let mut resend = Vec::new();
         let mut gone = Vec::new();
         for (hash, seen) in &found.known {
-            let Some(tx) = self.accepted.get(hash, now_ms) else {
+            // One replaced meanwhile (in this loop too: another it answered holds its nonce) is
+            // settled: never sent again.
+            let Some(tx) = self
+                .accepted
+                .get(hash, now_ms)
+                .filter(|tx| !tx.status.is_final())
+            else {
                 continue;
             };
             if let Seen::Included { block } = seen {
@@ -362,6 +366,7 @@ impl Sender {
                 );
                 self.nonces.mined = None;
                 self.nonces.next = None;
+                self.nonces.hole = None;
                 self.nonces.unknown_since_ms = now_ms;
                 self.storage.unverified = false;
                 self.storage.resends.clear();

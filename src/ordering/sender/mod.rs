@@ -66,11 +66,11 @@ pub use settings::{
 
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
-use crate::ordering::accepted::Accepted;
+use crate::ordering::accepted::{Accepted, MAX_ACCEPTED};
 use crate::ordering::queue::{Queue, QueuedTxId};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
-use state::{Failure, Holding, Nonces, Phase, Purpose, Storage, Tracking};
+use state::{Failure, Holding, Hole, Nonces, Phase, Purpose, Storage, Tracking};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
@@ -146,9 +146,11 @@ impl Sender {
         self.step(now_ms);
     }
 
-    /// The transactions of one request, admitted in one turn (a shuffled batch is sorted by nonce
-    /// without gap waits).
-    pub fn arrive_all(&mut self, arrivals: Vec<(Ticket, Arrival)>, now_ms: u64) {
+    /// The transactions of one request, admitted in one turn in nonce order (a shuffled batch is
+    /// sorted without gap waits; the bound refuses its highest nonces, and a batch that brings a
+    /// nonce refused earlier for a bound brings the ones above it too).
+    pub fn arrive_all(&mut self, mut arrivals: Vec<(Ticket, Arrival)>, now_ms: u64) {
+        arrivals.sort_by_key(|(_, arrival)| arrival.tx.nonce);
         for (ticket, arrival) in arrivals {
             self.admit(ticket, arrival, now_ms);
         }
@@ -419,6 +421,12 @@ impl Sender {
         let error = refusal.to_rpc(&self.address);
         self.failed(hash, nonce, at_ms, error.message.clone());
         self.answer(&e.tickets, &Answer::error(&error), refusal.retry_after_s());
+        if refusal.is_bound() {
+            self.open_hole(nonce, refusal, at_ms);
+        }
+        if let Refusal::AboveRefused { .. } = refusal {
+            self.counters.above_refused += 1;
+        }
     }
 
     /// Remembers a failure of `hash` (for `GET /tx/{hash}`), the newest 256.
@@ -439,8 +447,15 @@ impl Sender {
     fn step(&mut self, now_ms: u64) {
         let pruned = self.accepted.prune(now_ms);
         self.pruned(pruned, now_ms);
+        if self.settings.track_interval_ms == 0 && self.accepted.len() > MAX_ACCEPTED {
+            // Tracking off: nothing is followed to inclusion, so the bound gives up the oldest
+            // pending ones instead of refusing the sender.
+            let pruned = self.accepted.untracked_bound(now_ms);
+            self.pruned(pruned, now_ms);
+        }
         self.expire(now_ms);
         self.want_nonces(now_ms);
+        self.keep_tracking(now_ms);
         self.want_track(now_ms);
         self.advance(now_ms);
         self.keep_storage();

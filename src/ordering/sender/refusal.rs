@@ -79,6 +79,18 @@ pub enum Refusal {
         /// The limit.
         max: usize,
     },
+    /// Its nonce is above `refused`, a nonce of the same sender that the relay refused for a
+    /// bound ([`Refusal::is_bound`]) and that is still free: taken, it would sit above a hole
+    /// that may never fill. Refused with the bound's `Retry-After`, until a transaction with
+    /// nonce `refused` is taken (or the upstream's counts show that nonce used).
+    AboveRefused {
+        /// The transaction's nonce.
+        nonce: u64,
+        /// The lowest nonce refused for a bound and still free.
+        refused: u64,
+        /// That refusal's `Retry-After`, s.
+        retry_after_s: u64,
+    },
     /// A send-and-wait call (EIP-7966) whose nonce is above the sender's next one when its turn
     /// came: not sent (the EIP forbids adding it to the pool).
     NonceGap {
@@ -164,6 +176,16 @@ impl Refusal {
                     "too many pending transactions for sender {sender} (the relay follows at most {max} until they are included); retry after {TRACKED_FULL_RETRY_AFTER_S} s"
                 ),
             ),
+            Refusal::AboveRefused {
+                nonce,
+                refused,
+                retry_after_s,
+            } => RpcError::new(
+                LIMIT_EXCEEDED,
+                format!(
+                    "nonce {nonce} not taken: nonce {refused} of sender {sender} was refused for a limit and is still missing; send nonce {refused} again first, retry after {retry_after_s} s"
+                ),
+            ),
             Refusal::NonceGap { expected, nonce } => RpcError {
                 code: SYNC_NONCE_GAP,
                 message: format!(
@@ -174,14 +196,26 @@ impl Refusal {
         }
     }
 
-    /// The `Retry-After` of the answer, s: for a full queue (by count or bytes) and a full
-    /// accepted set only.
+    /// The `Retry-After` of the answer, s: for a full queue (by count or bytes), a full
+    /// accepted set, and a nonce above one refused for them.
     pub fn retry_after_s(&self) -> Option<u64> {
         match self {
             Refusal::QueueFull { .. } | Refusal::BytesFull { .. } => Some(QUEUE_FULL_RETRY_AFTER_S),
             Refusal::TrackedFull { .. } => Some(TRACKED_FULL_RETRY_AFTER_S),
+            Refusal::AboveRefused { retry_after_s, .. } => Some(*retry_after_s),
             _ => None,
         }
+    }
+
+    /// Whether it refuses for one of the sender's bounds (`MAX_QUEUE_PER_SENDER`,
+    /// `MAX_SENDER_BYTES`, the accepted transactions it follows): the transaction itself is fine,
+    /// and the client is to send it again after `Retry-After`. Its nonce, while free, is a hole
+    /// nothing above may be taken over ([`Refusal::AboveRefused`]).
+    pub fn is_bound(&self) -> bool {
+        matches!(
+            self,
+            Refusal::QueueFull { .. } | Refusal::BytesFull { .. } | Refusal::TrackedFull { .. }
+        )
     }
 
     /// A short name for logs and metrics.
@@ -198,6 +232,7 @@ impl Refusal {
             Refusal::NotStored => "not_stored",
             Refusal::BytesFull { .. } => "bytes_full",
             Refusal::TrackedFull { .. } => "tracked_full",
+            Refusal::AboveRefused { .. } => "above_refused",
         }
     }
 }

@@ -172,6 +172,9 @@ pub struct Counters {
     pub force_releases: u64,
     /// Transactions refused for `MAX_QUEUE_PER_SENDER` or `MAX_SENDER_BYTES`.
     pub queue_full: u64,
+    /// Client transactions refused because a lower nonce of the sender was refused for a bound
+    /// and is still missing (a refusal never opens a gap).
+    pub above_refused: u64,
     /// Next-nonce lookups made after a nonce error or an unknown outcome.
     pub relearned: u64,
     /// Stored transactions sent again because the upstream no longer had them.

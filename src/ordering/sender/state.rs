@@ -49,8 +49,11 @@ pub(super) enum Purpose {
     Holder(SessionKey),
     /// A force-released holder: counts and hash.
     Recover(SessionKey),
-    /// The tracking check: the mined count and the pending transactions by hash.
+    /// The tracking check's first step: the sender's counts (behind a private route, the head
+    /// and the route's statuses).
     Track,
+    /// The tracking check's second step: what the counts cannot settle, by hash.
+    TrackHashes,
     /// Which transactions took the nonces of replaced ones (by sender and nonce).
     ReplacedBy,
 }
@@ -86,6 +89,34 @@ pub(super) struct Nonces {
     pub(super) gap_opened_ms: u64,
     /// The lookup that learns them.
     pub(super) lookup: NonceLookup,
+    /// The lowest nonce refused for a bound while it was free: nothing above it is taken until
+    /// it is ([`super::admit`]).
+    pub(super) hole: Option<Hole>,
+}
+
+/// A nonce the sender's object refused for a bound ([`super::Refusal::is_bound`]) while it was
+/// free (no transaction held or waited with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Hole {
+    /// The nonce.
+    pub(super) nonce: u64,
+    /// The `Retry-After` of its refusal, s.
+    pub(super) retry_after_s: u64,
+    /// When the upstream's counts were last asked whether it is still free, Unix ms (`None`
+    /// until a transaction above it was refused).
+    pub(super) checked_ms: Option<u64>,
+}
+
+impl Hole {
+    /// The refusal of a client transaction with `nonce` above it ([`super::Sender::refuse`]
+    /// counts it).
+    pub(super) fn refused_above(&self, nonce: u64) -> super::Refusal {
+        super::Refusal::AboveRefused {
+            nonce,
+            refused: self.nonce,
+            retry_after_s: self.retry_after_s,
+        }
+    }
 }
 
 /// What the machine knows of its object's storage: what an earlier instance stored (the chain it
@@ -120,8 +151,10 @@ pub(super) struct Chain {
 pub(super) struct Tracking {
     /// When the pending transactions are next checked (Unix ms), while any are tracked.
     pub(super) due_ms: Option<u64>,
-    /// Whether the tracking check runs.
+    /// Whether the tracking check runs (either step).
     pub(super) running: bool,
+    /// The counts of the check whose second step (by hash) is asked, by that lookup.
+    pub(super) counts: HashMap<LookupId, crate::ordering::sender::Found>,
     /// Replaced transactions (nonce, hash) whose replacements each lookup asks for.
     pub(super) replaced: HashMap<LookupId, Vec<(u64, TxHash)>>,
 }

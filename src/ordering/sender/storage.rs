@@ -8,7 +8,12 @@ use crate::ordering::accepted::Pruned;
 use crate::transaction::TxHash;
 
 impl Sender {
-    pub(super) fn forget_rows(&mut self, hashes: Vec<TxHash>) {
+    /// Deletes the rows of `hashes`, but for those in the queue: a transaction waiting or being
+    /// sent (a client's copy of a replaced transaction, the relay's own resend) needs its bytes
+    /// until it leaves the queue, and went in, must be found after a restart and sent again
+    /// should the pool drop it.
+    pub(super) fn forget_rows(&mut self, mut hashes: Vec<TxHash>) {
+        hashes.retain(|hash| self.queue.find(hash).is_none());
         if !hashes.is_empty() {
             self.push(Action::Forget(hashes));
         }
@@ -57,7 +62,7 @@ impl Sender {
     /// With nothing queued, in flight, tracked or stored left, the object's storage goes (the
     /// chain's genesis hash and the sender with it): a sender seen once costs nothing for good.
     pub(super) fn keep_storage(&mut self) {
-        if self.storage.chain.persisted && self.is_quiet() && self.accepted.pending().is_empty() {
+        if self.storage.chain.persisted && self.is_quiet() && !self.accepted.has_pending() {
             self.storage.chain.persisted = false;
             self.push(Action::Vacate);
         }
@@ -70,8 +75,12 @@ impl Sender {
         let mut rows = Vec::new();
         let expired = pruned.expired.into_iter().map(|e| ("track_ttl", e));
         let over_bytes = pruned.over_bytes.into_iter().map(|e| ("tracked_bytes", e));
+        let over_count = pruned
+            .over_count
+            .into_iter()
+            .map(|e| ("untracked_bound", e));
         // Every give-up is logged, with why.
-        for (why, (hash, tx)) in expired.chain(over_bytes) {
+        for (why, (hash, tx)) in expired.chain(over_bytes).chain(over_count) {
             self.counters.expired += 1;
             self.emit(
                 Metric::new("tx_expired", "", why)

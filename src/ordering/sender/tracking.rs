@@ -1,21 +1,32 @@
 //! Every accepted transaction followed to inclusion.
 //!
-//! While any is pending, the upstream is asked every `TRACK_INTERVAL_S` (on the storage alarm, so
-//! an evicted object comes back for it), in one batch: the sender's mined count, and each pending
-//! transaction by hash (`eth_getTransactionByHash`, whose `blockNumber` says whether it is in a
-//! block). For each: in a block, it is included (its row deleted); held in the pool, nothing to
-//! do; not held with the mined count above its nonce, another transaction took the nonce: replaced,
-//! no resend; not held with its nonce still free, the pool dropped it: its original bytes are sent
-//! again, lowest nonce first, through the same queue as a client's send (Celestia's tx client and
-//! geth's local transaction tracker resubmit the same way, never re-signing). A transaction still
-//! pending after `TRACK_TTL_S` is given up (expired).
+//! While any is pending, a check runs every `TRACK_INTERVAL_S` (on the storage alarm, so an
+//! evicted object comes back for it), in two steps. First the sender's counts: its mined count
+//! (`latest`) and its pending count. Then, by hash (`eth_getTransactionByHash`, whose
+//! `blockNumber` says whether it is in a block), only what the counts cannot tell apart, in as many
+//! batches as it takes ([`crate::upstream::lookup`]): a pending transaction whose nonce the mined
+//! count passed (in a block: itself, or another that took its nonce), one at or above the pending
+//! count (queued above a gap, or dropped), and one the relay has not seen the upstream hold (read
+//! back after a restart, or its answer lost). One between the two counts that the upstream
+//! vouched for is in its pool: nothing to ask (geth's local transaction tracker reads the nonce the
+//! same way). For each asked: in a block, it is included (its row deleted); held in the pool,
+//! nothing to do; not held with the mined count above its nonce, another transaction took the
+//! nonce: replaced, no resend; not held with its nonce still free, the pool dropped it: its
+//! original bytes are sent again, lowest nonce first, through the same queue as a client's send
+//! (Celestia's tx client and geth's local transaction tracker resubmit the same way, never
+//! re-signing). A transaction still pending after `TRACK_TTL_S` is given up (expired).
+//!
+//! A check is due whenever a transaction is pending, whatever made it pending: a send's answer,
+//! a client's copy answered by hash, or the rows an earlier instance stored, checked after a
+//! restart ([`Sender::keep_tracking`]).
 //!
 //! Behind a private route ([`super::Settings::private_route`]) the node asked cannot see the
-//! route's pool, so "not held" is no drop (trezor/blockbook#1572). With `SEND_STATUS_URL` the
+//! route's pool, so "not held" is no drop (trezor/blockbook#1572), and its pending count says
+//! nothing of the route's: every pending transaction is asked by hash. With `SEND_STATUS_URL` the
 //! route is asked too ([`RouteStatus`], at most [`MAX_STATUS_ASKED`] a check, lowest nonces
-//! first): one it dropped (failed, unknown) is sent to it again from its original bytes, at most
-//! [`MAX_RESENDS`] times; whatever else it says, or without a status URL, the transaction stays
-//! pending until it is in a block, its nonce is used, or it expires. With
+//! first, beside the counts): one it dropped (failed, unknown) is sent to it again from its
+//! original bytes, at most [`MAX_RESENDS`] times; whatever else it says, or without a status URL,
+//! the transaction stays pending until it is in a block, its nonce is used, or it expires. With
 //! `SEND_PUBLIC_AFTER_BLOCKS` = N, one still not held by the read node N blocks after the head
 //! of the first check that found it pending is also sent to the public mempool, once
 //! ([`Action::Publish`]).
@@ -34,45 +45,129 @@ use crate::transaction::TxHash;
 use serde_json::{json, Value};
 
 impl Sender {
-    /// A transaction just became pending: the next check is one interval away (if none is due).
-    pub(super) fn tracked(&mut self, now_ms: u64) {
-        if self.settings.track_interval_ms > 0 && self.tracking.due_ms.is_none() {
-            self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
+    /// Keeps a check due while any accepted transaction is pending (tracking on), one interval
+    /// from when it became so, and none when nothing is: whatever made a transaction pending
+    /// (a send's answer, a copy answered by hash, or stored rows vouched for after a restart).
+    pub(super) fn keep_tracking(&mut self, now_ms: u64) {
+        if self.settings.track_interval_ms == 0 || self.tracking.running {
+            return;
+        }
+        match (self.tracking.due_ms, self.accepted.has_pending()) {
+            (None, true) => {
+                self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms))
+            }
+            (Some(_), false) => self.tracking.due_ms = None,
+            _ => {}
         }
     }
 
-    /// Starts the tracking check when it is due and none runs.
-    pub(super) fn want_track(&mut self, now_ms: u64) {
-        if self.tracking.running || self.tracking.due_ms.is_none_or(|due| now_ms < due) {
-            return;
-        }
-        let pending: Vec<TxHash> = self
-            .accepted
+    /// The pending transactions a check asks about (not those being sent again), lowest nonce
+    /// first.
+    fn tracked_now(&self) -> Vec<TxHash> {
+        self.accepted
             .pending()
             .into_iter()
             .map(|(_, hash)| hash)
             .filter(|hash| self.queue.find(hash).is_none())
-            .take(super::knowledge::MAX_VERIFIED)
-            .collect();
-        if pending.is_empty() {
-            self.tracking.due_ms = None;
+            .collect()
+    }
+
+    /// Starts the tracking check when it is due and none runs: its first step, the counts (and
+    /// behind a private route the head and the route's statuses).
+    pub(super) fn want_track(&mut self, now_ms: u64) {
+        if self.tracking.running || self.tracking.due_ms.is_none_or(|due| now_ms < due) {
+            return;
+        }
+        let tracked = self.tracked_now();
+        if tracked.is_empty() {
+            // Every pending one is being sent again: the next check one interval on.
+            self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
             return;
         }
         self.tracking.running = true;
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
         let private = self.settings.private_route;
         let route_statuses = match private && self.settings.route_status {
-            true => pending.iter().take(MAX_STATUS_ASKED).copied().collect(),
+            true => tracked.iter().take(MAX_STATUS_ASKED).copied().collect(),
             false => Vec::new(),
         };
         let query = Query {
             latest: true,
+            pending: !private,
             head: private && self.settings.public_after_blocks.is_some(),
-            hashes: pending,
             route_statuses,
             ..Query::default()
         };
         self.ask(Purpose::Track, query, deadline_ms);
+    }
+
+    /// The pending transactions the counts of `found` cannot settle, lowest nonce first (see
+    /// the module documentation): behind a private route, every one.
+    fn to_tell_apart(&self, found: &Found, now_ms: u64) -> Vec<TxHash> {
+        let tracked = self.tracked_now();
+        if self.settings.private_route {
+            return tracked;
+        }
+        let (Some(latest), Some(pending)) = (found.latest, found.pending) else {
+            return tracked;
+        };
+        tracked
+            .into_iter()
+            .filter(|hash| {
+                self.accepted
+                    .get(hash, now_ms)
+                    .is_some_and(|tx| tx.nonce < latest || tx.nonce >= pending || !tx.vouched)
+            })
+            .collect()
+    }
+
+    /// The check's counts: the mined count learned, the route's statuses kept, and what they
+    /// cannot settle asked by hash (the check's second step); with nothing to ask, it ends here.
+    pub(super) fn on_track(&mut self, outcome: Outcome, now_ms: u64) {
+        let found = match outcome {
+            Ok(found) => found,
+            Err(_) => return self.track_done(now_ms),
+        };
+        if let Some(latest) = found.latest {
+            self.mined_count(latest, now_ms);
+        }
+        for (hash, status) in &found.route {
+            if let Some(route) = self.accepted.route_mut(hash) {
+                route.status = Some(*status);
+            }
+        }
+        let hashes = self.to_tell_apart(&found, now_ms);
+        if hashes.is_empty() {
+            return self.settle_tracked(&found, now_ms);
+        }
+        let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        let query = Query {
+            hashes,
+            ..Query::default()
+        };
+        let id = self.ask(Purpose::TrackHashes, query, deadline_ms);
+        self.tracking.counts.insert(id, found);
+    }
+
+    /// The check's answers by hash ([`Purpose::TrackHashes`]), read with its counts.
+    pub(super) fn on_track_hashes(&mut self, id: LookupId, outcome: Outcome, now_ms: u64) {
+        let mut found = self.tracking.counts.remove(&id).unwrap_or_default();
+        match outcome {
+            Ok(by_hash) => {
+                found.known = by_hash.known;
+                self.settle_tracked(&found, now_ms);
+            }
+            Err(_) => self.track_done(now_ms),
+        }
+    }
+
+    /// The check is over: the next one interval on (none when nothing is pending any more).
+    fn track_done(&mut self, now_ms: u64) {
+        self.tracking.running = false;
+        self.tracking.due_ms = self
+            .accepted
+            .has_pending()
+            .then(|| now_ms.saturating_add(self.settings.track_interval_ms));
     }
 
     /// `hash` is in `block`: included, its row no longer needed.
@@ -102,21 +197,10 @@ impl Sender {
         self.forget_rows(vec![*hash]);
     }
 
-    /// The tracking check's answer.
-    pub(super) fn on_track(&mut self, outcome: Outcome, now_ms: u64) {
-        self.tracking.running = false;
-        self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
-        let Ok(found) = outcome else {
-            return;
-        };
-        if let Some(latest) = found.latest {
-            self.mined_count(latest, now_ms);
-        }
-        for (hash, status) in &found.route {
-            if let Some(route) = self.accepted.route_mut(hash) {
-                route.status = Some(*status);
-            }
-        }
+    /// What a check found (`found`: its counts and its answers by hash), settled: each pending
+    /// one asked is included, vouched for (in the pool), replaced, or sent again.
+    fn settle_tracked(&mut self, found: &Found, now_ms: u64) {
+        self.track_done(now_ms);
         let mut resend = Vec::new();
         let mut replaced = Vec::new();
         let mut private = Vec::new();
@@ -143,7 +227,7 @@ impl Sender {
                 Seen::Missing => resend.push((tx.nonce, *hash)),
             }
         }
-        self.private_missing(private, &found, &mut resend, now_ms);
+        self.private_missing(private, found, &mut resend, now_ms);
         if !replaced.is_empty() {
             self.forget_rows(replaced.iter().map(|(hash, _)| *hash).collect());
             let taken = replaced
@@ -160,9 +244,6 @@ impl Sender {
             }
             self.storage.loading = true;
             self.push(Action::Load(hashes));
-        }
-        if self.accepted.pending().is_empty() {
-            self.tracking.due_ms = None;
         }
     }
 

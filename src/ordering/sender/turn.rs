@@ -296,12 +296,24 @@ impl Sender {
             return;
         };
         let holding = self.holders[at];
-        if holding.nonce > next && holding.nonce <= holding.expected {
+        // A window member sent ahead is sent (again: a force-released one found missing) only
+        // while every nonce below it from the next one is still with the upstream.
+        let window_gone = holding.ahead
+            && !(next..holding.nonce).all(|n| {
+                self.holders.iter().any(|h| {
+                    h.nonce == n
+                        && h.entry != holding.entry
+                        && matches!(h.phase, Phase::Sending { .. })
+                })
+            });
+        if holding.nonce > next && (holding.nonce <= holding.expected || window_gone) {
             // Not above the next nonce when it was granted, above it now: a checked nonce below
             // the next one, or a force-released holder found missing, while the upstream's count
             // showed a lower nonce missing (a pool that dropped it, or kept it queued above a
-            // gap). It was never let wait for that gap: back to the queue behind it, with a new
-            // gap wait (under UPSTREAM_POOL=strict it is then refused, never sent).
+            // gap); or a window member whose lower members are no longer being sent (answered
+            // without going in, or lost with a restart). It was never let wait for that gap:
+            // back to the queue behind it, with a new gap wait (under UPSTREAM_POOL=strict it is
+            // then refused, never sent).
             self.holders.remove(at);
             self.nonces.gap_opened_ms = now_ms;
             self.queue.set_stage(id, Stage::Waiting);

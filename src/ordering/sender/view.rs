@@ -9,11 +9,14 @@ impl Sender {
     /// nonce, phase: `checking`, `sending` or `recovering`), how many hold the lock (`window`:
     /// the send window's members), the waiting transactions' count and nonces (and how many are
     /// being checked by hash), the next and mined nonce as known, whether the nonce lookup runs,
-    /// the 20 most recent accepted transactions (nonce, age in ms, whether the upstream vouched
-    /// for them, their status: `pending`, `included` with its block, `replaced`, `expired`, and
-    /// how often they were resubmitted), how many transactions are in the object, the chain's
-    /// genesis hash, how many are tracked, when the next tracking check and the storage alarm
-    /// are due (ms from now), and the counters.
+    /// the lowest nonce refused for a bound while free (`refused_hole`: nothing above it is taken
+    /// until it is), the 20 most recent accepted transactions (nonce, age in ms, whether the
+    /// upstream vouched for them, their status: `pending`, `included` with its block,
+    /// `replaced`, `expired`, and how often they were resubmitted), how many transactions are in
+    /// the object, the chain's genesis hash, how many are tracked (`tracked`) and how many of
+    /// those are outstanding (`outstanding`: not passed by the mined count; the bound counts
+    /// these), when the next tracking check is due and whether one runs, when the storage alarm
+    /// is due (ms from now), and the counters.
     pub fn view(&self, now_ms: u64) -> Value {
         let holders: Vec<Value> = self
             .holders
@@ -59,12 +62,15 @@ impl Sender {
             "next_nonce": self.nonces.next,
             "mined_nonce": self.nonces.mined,
             "looking_up_nonce": self.nonces.lookup.running.is_some(),
+            "refused_hole": self.nonces.hole.map(|hole| hole.nonce),
             "in_flight": self.queue.len(),
             "accepted": accepted,
             "chain": self.storage.chain.genesis,
             "upstream_pool": self.settings.pool.label(),
             "tracked": self.accepted.pending().len(),
+            "outstanding": self.accepted.outstanding(self.nonces.mined),
             "next_check_ms": self.tracking.due_ms.map(|due| due.saturating_sub(now_ms)),
+            "tracking_check_running": self.tracking.running,
             "alarm_ms": (self.alarm_until_ms != 0)
                 .then(|| self.alarm_until_ms.saturating_sub(now_ms)),
             "counters": self.counters,

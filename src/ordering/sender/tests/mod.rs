@@ -304,8 +304,10 @@ impl Rig {
         self.lookups.remove(i)
     }
 
-    /// Answers the tracking check when it is due with the mined count `latest` and what the
-    /// upstream says of each hash; returns the check's query.
+    /// Answers the tracking check when it is due with the mined count `latest` (the pending
+    /// count the same: an emptied pool, so every pending one is asked by hash) and what the
+    /// upstream says of each hash; returns the check's query (its counts' flags and the hashes
+    /// it asked).
     fn track(&mut self, latest: u64, seen: &[(TxHash, Seen)]) -> Query {
         self.track_with(latest, seen, &[], None)
     }
@@ -318,17 +320,58 @@ impl Rig {
         route: &[(TxHash, RouteStatus)],
         head: Option<u64>,
     ) -> Query {
+        self.track_counts(latest, latest, seen, route, head)
+    }
+
+    /// The tracking check when it is due: its counts (`latest`, and `pending` when asked) and
+    /// then, when it asks by hash, what the upstream says of each hash asked.
+    fn track_counts(
+        &mut self,
+        latest: u64,
+        pending: u64,
+        seen: &[(TxHash, Seen)],
+        route: &[(TxHash, RouteStatus)],
+        head: Option<u64>,
+    ) -> Query {
         let due = self.s.poll_timeout().expect("a check is due");
         self.at(due);
-        let (id, query) = self.lookup_for(|q| q.latest && !q.pending);
+        // The newest lookup that asks the mined count and nothing by hash: the check's counts.
+        let at = self
+            .lookups
+            .iter()
+            .rposition(|(_, q)| q.latest && q.hashes.is_empty() && !q.genesis)
+            .unwrap_or_else(|| panic!("a tracking check: {:?}", self.lookups));
+        let (id, mut query) = self.lookups.remove(at);
         let found = Found {
             latest: Some(latest),
-            known: seen.iter().copied().collect(),
+            pending: query.pending.then_some(pending),
             route: route.iter().copied().collect(),
             head,
             ..Found::default()
         };
+        let before = self.lookups.len();
         self.reply(id, Ok(found));
+        // Its second step, asked at once: what the counts cannot settle, by hash.
+        let by_hash = (self.lookups.len() > before)
+            .then(|| self.lookups.last().cloned())
+            .flatten()
+            .filter(|(_, q)| !q.hashes.is_empty() && !q.latest && !q.pending);
+        if let Some((id, asked)) = by_hash {
+            self.lookups.pop();
+            let known = seen
+                .iter()
+                .filter(|(hash, _)| asked.hashes.contains(hash))
+                .copied()
+                .collect();
+            query.hashes = asked.hashes;
+            self.reply(
+                id,
+                Ok(Found {
+                    known,
+                    ..Found::default()
+                }),
+            );
+        }
         query
     }
 

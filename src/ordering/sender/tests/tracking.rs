@@ -269,3 +269,194 @@ fn what_tracking_learns_moves_the_next_nonce() {
     assert_eq!(r.send().nonce, 2, "sent at once: {:?}", r.log);
     assert!(r.events("gap_wait_expired").is_empty());
 }
+
+#[test]
+fn defect_5_transactions_vouched_for_after_a_restart_are_tracked_and_a_later_drop_is_resent() {
+    // Issue 39: after a restart, the stored transactions the upstream still held were vouched for
+    // by the restart's check and never tracked again (nothing made a tracking check due: only a
+    // send's answer or a client's copy did), so a pool drop after it went unseen for good.
+    let mut r = Rig::restored(
+        TRACKED,
+        &[
+            row(0, 0, 900),
+            row(1, 0, 910),
+            row(2, 0, 920),
+            row(3, 0, 930),
+        ],
+    );
+    r.learn(4, 0);
+    let (verify, query) = r.lookup_for(|q| !q.hashes.is_empty());
+    assert_eq!(query.hashes.len(), 4, "every stored one asked by hash");
+    r.reply(
+        verify,
+        known(&[
+            (h(0, 0), true),
+            (h(1, 0), true),
+            (h(2, 0), true),
+            (h(3, 0), true),
+        ]),
+    );
+    assert!(
+        r.sends.is_empty() && r.lookups.is_empty(),
+        "all held: {:?}",
+        r.log
+    );
+    let view = r.s.view(r.now);
+    assert_eq!(view["tracked"], 4);
+    assert_eq!(
+        view["next_check_ms"], TRACKED.track_interval_ms,
+        "a check is due with nothing but the restart behind it: {view}"
+    );
+    assert_eq!(
+        r.alarm,
+        Some(r.now + TRACKED.track_interval_ms),
+        "on the storage alarm"
+    );
+    // Then the pool drops nonce 2 (3 stays queued above the gap): the next check sees it.
+    let query = r.track_counts(
+        0,
+        2,
+        &[(h(2, 0), Seen::Missing), (h(3, 0), Seen::Pending)],
+        &[],
+        None,
+    );
+    assert_eq!(
+        query.hashes,
+        vec![h(2, 0), h(3, 0)],
+        "at or above the pending count"
+    );
+    assert_eq!(r.s.counters.resubmitted, 1);
+    let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
+    r.reply(
+        turn,
+        Ok(Found {
+            latest: Some(0),
+            known: seen(&[(h(2, 0), false)]),
+            ..Found::default()
+        }),
+    );
+    let call = r.send();
+    assert_eq!(call.hash, h(2, 0), "sent again from its stored bytes");
+}
+
+#[test]
+fn a_check_asks_by_hash_only_what_its_counts_cannot_settle() {
+    let mut r = five_accepted();
+    // Mined count 2, pending count 4: 0 and 1 are in blocks (asked: included or replaced), 2
+    // and 3 are in the pool (vouched for: not asked), 4 is at the pending count (queued, or
+    // dropped: asked).
+    let query = r.track_counts(
+        2,
+        4,
+        &[
+            (h(0, 0), Seen::Included { block: 1 }),
+            (h(1, 0), Seen::Included { block: 2 }),
+            (h(4, 0), Seen::Pending),
+        ],
+        &[],
+        None,
+    );
+    assert!(query.latest && query.pending, "{query:?}");
+    assert_eq!(query.hashes, vec![h(0, 0), h(1, 0), h(4, 0)]);
+    assert_eq!(r.s.counters.included, 2);
+    assert!(r.sends.is_empty());
+    let view = r.s.view(r.now);
+    assert_eq!(
+        (view["tracked"].clone(), view["outstanding"].clone()),
+        (3.into(), 3.into())
+    );
+    // Nothing to tell apart: the check ends with its counts.
+    let query = r.track_counts(2, 5, &[], &[], None);
+    assert!(query.hashes.is_empty(), "{query:?}");
+    assert!(r.lookups.is_empty());
+}
+
+/// The hot sender of issue 39: one transaction every 40 ms (25 a second) on a node that mines
+/// each at once; a tracking check every `TRACK_INTERVAL_S` answers the mined count.
+#[test]
+fn a_hot_sender_is_never_refused_while_the_node_mines_each_at_once() {
+    const TOTAL: u64 = 1_500;
+    let mut r = Rig::new(Settings {
+        max_queue: 64,
+        ..TRACKED
+    });
+    let mut tickets = vec![r.arrive(0)];
+    r.learn(0, 0);
+    r.accept_next();
+    let mut largest_ask = 0;
+    for n in 1..TOTAL {
+        let arrival = r.now + 40;
+        while let Some(due) = r.s.view(r.now)["next_check_ms"]
+            .as_u64()
+            .map(|ms| r.now + ms)
+        {
+            if due > arrival {
+                break;
+            }
+            // Everything sent so far is in a block.
+            let mined: Vec<(TxHash, Seen)> = (0..n)
+                .map(|k| (h(k, 0), Seen::Included { block: k + 1 }))
+                .collect();
+            let query = r.track_counts(n, n, &mined, &[], None);
+            largest_ask = largest_ask.max(query.hashes.len());
+        }
+        r.now = arrival;
+        tickets.push(r.arrive(n));
+        r.accept_next();
+    }
+    let refused: Vec<(i64, String)> = tickets
+        .iter()
+        .filter_map(|t| r.answer(*t).0.error_parts())
+        .collect();
+    assert_eq!(refused, Vec::new(), "no refusal");
+    assert_eq!(r.s.counters.forwarded, TOTAL);
+    let view = r.s.view(r.now);
+    assert!(
+        view["outstanding"].as_u64().unwrap() <= 12_000 / 40 + 1,
+        "only what was sent since the last check is outstanding: {view}"
+    );
+    assert!(
+        r.s.counters.included >= TOTAL - 12_000 / 40 - 1,
+        "{}",
+        r.s.counters.included
+    );
+    // A check asks what was mined since the last one: about 300 hashes, in one lookup (the
+    // lookup sends them in batches of at most 100).
+    assert!((250..=310).contains(&largest_ask), "{largest_ask}");
+}
+
+#[test]
+fn tracking_off_never_caps_a_senders_rate() {
+    let mut r = Rig::new(Settings {
+        max_queue: 64,
+        track_ttl_ms: u64::MAX / 4,
+        idempotency_ttl_ms: u64::MAX / 4,
+        ..SETTINGS
+    });
+    let over = 10;
+    let total = crate::ordering::accepted::MAX_ACCEPTED as u64 + over;
+    let mut tickets = vec![r.arrive(0)];
+    r.learn(0, 0);
+    r.accept_next();
+    for n in 1..total {
+        tickets.push(r.arrive(n));
+        r.accept_next();
+    }
+    assert!(
+        tickets
+            .iter()
+            .all(|t| r.answer(*t).0.error_parts().is_none()),
+        "none refused"
+    );
+    // Past the bound the oldest pending ones are given up (not followed anyway), their rows gone.
+    let expired = r.events("tx_expired");
+    assert_eq!(expired.len() as u64, over);
+    assert!(expired.iter().all(|m| m.label == "untracked_bound"));
+    // (Final, it then leaves the memory first, the bound counting every one remembered.)
+    assert!(r
+        .s
+        .status(&h(0, 0), r.now)
+        .is_none_or(|s| s["status"] == "expired"));
+    assert!(!r.rows.contains_key(&h(0, 0)));
+    assert_eq!(r.rows.len(), crate::ordering::accepted::MAX_ACCEPTED);
+}
