@@ -4,13 +4,15 @@
 //   transactions and no client request knows its chain (kept with its rows) before it sends, so
 //   the relay's own resends on Hedera's chain id go one at a time, never as a window;
 // - a valid transaction too large to store is refused locally with a named error, and its sender
-//   goes on at once (no supersession, no fail-open).
+//   goes on at once (no supersession, no fail-open);
+// - (issue 39) an object that restarts on storage it cannot read leaves it untouched and fails
+//   open; once it reads it, its stored transactions are followed as before.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { keccak256 } from "viem";
-import { startAnvil, startProxy, startRelay, sendRaw, rpc, devAccount, signTransfer, minedCount, mostAtOnce, until } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, sendRaw, post, rpc, devAccount, signTransfer, minedCount, mostAtOnce, until } from "./support/harness.mjs";
 
 
 test("strict after a restart: chain 296 (CHAIN_ID unset), n..n+4 accepted, the pool drops them, the relay restarts, no client sends: the relay's resends go one at a time, and all 5 are mined once", async () => {
@@ -108,6 +110,55 @@ test("a valid transaction too large to store (2.05 MB of calldata, HARDFORK=canc
     assert.deepEqual(trouble(relay), [], "no storage error, no superseded object, no fail-open");
     assert.equal(relay.events("tx_refused").filter((e) => e.label === "too_large").length, 1);
     assert.ok(await until(async () => (await minedCount(anvil.url, account.address)) >= 1, 10_000), "mined");
+  } finally {
+    await relay.stop();
+    await proxy.stop();
+    anvil.stop();
+  }
+});
+
+test("storage that cannot be read is never taken for none (issue 39): the restarted object fails open twice, leaves its rows, then reads them and resends the two the pool dropped; all 5 mined once", async () => {
+  const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const relay = await startRelay({
+    vars: { UPSTREAM_RPC_URL: proxy.url, TRACK_INTERVAL_S: "30", ADMIN_TOKEN: "t", SEND_WINDOW: "16" },
+    buildDir: "build-faults",
+  });
+  try {
+    const account = devAccount(9);
+    const sender = account.address.toLowerCase();
+    const raws = await Promise.all([0, 1, 2, 3, 4].map((n) => signTransfer(account, n)));
+    const hashes = raws.map((raw) => keccak256(raw));
+    // 0 and 1 accepted and stored; the pool then drops them (no block yet).
+    for (const raw of raws.slice(0, 2)) assert.ok((await sendRaw(relay.url, raw)).json.result);
+    await rpc(anvil.url, "anvil_dropAllTransactions");
+    // The object restarts on storage whose next reads fail: 2 and 3 are answered all the same,
+    // sent by the Worker itself (fail-open), and nothing of the storage goes.
+    const two = await post(
+      relay.url,
+      { jsonrpc: "2.0", id: 2, method: "eth_sendRawTransaction", params: [raws[2]] },
+      { "x-test-fault": "unreadable-restart" },
+    );
+    const three = await sendRaw(relay.url, raws[3], 3);
+    assert.equal(two.json.result, hashes[2], two.text);
+    assert.equal(three.json.result, hashes[3], three.text);
+    const unusable = relay.events("storage_unusable");
+    assert.equal(unusable.length, 2, relay.logs.join("\n"));
+    assert.ok(unusable.every((e) => e.label === "unreadable"));
+    const failOpen = relay.events("fail_open");
+    assert.deepEqual(failOpen.map((e) => e.nonce), [2, 3]);
+    assert.match(failOpen[0].error, /storage could not be read/);
+    // The next request reads it: 0 and 1 are there, checked, and sent again from their rows.
+    assert.equal((await sendRaw(relay.url, raws[4], 4)).json.result, hashes[4]);
+    const view = async () =>
+      (await fetch(`${relay.url}/senders/${account.address}`, { headers: { authorization: "Bearer t" } })).json();
+    assert.ok(await until(async () => proxy.seen.filter((r) => r.sender === sender && r.nonce <= 1).length >= 4, 10_000), "0 and 1 sent again");
+    await rpc(anvil.url, "anvil_mine", ["0x1"]);
+    assert.ok(await until(async () => (await minedCount(anvil.url, account.address)) === 5, 10_000), "all 5 mined");
+    for (const h of hashes) assert.equal((await rpc(anvil.url, "eth_getTransactionReceipt", [h])).result?.status, "0x1");
+    const v = await view();
+    console.log(`# storage unusable twice, ${failOpen.length} sent by the Worker, then resubmitted ${v.counters.resubmitted}; rows written ${v.storage.rows_written}`);
+    assert.equal(v.counters.resubmitted, 2);
   } finally {
     await relay.stop();
     await proxy.stop();

@@ -236,6 +236,8 @@ struct World {
     now: u64,
     chain: Chain,
     rows: BTreeMap<TxHash, Row>,
+    /// Rows released (their nonce used in a block): kept until overwritten.
+    released: std::collections::BTreeSet<TxHash>,
     genesis: Option<String>,
     sends: Vec<InFlight>,
     lookups: Vec<(LookupId, Query)>,
@@ -319,18 +321,40 @@ impl Effects for World {
     }
 
     fn store(&mut self, row: Row) -> Result<(), Unstorable> {
-        self.rows.insert(row.tx.hash, row);
+        // Over a released row when there is one, as the store does.
+        let hash = row.tx.hash;
+        self.released.remove(&hash);
+        if !self.rows.contains_key(&hash) {
+            if let Some(old) = self.released.iter().next().copied() {
+                self.released.remove(&old);
+                self.rows.remove(&old);
+            }
+        }
+        self.rows.insert(hash, row);
         Ok(())
     }
 
     fn forget(&mut self, hashes: Vec<TxHash>) {
         for h in hashes {
-            self.rows.remove(&h);
+            // As the store does: a released row is left to be overwritten.
+            if !self.released.contains(&h) {
+                self.rows.remove(&h);
+            }
+        }
+    }
+
+    fn release(&mut self, hashes: Vec<TxHash>) {
+        // The row stays until the next stored transaction overwrites it: a restart reads it back.
+        for h in hashes {
+            if self.rows.contains_key(&h) {
+                self.released.insert(h);
+            }
         }
     }
 
     fn wipe(&mut self) {
         self.rows.clear();
+        self.released.clear();
         self.genesis = None;
     }
 
@@ -424,6 +448,7 @@ impl Model {
                 now: 10_000,
                 chain: Chain::default(),
                 rows: BTreeMap::new(),
+                released: Default::default(),
                 genesis: None,
                 sends: Vec::new(),
                 lookups: Vec::new(),
@@ -644,6 +669,8 @@ impl Model {
         // The clients of the old object lose their connections.
         self.open.clear();
         self.arrived.clear();
+        // The store's released set is the instance's memory: a restarted store reads every row.
+        self.released.clear();
         let mut s = Sender::new(self.settings);
         s.set_address("0xabc");
         let rows: Vec<RowHeader> = self

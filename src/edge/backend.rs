@@ -190,15 +190,20 @@ pub async fn call_object(
     answer_text(response).await
 }
 
-/// The text of an object's HTTP 200; its status as the error otherwise.
+/// The text of an object's HTTP 200; its status and the start of its text (the object's own
+/// words: why it cannot serve, such as a storage it cannot use) as the error otherwise.
 async fn answer_text(response: Response) -> Result<String, ObjectError> {
     match response.status_code() {
         200 => whole_text(&response.into())
             .await
             .map_err(|e| ObjectError::Failed(format!("{e:?}"))),
-        status => Err(ObjectError::Failed(format!(
-            "Durable Object answered HTTP {status}"
-        ))),
+        status => {
+            let why = whole_text(&response.into()).await.unwrap_or_default();
+            let why: String = why.chars().take(300).collect();
+            Err(ObjectError::Failed(format!(
+                "Durable Object answered HTTP {status}: {why}"
+            )))
+        }
     }
 }
 

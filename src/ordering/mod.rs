@@ -5,8 +5,8 @@
 //! and [`route_status`] a private route's word on a transaction;
 //! [`accepted`] keeps the transactions the upstream took, by hash and nonce; [`tx`] is the one
 //! transaction type that travels from the Worker to the upstream, [`send_params`] reads it from
-//! the params of a send, and [`row`] is its row in its sender's storage; [`identifier`] names the
-//! machine's ids.
+//! the params of a send, and [`row`] is its row in its sender's storage, kept in the tables of
+//! [`store`]; [`identifier`] names the machine's ids.
 
 pub mod accepted;
 pub mod answer;
@@ -16,4 +16,5 @@ pub mod route_status;
 pub mod row;
 pub mod send_params;
 pub mod sender;
+pub mod store;
 pub mod tx;

@@ -7,9 +7,10 @@ use crate::chain_id;
 use crate::config::Config;
 use crate::edge::platform::EdgePlatform;
 use crate::edge::runtime::now_ms;
-use crate::edge::sender_lock::store::{StorageError, StorageSnapshot, Store};
+use crate::edge::sender_lock::store::{log_error, EdgeSql, Store};
 use crate::log;
 use crate::ordering::sender::{Sender, SessionKey, Ticket};
+use crate::ordering::store::{ReadError, StorageError, StorageSnapshot};
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::upstream::route::UpstreamSet;
@@ -76,11 +77,16 @@ type FirstAttempt = oneshot::Receiver<Result<UpstreamReply, UpstreamError>>;
 
 impl Driver {
     /// Reads the stored state and hands it to a new machine (synchronous SQL: no event is
-    /// delivered before the constructor returns). With stored transactions and the pool kind unknown (`UPSTREAM_POOL=auto`, no `CHAIN_ID`,
-    /// no chain id stored or in the rows), the rows wait for [`Driver::ready`].
-    pub fn new(state: Rc<State>, env: Env, config: Config) -> Self {
-        let store = Store::open(state.storage().sql());
-        let mut stored = store.read();
+    /// delivered before it returns). With stored transactions and the pool kind unknown
+    /// (`UPSTREAM_POOL=auto`, no `CHAIN_ID`, no chain id stored or in the rows), the rows wait for
+    /// [`Driver::ready`].
+    ///
+    /// # Errors
+    /// The stored state cannot be used ([`ReadError`]): nothing was written, and the object
+    /// fails open until it can read it.
+    pub fn open(state: Rc<State>, env: Env, config: Config) -> Result<Self, ReadError> {
+        let store = Store::open(EdgeSql::new(state.storage().sql()));
+        let mut stored = store.read()?;
         let chain_id = config
             .chain_id
             .or(stored.chain_id)
@@ -109,7 +115,7 @@ impl Driver {
             );
             Some(stored)
         };
-        Driver {
+        Ok(Driver {
             state,
             env,
             config,
@@ -129,7 +135,7 @@ impl Driver {
             crash: RefCell::new(Default::default()),
             #[cfg(feature = "test-faults")]
             crashed: Cell::new(false),
-        }
+        })
     }
 
     /// The settings.
@@ -285,11 +291,10 @@ impl Driver {
             None => storage.delete_alarm().await,
         };
         if let Err(e) = done {
-            StorageError {
+            log_error(&StorageError {
                 op: "alarm",
                 message: e.to_string(),
-            }
-            .log();
+            });
         }
     }
 

@@ -3,13 +3,14 @@
 //! alarm, metrics. Made for one [`Driver::pump`].
 
 use super::driver::{Driver, Outgoing};
+use super::store::{log_error, log_refused};
 use crate::edge::runtime::{emit, now_ms};
-use crate::edge::sender_lock::store::StorageError;
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::sender::{
     is_deterministic, Effects, LookupId, Query, Row, SessionKey, Ticket, Unstorable,
 };
+use crate::ordering::store::StorageError;
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::transaction::TxHash;
@@ -31,7 +32,7 @@ impl Carry<'_> {
     /// platform refuses for its content is not one: [`Effects::store`]).
     fn after_write(&self, written: Result<(), StorageError>) {
         if let Err(e) = written {
-            e.log();
+            log_error(&e);
             self.driver.superseded_as(&self.sender);
         }
     }
@@ -78,7 +79,7 @@ impl Effects for Carry<'_> {
             // The platform refused this row for its content (too big for it): the instance still
             // has its storage; the machine refuses the transaction unsent. Never supersession.
             Err(e) if is_deterministic(&e.message) => {
-                e.log();
+                log_error(&e);
                 Err(Unstorable(e.message))
             }
             written => {
@@ -95,6 +96,12 @@ impl Effects for Carry<'_> {
         }
     }
 
+    fn release(&mut self, hashes: Vec<TxHash>) {
+        if self.live() {
+            self.after_write(self.driver.store.release(&hashes));
+        }
+    }
+
     fn wipe(&mut self) {
         if self.live() {
             self.after_write(self.driver.store.wipe());
@@ -108,14 +115,14 @@ impl Effects for Carry<'_> {
         }
         // The tables go with it; the next write makes them again (`Store`).
         self.driver.chain_id_stored.set(false);
+        self.driver.store.vacated();
         let driver = self.driver.clone();
         spawn_local(async move {
             if let Err(e) = driver.state.storage().delete_all().await {
-                StorageError {
+                log_error(&StorageError {
                     op: "vacate",
                     message: e.to_string(),
-                }
-                .log();
+                });
             }
         });
     }
@@ -130,10 +137,16 @@ impl Effects for Carry<'_> {
         if !self.live() {
             return Vec::new();
         }
-        match self.driver.store.load(&self.sender, hashes) {
-            Ok(txs) => txs,
+        match self.driver.store.load(hashes) {
+            Ok(loaded) => loaded
+                .into_iter()
+                .filter_map(|tx| {
+                    tx.map_err(|(hash, why)| log_refused(&self.sender, &hash, &why))
+                        .ok()
+                })
+                .collect(),
             Err(e) => {
-                e.log();
+                log_error(&e);
                 self.driver.superseded_as(&self.sender);
                 Vec::new()
             }

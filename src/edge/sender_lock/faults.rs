@@ -14,8 +14,8 @@ impl Driver {
     }
 
     /// Test builds only: a new instance on the same storage, as the runtime starts after a crash.
-    pub fn restarted(&self) -> Driver {
-        Driver::new(self.state.clone(), self.env.clone(), self.config.clone())
+    pub fn restarted(&self) -> Result<Driver, crate::ordering::store::ReadError> {
+        Driver::open(self.state.clone(), self.env.clone(), self.config.clone())
     }
 
     /// Test builds only: a crash of the object follows the send of each of `txs`.
@@ -25,7 +25,7 @@ impl Driver {
 
     /// Test builds only: the object's next storage write fails.
     pub fn fail_next_write(&self) {
-        self.store.fail_next_write();
+        self.store.sql().fail_next.set(true);
     }
 
     /// Test builds only: whether the object crashed (a new instance then takes its place).
@@ -54,6 +54,18 @@ impl Driver {
         }
         Ok(())
     }
+}
+
+/// Test builds only: how many of the next storage reads fail, whichever instance makes them.
+pub static FAIL_READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Test builds only: `x-test-fault: unreadable-restart`: the object restarts (its instance is
+/// stopped, as a deploy stops it) and the next four storage reads fail: the new instance's start
+/// and the next request's each meet a read that fails twice; the one after reads its storage.
+pub(super) fn unreadable_restart(driver: &Driver) {
+    FAIL_READS.store(4, std::sync::atomic::Ordering::SeqCst);
+    let sender = driver.sender();
+    driver.superseded_as(&sender);
 }
 
 /// Test builds only: the first request with `x-test-fault: storage-fails` in this isolate fails

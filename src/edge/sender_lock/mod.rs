@@ -6,20 +6,20 @@
 //! machine's due time. Nothing is decided here.
 //!
 //! Storage, the object's SQLite:
-//! - table `sends` (`hash` TEXT primary key, `nonce` INTEGER, `raw` BLOB, `method` TEXT, `at_ms`
-//!   INTEGER; WITHOUT ROWID, so a write is one billed row): each holder's transaction, its raw
-//!   bytes and its send method, written before its first send (the platform's output gate holds
-//!   the send until it is on disk), deleted when it did not go in or left the idempotency window.
-//!   Earlier releases kept the upstream request's text in table `txs` (`request` TEXT, twice the
-//!   bytes); those rows are still read, resent and deleted. A row the platform refuses for its
-//!   size (`SQLITE_TOOBIG`) refuses that transaction unsent and is never taken for
-//!   supersession; the Worker refuses one that cannot fit (2 MB a row) before it is queued;
-//! - table `meta` (`key`, `value`): `chain`, the genesis hash of the chain the rows belong to,
-//!   `sender`, and `chain_id`, the chain id the Worker checked them against, written with the
-//!   first row: a restarted object knows its pool kind (`UPSTREAM_POOL=auto`) before it sends
-//!   anything. Rows of earlier releases without it give their transactions' chain id; where none
-//!   has one, the object asks the upstream's `eth_chainId` before it restores them
-//!   ([`Driver::ready`]): nothing is ever sent on a guessed pool kind;
+//! - the tables of [`crate::ordering::store`] (`sends`: each holder's transaction, written before
+//!   its first send, the platform's output gate holding the send until it is on disk; `meta`:
+//!   the schema version, chain, sender and chain id), over the object's SQL ([`store`]). A row
+//!   the platform refuses for its size (`SQLITE_TOOBIG`) refuses that transaction unsent and is
+//!   never taken for supersession; the Worker refuses one that cannot fit (2 MB a row) before it
+//!   is queued. The chain id, written with the first row, tells a restarted object its pool kind
+//!   (`UPSTREAM_POOL=auto`) before it sends anything; rows of earlier releases without it give
+//!   their transactions' chain id, and where none has one the object asks the upstream's
+//!   `eth_chainId` before it restores them ([`Driver::ready`]): nothing is ever sent on a guessed
+//!   pool kind;
+//! - storage the object cannot read, or of a newer schema ([`ReadError`]), is left untouched:
+//!   every request is answered HTTP 500 (the Worker then fails open: the sends go straight to
+//!   the upstream, counted and logged), the alarm is set again in [`ALARM_UNUSABLE_RETRY_MS`],
+//!   and each request reads the storage again (`storage_unusable` is logged each time);
 //! - the storage alarm, set while durable work is under way, so an evicted or restarted object
 //!   comes back to finish it. Restart recovery is the machine's
 //!   ([`Sender::restore`](crate::ordering::sender::Sender::restore)): the rows
@@ -42,47 +42,121 @@ use crate::access::request_id;
 use crate::config::ConfigError;
 use crate::edge::backend::SENDER_HEADER;
 use crate::edge::runtime::{config_from_env, now_ms};
+use crate::log;
+use crate::ordering::store::ReadError;
 use crate::relay::wire;
 use driver::Driver;
 use routes::{chain_unknown_response, superseded_response};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
-use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
+use worker::{
+    console_log, durable_object, js_sys, wasm_bindgen::JsValue, Delay, DurableObject, Env, Method,
+    Request, Response, ScheduledTime, State,
+};
 
 /// When an alarm that could not learn the chain id fires again, ms.
 const ALARM_RETRY_MS: u64 = 5_000;
 
+/// When the alarm of an object whose storage it cannot use fires again, ms: its storage (of a
+/// newer release, during a rollback or a gradual deployment) keeps transactions that the release
+/// that wrote it follows once it runs again.
+pub const ALARM_UNUSABLE_RETRY_MS: u64 = 60_000;
+
 /// How often the alarm handler looks whether the work it started is done, ms.
 const ALARM_POLL_MS: u64 = 100;
+
+/// Why an object has no driver.
+#[derive(Clone)]
+enum Unusable {
+    /// A setting is wrong: every request gets the configuration error.
+    Config(ConfigError),
+    /// Its storage cannot be used: left untouched, the object fails open.
+    Storage(ReadError),
+}
 
 /// One sender's lock. See the module documentation.
 #[durable_object]
 pub struct SenderLock {
-    /// The object's tasks' shared state; a misconfigured object answers every request with the
-    /// configuration error. (Test builds replace it after a simulated crash.)
-    driver: RefCell<Result<Rc<Driver>, ConfigError>>,
+    state: Rc<State>,
+    env: Env,
+    /// The object's tasks' shared state, or why there is none. (Test builds replace it after a
+    /// simulated crash.)
+    driver: RefCell<Result<Rc<Driver>, Unusable>>,
 }
 
 impl SenderLock {
-    fn driver(&self) -> Result<Rc<Driver>, ConfigError> {
-        self.driver.borrow().clone()
+    /// A driver on the stored state, or why there is none (a storage that cannot be used is
+    /// logged: `storage_unusable`).
+    fn start(state: &Rc<State>, env: &Env) -> Result<Rc<Driver>, Unusable> {
+        let config = config_from_env(env).map_err(Unusable::Config)?;
+        Driver::open(state.clone(), env.clone(), config)
+            .map(Rc::new)
+            .map_err(|e| {
+                console_log!(
+                    "{}",
+                    log::line(
+                        "storage_unusable",
+                        &[
+                            ("sender", state.id().name().unwrap_or_default().into()),
+                            ("label", e.label().into()),
+                            ("error", e.to_string().into()),
+                        ]
+                    )
+                );
+                Unusable::Storage(e)
+            })
+    }
+
+    /// The driver; an object whose storage could not be used reads it again first.
+    fn driver(&self) -> Result<Rc<Driver>, Unusable> {
+        let current = self.driver.borrow().clone();
+        if let Err(Unusable::Storage(_)) = current {
+            let again = Self::start(&self.state, &self.env);
+            *self.driver.borrow_mut() = again.clone();
+            return again;
+        }
+        current
     }
 }
 
 impl DurableObject for SenderLock {
     fn new(state: State, env: Env) -> Self {
-        let driver =
-            config_from_env(&env).map(|config| Rc::new(Driver::new(Rc::new(state), env, config)));
+        let state = Rc::new(state);
+        let driver = Self::start(&state, &env);
         SenderLock {
+            state,
+            env,
             driver: RefCell::new(driver),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        // Test builds only: the object restarts on storage it cannot read (the next four reads).
+        #[cfg(feature = "test-faults")]
+        if req
+            .headers()
+            .get(crate::edge::backend::TEST_FAULT_HEADER)?
+            .as_deref()
+            == Some("unreadable-restart")
+        {
+            if let Ok(driver) = self.driver() {
+                faults::unreadable_restart(&driver);
+            }
+            *self.driver.borrow_mut() = Err(Unusable::Storage(ReadError::Unreadable(
+                crate::ordering::store::StorageError {
+                    op: "read",
+                    message: "test fault".into(),
+                },
+            )));
+        }
         let driver = match self.driver() {
             Ok(driver) => driver,
-            Err(e) => return Response::error(e.to_string(), 500),
+            Err(Unusable::Config(e)) => return Response::error(e.to_string(), 500),
+            // The Worker fails open on it: the sends go straight to the upstream.
+            Err(Unusable::Storage(e)) => {
+                return Response::error(format!("{e}; the Worker sends directly (fail-open)"), 500)
+            }
         };
         if driver.superseded() {
             return superseded_response();
@@ -114,7 +188,8 @@ impl DurableObject for SenderLock {
                 // instance on the same storage, as the runtime starts one.
                 #[cfg(feature = "test-faults")]
                 if driver.crashed() || driver.superseded() {
-                    *self.driver.borrow_mut() = Ok(Rc::new(driver.restarted()));
+                    *self.driver.borrow_mut() =
+                        driver.restarted().map(Rc::new).map_err(Unusable::Storage);
                 }
                 response
             }
@@ -134,8 +209,20 @@ impl DurableObject for SenderLock {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        let Ok(driver) = self.driver() else {
-            return Response::ok("");
+        let driver = match self.driver() {
+            Ok(driver) => driver,
+            Err(Unusable::Config(_)) => return Response::ok(""),
+            Err(Unusable::Storage(_)) => {
+                // Its storage is left as it is; the alarm comes back for it.
+                let at = now_ms().saturating_add(ALARM_UNUSABLE_RETRY_MS);
+                let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
+                let _ = self
+                    .state
+                    .storage()
+                    .set_alarm(ScheduledTime::new(date))
+                    .await;
+                return Response::ok("");
+            }
         };
         if !driver.ready(None).await {
             driver.alarm_again_in(ALARM_RETRY_MS).await;

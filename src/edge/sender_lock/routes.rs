@@ -66,7 +66,9 @@ impl Driver {
     }
 
     /// The per-sender view (`GET /state`), with the alarm as storage has it (the machine's
-    /// `alarm_ms` is what it asked for).
+    /// `alarm_ms` is what it asked for), the storage's rows (`storage`: `rows_written` since the
+    /// object started, the platform's billed count; `rows` in the tables, `released` of them
+    /// waiting to be overwritten) and the isolate's wasm memory (`wasm_memory_bytes`).
     pub async fn view(&self) -> Value {
         let now = now_ms();
         let mut view = self.machine.borrow().view(now);
@@ -75,6 +77,13 @@ impl Driver {
         view["storage_alarm_ms"] = stored
             .map(|at| (at.max(0) as u64).saturating_sub(now))
             .into();
+        view["storage"] = serde_json::json!({
+            "rows_written": self.store.rows_written(),
+            "rows": self.store.row_count(),
+            "released": self.store.released_count(),
+        });
+        // The isolate's wasm memory (its objects and Worker share it), bytes.
+        view["wasm_memory_bytes"] = (core::arch::wasm32::memory_size::<0>() * 65_536).into();
         view
     }
 

@@ -180,6 +180,11 @@ pub enum Action {
     Store(Row),
     /// Delete these transactions from storage.
     Forget(Vec<TxHash>),
+    /// These transactions' nonces are used in a block (included, or another transaction took
+    /// the nonce there): their rows are no longer needed, and a restarted object that reads one
+    /// back finds its nonce used. The store may overwrite them with the next transactions
+    /// instead of deleting them ([`crate::ordering::store`]).
+    Release(Vec<TxHash>),
     /// Delete every stored transaction: they belong to another chain.
     Wipe,
     /// Nothing is queued, tracked or stored any more: delete all of the object's storage (a
@@ -243,6 +248,8 @@ pub trait Effects {
     fn store(&mut self, row: Row) -> Result<(), Unstorable>;
     /// [`Action::Forget`].
     fn forget(&mut self, hashes: Vec<TxHash>);
+    /// [`Action::Release`].
+    fn release(&mut self, hashes: Vec<TxHash>);
     /// [`Action::Wipe`].
     fn wipe(&mut self);
     /// [`Action::Vacate`].

@@ -268,12 +268,13 @@ impl Sender {
         let latest = found.as_ref().and_then(|found| found.latest);
         match (known, check) {
             (Some(true), _) | (None, Check::Accepted) => {
+                let entry = self.queue.remove(id);
                 let pruned = self.accepted.record(hash, nonce, now_ms, known.is_some());
                 self.pruned(pruned, now_ms);
                 if let Some(Seen::Included { block }) = seen {
                     self.included(&hash, &block, now_ms);
                 }
-                if let Some(e) = self.queue.remove(id) {
+                if let Some(e) = entry {
                     self.deduplicated(nonce, &hash, "upstream", &e.request_id);
                     self.answer(&e.tickets, &Answer::hash(&hash), None);
                 }

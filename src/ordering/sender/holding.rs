@@ -384,8 +384,7 @@ impl Sender {
                 self.settle(holding, result, now_ms);
             }
             Some(false) if latest.is_some_and(|latest| nonce < latest) => {
-                // Another transaction took the nonce.
-                self.forget_rows(vec![hash]);
+                // Another transaction took the nonce in a block: refused, its row released.
                 self.counters.stale_refused += 1;
                 let mined = latest.unwrap_or(nonce + 1);
                 self.release_refused(
@@ -394,6 +393,7 @@ impl Sender {
                     NonceEffect::Relearn,
                     now_ms,
                 );
+                self.release_rows(vec![hash]);
             }
             Some(false) if holding.recoveries <= MAX_RECOVERIES => {
                 let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);

@@ -192,6 +192,7 @@ impl Sender {
         };
         let mut resend = Vec::new();
         let mut gone = Vec::new();
+        let mut used = Vec::new();
         for (hash, seen) in &found.known {
             // One replaced meanwhile (in this loop too: another it answered holds its nonce) is
             // settled: never sent again.
@@ -217,7 +218,7 @@ impl Sender {
                 // no proof: the pool may have dropped it since that count, or hold another
                 // transaction there that the resend may replace.)
                 self.accepted.forget(hash);
-                gone.push(*hash);
+                used.push(*hash);
                 continue;
             }
             let resends = self.storage.resends.entry(*hash).or_insert(0);
@@ -245,6 +246,7 @@ impl Sender {
             }
         }
         self.forget_rows(gone);
+        self.release_rows(used);
         self.storage.unverified = false;
         if !resend.is_empty() {
             self.storage.loading = true;

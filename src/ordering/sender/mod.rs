@@ -54,7 +54,7 @@ pub mod refusal;
 mod settings;
 mod state;
 mod storage;
-mod tracking;
+pub(super) mod tracking;
 mod turn;
 mod view;
 
@@ -250,6 +250,7 @@ impl Sender {
                 }
             }
             Action::Forget(hashes) => effects.forget(hashes),
+            Action::Release(hashes) => effects.release(hashes),
             Action::Wipe => effects.wipe(),
             Action::Vacate => effects.vacate(),
             Action::StoreChain(genesis) => effects.store_chain(genesis),

@@ -153,6 +153,8 @@ pub(super) struct Tracking {
     pub(super) due_ms: Option<u64>,
     /// Whether the tracking check runs (either step).
     pub(super) running: bool,
+    /// When the last check ended, Unix ms (0: none yet).
+    pub(super) ended_ms: u64,
     /// The counts of the check whose second step (by hash) is asked, by that lookup.
     pub(super) counts: HashMap<LookupId, crate::ordering::sender::Found>,
     /// Replaced transactions (nonce, hash) whose replacements each lookup asks for.

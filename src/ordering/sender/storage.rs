@@ -8,6 +8,15 @@ use crate::ordering::accepted::Pruned;
 use crate::transaction::TxHash;
 
 impl Sender {
+    /// Releases the rows of `hashes`, whose nonces are used in a block ([`Action::Release`]),
+    /// but for those in the queue (see [`Sender::forget_rows`]).
+    pub(super) fn release_rows(&mut self, mut hashes: Vec<TxHash>) {
+        hashes.retain(|hash| self.queue.find(hash).is_none());
+        if !hashes.is_empty() {
+            self.push(Action::Release(hashes));
+        }
+    }
+
     /// Deletes the rows of `hashes`, but for those in the queue: a transaction waiting or being
     /// sent (a client's copy of a replaced transaction, the relay's own resend) needs its bytes
     /// until it leaves the queue, and went in, must be found after a restart and sent again

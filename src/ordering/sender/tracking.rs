@@ -44,10 +44,21 @@ use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen, Sen
 use crate::transaction::TxHash;
 use serde_json::{json, Value};
 
+/// How many outstanding transactions make a tracking check due at once: half the pending bound
+/// ([`crate::ordering::accepted::MAX_ACCEPTED`]).
+pub const EARLY_CHECK_AT: usize = crate::ordering::accepted::MAX_ACCEPTED / 2;
+
+/// The shortest time between the end of a tracking check and an early one, ms.
+pub const EARLY_CHECK_GAP_MS: u64 = 1_000;
+
 impl Sender {
     /// Keeps a check due while any accepted transaction is pending (tracking on), one interval
     /// from when it became so, and none when nothing is: whatever made a transaction pending
     /// (a send's answer, a copy answered by hash, or stored rows vouched for after a restart).
+    ///
+    /// A sender that fills half the pending bound before its next check ([`EARLY_CHECK_AT`]
+    /// outstanding) is checked at once, at most every [`EARLY_CHECK_GAP_MS`]: the mined count
+    /// that settles them comes as fast as it is needed, whatever the sender's rate.
     pub(super) fn keep_tracking(&mut self, now_ms: u64) {
         if self.settings.track_interval_ms == 0 || self.tracking.running {
             return;
@@ -58,6 +69,15 @@ impl Sender {
             }
             (Some(_), false) => self.tracking.due_ms = None,
             _ => {}
+        }
+        if let Some(due) = self.tracking.due_ms {
+            let early = self.tracking.ended_ms.saturating_add(EARLY_CHECK_GAP_MS);
+            if due > early
+                && self.accepted.len() >= EARLY_CHECK_AT
+                && self.accepted.outstanding(self.nonces.mined) >= EARLY_CHECK_AT
+            {
+                self.tracking.due_ms = Some(early.max(now_ms));
+            }
         }
     }
 
@@ -164,6 +184,7 @@ impl Sender {
     /// The check is over: the next one interval on (none when nothing is pending any more).
     fn track_done(&mut self, now_ms: u64) {
         self.tracking.running = false;
+        self.tracking.ended_ms = now_ms;
         self.tracking.due_ms = self
             .accepted
             .has_pending()
@@ -194,7 +215,7 @@ impl Sender {
                 .field("resent", tx.resent)
                 .field("tx_hash", hex::encode(hash)),
         );
-        self.forget_rows(vec![*hash]);
+        self.release_rows(vec![*hash]);
     }
 
     /// What a check found (`found`: its counts and its answers by hash), settled: each pending
@@ -229,7 +250,8 @@ impl Sender {
         }
         self.private_missing(private, found, &mut resend, now_ms);
         if !replaced.is_empty() {
-            self.forget_rows(replaced.iter().map(|(hash, _)| *hash).collect());
+            // Their nonces are used in blocks: the rows are released.
+            self.release_rows(replaced.iter().map(|(hash, _)| *hash).collect());
             let taken = replaced
                 .into_iter()
                 .map(|(hash, tx)| (tx.nonce, hash))

@@ -13,7 +13,8 @@ impl Sender {
     /// until it is), the 20 most recent accepted transactions (nonce, age in ms, whether the
     /// upstream vouched for them, their status: `pending`, `included` with its block,
     /// `replaced`, `expired`, and how often they were resubmitted), how many transactions are in
-    /// the object, the chain's genesis hash, how many are tracked (`tracked`) and how many of
+    /// the object, the chain's genesis hash, how many accepted ones it remembers (`remembered`,
+    /// final ones included), how many are tracked (`tracked`) and how many of
     /// those are outstanding (`outstanding`: not passed by the mined count; the bound counts
     /// these), when the next tracking check is due and whether one runs, when the storage alarm
     /// is due (ms from now), and the counters.
@@ -67,6 +68,7 @@ impl Sender {
             "accepted": accepted,
             "chain": self.storage.chain.genesis,
             "upstream_pool": self.settings.pool.label(),
+            "remembered": self.accepted.len(),
             "tracked": self.accepted.pending().len(),
             "outstanding": self.accepted.outstanding(self.nonces.mined),
             "next_check_ms": self.tracking.due_ms.map(|due| due.saturating_sub(now_ms)),

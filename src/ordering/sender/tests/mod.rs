@@ -95,6 +95,16 @@ impl Effects for Recorded {
             self.rows.remove(&hash);
         }
     }
+    fn release(&mut self, hashes: Vec<TxHash>) {
+        // No longer live (the store overwrites such a row with the next one).
+        for hash in hashes {
+            self.log.push(format!(
+                "release {}",
+                u64::from_be_bytes(hash[..8].try_into().unwrap())
+            ));
+            self.rows.remove(&hash);
+        }
+    }
     fn wipe(&mut self) {
         self.log.push("wipe".into());
         self.rows.clear();
@@ -333,14 +343,19 @@ impl Rig {
         route: &[(TxHash, RouteStatus)],
         head: Option<u64>,
     ) -> Query {
-        let due = self.s.poll_timeout().expect("a check is due");
-        self.at(due);
-        // The newest lookup that asks the mined count and nothing by hash: the check's counts.
-        let at = self
-            .lookups
-            .iter()
-            .rposition(|(_, q)| q.latest && q.hashes.is_empty() && !q.genesis)
-            .unwrap_or_else(|| panic!("a tracking check: {:?}", self.lookups));
+        // The newest lookup that asks the mined count and nothing by hash: the check's counts
+        // (one already running, or the one asked when it is due).
+        let counts = |lookups: &[(LookupId, Query)]| {
+            lookups
+                .iter()
+                .rposition(|(_, q)| q.latest && q.hashes.is_empty() && !q.genesis)
+        };
+        if counts(&self.lookups).is_none() {
+            let due = self.s.poll_timeout().expect("a check is due");
+            self.at(due);
+        }
+        let at =
+            counts(&self.lookups).unwrap_or_else(|| panic!("a tracking check: {:?}", self.lookups));
         let (id, mut query) = self.lookups.remove(at);
         let found = Found {
             latest: Some(latest),

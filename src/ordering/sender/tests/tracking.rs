@@ -460,3 +460,47 @@ fn tracking_off_never_caps_a_senders_rate() {
     assert!(!r.rows.contains_key(&h(0, 0)));
     assert_eq!(r.rows.len(), crate::ordering::accepted::MAX_ACCEPTED);
 }
+
+/// A sender that fills half the pending bound before its next check is checked at once (at most
+/// every second), so the bound is met only by what the chain really has not mined.
+#[test]
+fn half_the_pending_bound_outstanding_brings_the_check_forward() {
+    use crate::ordering::sender::tracking::{EARLY_CHECK_AT, EARLY_CHECK_GAP_MS};
+    let mut r = Rig::new(Settings {
+        max_queue: 64,
+        ..TRACKED
+    });
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    let check_at = |r: &Rig| r.s.view(r.now)["next_check_ms"].as_u64();
+    for n in 1..(EARLY_CHECK_AT as u64 - 1) {
+        r.now += 1;
+        r.arrive(n);
+        r.accept_next();
+    }
+    assert!(check_at(&r).unwrap() > 10_000, "one interval on");
+    r.now += 1;
+    r.arrive(EARLY_CHECK_AT as u64 - 1);
+    r.accept_next();
+    assert_eq!(check_at(&r), Some(0), "due at once: {}", r.s.view(r.now));
+    let mined: Vec<(TxHash, Seen)> = (0..EARLY_CHECK_AT as u64)
+        .map(|k| (h(k, 0), Seen::Included { block: 1 }))
+        .collect();
+    let query = r.track_counts(
+        EARLY_CHECK_AT as u64,
+        EARLY_CHECK_AT as u64,
+        &mined,
+        &[],
+        None,
+    );
+    assert_eq!(query.hashes.len(), EARLY_CHECK_AT);
+    assert_eq!(r.s.view(r.now)["outstanding"], 0);
+    // Filled again at once: the next early check waits its gap after the last one.
+    let ended = r.now;
+    for n in EARLY_CHECK_AT as u64..(2 * EARLY_CHECK_AT as u64) {
+        r.arrive(n);
+        r.accept_next();
+    }
+    assert_eq!(check_at(&r), Some(ended + EARLY_CHECK_GAP_MS - r.now));
+}

@@ -1,0 +1,578 @@
+//! A sender's storage: the SQLite tables its Durable Object keeps ([`Store`]), over the platform's
+//! SQL ([`Sql`]: the object's `ctx.storage.sql`, or a real SQLite in the native tests).
+//!
+//! Tables (all `WITHOUT ROWID`, so a write is one billed row):
+//! - `sends` (`hash` TEXT primary key, `nonce` INTEGER, `raw` BLOB, `method` TEXT, `at_ms`
+//!   INTEGER): each holder's transaction, its raw bytes and its send method
+//!   ([`SignedTx::row_method`]), written before its first send. A row whose transaction is
+//!   refused, expired, given up or replaced in the pool is deleted. A row whose nonce is used in a
+//!   block (included, or replaced by another transaction in a block) is *released* instead: the
+//!   next transaction stored overwrites it (one written row, where a delete and an insert are
+//!   two), and a restarted object that reads one back finds its nonce used and lets it go.
+//!   Earlier releases kept the upstream request's text in table `txs` (`request` TEXT); those rows
+//!   are still read, resent and deleted;
+//! - `meta` (`key`, `value`): `schema` ([`SCHEMA_VERSION`], written with the first write), `chain`
+//!   (the genesis hash of the chain the rows belong to), `sender`, and `chain_id` (the chain id
+//!   the Worker checked them against).
+//!
+//! Nothing is created until the first write, so an object that is only read (a pending count, a
+//! transaction's status) leaves no storage behind.
+//!
+//! Storage is never destroyed by what the object does not understand: a read that fails is
+//! tried again once, then reported ([`ReadError::Unreadable`]), never taken for "nothing stored";
+//! a `schema` newer than [`SCHEMA_VERSION`] is [`ReadError::Newer`]. Either way the object leaves
+//! its storage untouched and fails open (its sends go straight to the upstream) until it can
+//! read it: a rollback, or a gradual deployment that steps down, never forgets in-flight
+//! transactions.
+//!
+//! Every statement's rows written (the platform's `rowsWritten`, which Cloudflare bills) are
+//! counted ([`Store::rows_written`]).
+
+use crate::hex;
+use crate::ordering::row::RowError;
+use crate::ordering::sender::{Row, RowHeader};
+use crate::ordering::tx::SignedTx;
+use crate::transaction::TxHash;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+
+/// The stored form this code writes and reads: 2 is table `sends` (raw bytes and send method per
+/// transaction) with `meta`; 1 (rows in table `txs`, the request text) is still read. An object
+/// that finds a higher one leaves its storage alone ([`ReadError::Newer`]).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// A value bound to a statement or read from a row (SQLite's storage classes).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    /// NULL.
+    Null,
+    /// INTEGER.
+    Integer(i64),
+    /// REAL.
+    Real(f64),
+    /// TEXT.
+    Text(String),
+    /// BLOB.
+    Blob(Vec<u8>),
+}
+
+impl SqlValue {
+    fn text(&self) -> Option<&str> {
+        match self {
+            SqlValue::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    fn number(&self) -> Option<u64> {
+        match self {
+            SqlValue::Integer(n) => u64::try_from(*n).ok(),
+            SqlValue::Real(n) if *n >= 0.0 => Some(*n as u64),
+            _ => None,
+        }
+    }
+}
+
+impl From<&str> for SqlValue {
+    fn from(text: &str) -> Self {
+        SqlValue::Text(text.to_string())
+    }
+}
+
+impl From<String> for SqlValue {
+    fn from(text: String) -> Self {
+        SqlValue::Text(text)
+    }
+}
+
+/// What a statement gave back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SqlRows {
+    /// Its rows, each its columns in order.
+    pub rows: Vec<Vec<SqlValue>>,
+    /// The rows it wrote (inserted, updated or deleted; a table made is two): the platform's
+    /// `rowsWritten`, which Cloudflare bills ($1.00 per million).
+    pub written: u64,
+}
+
+/// The object's SQL: the Durable Object's `ctx.storage.sql` (synchronous; the platform's output
+/// gate holds any later send until the writes are on disk), or a real SQLite in the native tests.
+pub trait Sql {
+    /// Runs `sql` with `bindings` (`?` placeholders, in order).
+    ///
+    /// # Errors
+    /// The platform's message (workerd's SQLite errors read `"<message>: SQLITE_<CODE>"`; a
+    /// missing table `"no such table: <name>"`).
+    fn exec(&self, sql: &str, bindings: Vec<SqlValue>) -> Result<SqlRows, String>;
+}
+
+/// A storage call that failed: which one, and the platform's message. On a write, it means the
+/// instance can no longer use its storage (a newer instance superseded it), unless the message
+/// is about the row itself ([`crate::ordering::sender::is_deterministic`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageError {
+    /// The call (`store`, `forget`, `release`, `wipe`, `chain`, `chain_id`, `load_send`,
+    /// `load_request`, `read`...).
+    pub op: &'static str,
+    /// The platform's message.
+    pub message: String,
+}
+
+impl StorageError {
+    fn of(op: &'static str, message: String) -> Self {
+        StorageError { op, message }
+    }
+
+    /// Its log line (`storage_error`).
+    pub fn log_line(&self) -> String {
+        crate::log::line(
+            "storage_error",
+            &[
+                ("op", self.op.into()),
+                ("error", self.message.clone().into()),
+            ],
+        )
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.op, self.message)
+    }
+}
+
+/// Why the stored state cannot be used: the object then leaves its storage untouched and fails
+/// open, and tries again at its next request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// A read failed twice (not for a missing table: that is nothing stored).
+    Unreadable(StorageError),
+    /// `meta` `schema` is one this code does not know: written by a newer release.
+    Newer {
+        /// The stored value.
+        found: String,
+    },
+}
+
+impl ReadError {
+    /// A short name for logs and metrics: `unreadable`, `newer_schema`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ReadError::Unreadable(_) => "unreadable",
+            ReadError::Newer { .. } => "newer_schema",
+        }
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Unreadable(e) => write!(f, "the sender's storage could not be read ({e})"),
+            ReadError::Newer { found } => write!(
+                f,
+                "the sender's storage has schema {found}, newer than this release's {SCHEMA_VERSION}: left untouched"
+            ),
+        }
+    }
+}
+
+/// The object's storage as [`Store::read`] finds it, what an earlier instance stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageSnapshot {
+    /// The genesis hash of the chain the transactions belong to.
+    pub chain: Option<String>,
+    /// The chain id the transactions were checked against (meta `chain_id`; rows of earlier
+    /// releases have none: [`Store::chain_id_of_rows`]).
+    pub chain_id: Option<u64>,
+    /// The sender (lowercase 0x address).
+    pub sender: Option<String>,
+    /// The stored transactions' rows, without their bytes, oldest first.
+    pub rows: Vec<RowHeader>,
+}
+
+/// Which table a row is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Sends,
+    /// An earlier release's.
+    Txs,
+}
+
+/// A stored transaction read back: the transaction, or why its row is not a send of its hash.
+pub type Loaded = Result<Rc<SignedTx>, (TxHash, RowError)>;
+
+/// A sender's storage. See the module documentation.
+pub struct Store<S: Sql> {
+    sql: S,
+    /// Every row's hash in the tables (as read, and written since), with its table.
+    rows: RefCell<HashMap<TxHash, Table>>,
+    /// Rows of `sends` whose transaction's nonce is used in a block: the next stored
+    /// transaction overwrites one of them.
+    released: RefCell<Vec<TxHash>>,
+    /// Whether `meta` has this release's `schema` (read, or written in this instance's life).
+    schema_written: Cell<bool>,
+    /// Rows written since the instance started.
+    written: Cell<u64>,
+}
+
+const SEND_COLUMNS: &str = "hash, nonce, raw, method, at_ms";
+
+impl<S: Sql> Store<S> {
+    /// The object's tables over `sql`; nothing is read or made here.
+    pub fn open(sql: S) -> Self {
+        Store {
+            sql,
+            rows: RefCell::new(HashMap::new()),
+            released: RefCell::new(Vec::new()),
+            schema_written: Cell::new(false),
+            written: Cell::new(0),
+        }
+    }
+
+    /// The SQL it runs on.
+    pub fn sql(&self) -> &S {
+        &self.sql
+    }
+
+    /// How many rows its statements wrote since the instance started.
+    pub fn rows_written(&self) -> u64 {
+        self.written.get()
+    }
+
+    /// How many rows the tables hold (live and released).
+    pub fn row_count(&self) -> usize {
+        self.rows.borrow().len()
+    }
+
+    /// How many of them are released (waiting to be overwritten).
+    pub fn released_count(&self) -> usize {
+        self.released.borrow().len()
+    }
+
+    fn run(&self, sql: &str, bindings: Vec<SqlValue>) -> Result<SqlRows, String> {
+        let rows = self.sql.exec(sql, bindings)?;
+        self.written.set(self.written.get() + rows.written);
+        Ok(rows)
+    }
+
+    /// Whether `message` says the table is not there (never made, or deleted with the storage).
+    fn missing(message: &str) -> bool {
+        message.contains("no such table")
+    }
+
+    /// A read, tried again once when it fails for another reason than a missing table (which
+    /// reads as no rows).
+    fn select(&self, op: &'static str, sql: &str) -> Result<Vec<Vec<SqlValue>>, StorageError> {
+        let mut last = String::new();
+        for _ in 0..2 {
+            match self.run(sql, Vec::new()) {
+                Ok(rows) => return Ok(rows.rows),
+                Err(e) if Self::missing(&e) => return Ok(Vec::new()),
+                Err(e) => last = e,
+            }
+        }
+        Err(StorageError::of(op, last))
+    }
+
+    /// What is stored: nothing where nothing was ever written (or the tables went with the
+    /// storage).
+    ///
+    /// # Errors
+    /// [`ReadError::Unreadable`] when a read fails twice, [`ReadError::Newer`] when `meta`'s
+    /// `schema` is not one this code knows. Nothing is written either way.
+    pub fn read(&self) -> Result<StorageSnapshot, ReadError> {
+        let unreadable = ReadError::Unreadable;
+        let mut meta: HashMap<String, String> = self
+            .select("read_meta", "SELECT key, value FROM meta")
+            .map_err(unreadable)?
+            .into_iter()
+            .filter_map(|row| {
+                let key = row.first()?.text()?.to_string();
+                Some((key, row.get(1)?.text()?.to_string()))
+            })
+            .collect();
+        match meta.remove("schema") {
+            Some(found) if found.parse::<u32>().is_ok_and(|v| v <= SCHEMA_VERSION) => {
+                self.schema_written.set(found == SCHEMA_VERSION.to_string())
+            }
+            Some(found) => return Err(ReadError::Newer { found }),
+            None => self.schema_written.set(false),
+        }
+        let mut headers: Vec<(RowHeader, Table)> = Vec::new();
+        for (table, name) in [(Table::Sends, "sends"), (Table::Txs, "txs")] {
+            let rows = self
+                .select(
+                    "read_rows",
+                    &format!("SELECT hash, nonce, at_ms FROM {name}"),
+                )
+                .map_err(unreadable)?;
+            headers.extend(rows.into_iter().filter_map(|row| {
+                let header = RowHeader {
+                    hash: hex::decode_array(row.first()?.text()?)?,
+                    nonce: row.get(1)?.number()?,
+                    at_ms: row.get(2)?.number()?,
+                };
+                Some((header, table))
+            }));
+        }
+        headers.sort_by_key(|(header, _)| header.at_ms);
+        *self.rows.borrow_mut() = headers.iter().map(|(h, table)| (h.hash, *table)).collect();
+        self.released.borrow_mut().clear();
+        Ok(StorageSnapshot {
+            chain: meta.remove("chain"),
+            chain_id: meta.remove("chain_id").and_then(|id| id.parse().ok()),
+            sender: meta.remove("sender"),
+            rows: headers.into_iter().map(|(header, _)| header).collect(),
+        })
+    }
+
+    fn create(&self) -> Result<(), String> {
+        self.run(
+            "CREATE TABLE IF NOT EXISTS sends (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
+            Vec::new(),
+        )?;
+        self.run(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+            Vec::new(),
+        )?;
+        Ok(())
+    }
+
+    /// Runs one write. The tables are made when the write finds them missing (never made yet,
+    /// or deleted with the storage), and the write is run once more; the first write of the
+    /// storage's life also writes this release's `schema`.
+    fn write(
+        &self,
+        op: &'static str,
+        sql: &str,
+        bindings: Vec<SqlValue>,
+    ) -> Result<u64, StorageError> {
+        let fail = |e: String| StorageError::of(op, e);
+        if !self.schema_written.get() {
+            let schema = vec!["schema".into(), SCHEMA_VERSION.to_string().into()];
+            let meta = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)";
+            match self.run(meta, schema.clone()) {
+                Ok(_) => {}
+                Err(e) if Self::missing(&e) => {
+                    self.create().map_err(fail)?;
+                    self.run(meta, schema).map_err(fail)?;
+                }
+                Err(e) => return Err(fail(e)),
+            }
+            self.schema_written.set(true);
+        }
+        match self.run(sql, bindings.clone()) {
+            Ok(rows) => Ok(rows.written),
+            Err(e) if Self::missing(&e) => {
+                self.create().map_err(fail)?;
+                self.run(sql, bindings)
+                    .map(|rows| rows.written)
+                    .map_err(fail)
+            }
+            Err(e) => Err(fail(e)),
+        }
+    }
+
+    /// Stores a holder's transaction before its first send: its raw bytes (a BLOB) and its send
+    /// method, over a released row when there is one (one written row).
+    ///
+    /// # Errors
+    /// The platform's refusal: of the row itself (too big: the machine refuses the transaction
+    /// unsent), or of the storage (a newer instance took over).
+    pub fn store(&self, row: &Row) -> Result<(), StorageError> {
+        let hash = row.tx.hash;
+        let columns = |key: Option<TxHash>| {
+            let mut values = vec![
+                hex::encode(&hash).into(),
+                SqlValue::Integer(row.tx.nonce as i64),
+                SqlValue::Blob(row.tx.raw.clone()),
+                row.tx.row_method().into(),
+                SqlValue::Integer(row.at_ms as i64),
+            ];
+            values.extend(key.map(|key| SqlValue::from(hex::encode(&key))));
+            values
+        };
+        let present = self.rows.borrow().get(&hash).copied();
+        self.released.borrow_mut().retain(|h| *h != hash);
+        let reuse = match present {
+            Some(_) => None,
+            None => self.released.borrow_mut().pop(),
+        };
+        let written = match reuse {
+            Some(old) => {
+                let sql =
+                    format!("UPDATE sends SET ({SEND_COLUMNS}) = (?, ?, ?, ?, ?) WHERE hash = ?");
+                let written = self.write("store", &sql, columns(Some(old)));
+                if written.is_ok() {
+                    self.rows.borrow_mut().remove(&old);
+                }
+                written
+            }
+            None => {
+                let sql =
+                    format!("INSERT OR REPLACE INTO sends ({SEND_COLUMNS}) VALUES (?, ?, ?, ?, ?)");
+                self.write("store", &sql, columns(None))
+            }
+        };
+        match written {
+            // A released row that was not there any more: stored anew.
+            Ok(0) => {
+                let sql =
+                    format!("INSERT OR REPLACE INTO sends ({SEND_COLUMNS}) VALUES (?, ?, ?, ?, ?)");
+                self.write("store", &sql, columns(None))?;
+            }
+            Ok(_) => {}
+            Err(e) => return Err(e),
+        }
+        self.rows.borrow_mut().insert(hash, Table::Sends);
+        Ok(())
+    }
+
+    /// Deletes these transactions' rows (a released one is left to be overwritten).
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn forget(&self, hashes: &[TxHash]) -> Result<(), StorageError> {
+        for hash in hashes {
+            if self.released.borrow().contains(hash) {
+                continue;
+            }
+            let Some(table) = self.rows.borrow().get(hash).copied() else {
+                continue;
+            };
+            let sql = match table {
+                Table::Sends => "DELETE FROM sends WHERE hash = ?",
+                Table::Txs => "DELETE FROM txs WHERE hash = ?",
+            };
+            self.write("forget", sql, vec![hex::encode(hash).into()])?;
+            self.rows.borrow_mut().remove(hash);
+        }
+        Ok(())
+    }
+
+    /// These transactions' nonces are used in a block: their rows are no longer needed, and the
+    /// next transactions stored overwrite them (an earlier release's row is deleted).
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn release(&self, hashes: &[TxHash]) -> Result<(), StorageError> {
+        for hash in hashes {
+            let table = self.rows.borrow().get(hash).copied();
+            match table {
+                Some(Table::Sends) if !self.released.borrow().contains(hash) => {
+                    self.released.borrow_mut().push(*hash)
+                }
+                Some(Table::Txs) => self.forget(&[*hash])?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every row and the meta (the state of another chain).
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn wipe(&self) -> Result<(), StorageError> {
+        for table in ["sends", "txs", "meta"] {
+            match self.run(&format!("DELETE FROM {table}"), Vec::new()) {
+                Ok(_) => {}
+                Err(e) if Self::missing(&e) => {}
+                Err(e) => return Err(StorageError::of("wipe", e)),
+            }
+        }
+        self.vacated();
+        Ok(())
+    }
+
+    /// The platform deleted the whole storage (`deleteAll`): nothing is stored.
+    pub fn vacated(&self) {
+        self.rows.borrow_mut().clear();
+        self.released.borrow_mut().clear();
+        self.schema_written.set(false);
+    }
+
+    /// Stores the chain id the stored transactions were checked against (meta `chain_id`).
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn store_chain_id(&self, chain_id: u64) -> Result<(), StorageError> {
+        self.write(
+            "chain_id",
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            vec!["chain_id".into(), chain_id.to_string().into()],
+        )
+        .map(|_| ())
+    }
+
+    /// Stores the chain's genesis hash and the sender.
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn store_chain(&self, genesis: &str, sender: &str) -> Result<(), StorageError> {
+        let sql = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)";
+        self.write("chain", sql, vec!["chain".into(), genesis.into()])?;
+        self.write("chain", sql, vec!["sender".into(), sender.into()])
+            .map(|_| ())
+    }
+
+    /// The chain id of the first stored transaction that has one, as an earlier release stored
+    /// it without meta `chain_id` (`None`: none stored, only unprotected legacy ones, or
+    /// unreadable).
+    pub fn chain_id_of_rows(&self, rows: &[RowHeader]) -> Option<u64> {
+        rows.iter()
+            .find_map(|row| self.load_one(&row.hash).ok()??.ok()?.chain_id)
+    }
+
+    /// The stored transactions of `hashes`, read back ([`SignedTx::from_row`], or for a row of
+    /// an earlier release as the relay reads any request, [`SignedTx::from_request_text`]):
+    /// missing ones left out, and one that is not a send of its own hash given with why.
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn load(&self, hashes: &[TxHash]) -> Result<Vec<Loaded>, StorageError> {
+        let mut out = Vec::with_capacity(hashes.len());
+        for hash in hashes {
+            match self.load_one(hash)? {
+                Some(Ok(tx)) => out.push(Ok(Rc::new(tx))),
+                Some(Err(why)) => out.push(Err((*hash, why))),
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// The stored transaction `hash`, in `sends` or else in the earlier releases' `txs`: `None`
+    /// when neither has it (never written, or deleted since), or why its row is not a send of it.
+    fn load_one(&self, hash: &TxHash) -> Result<Option<Result<SignedTx, RowError>>, StorageError> {
+        let key = || vec![SqlValue::from(hex::encode(hash))];
+        let send = match self.run("SELECT raw, method FROM sends WHERE hash = ?", key()) {
+            Ok(rows) => rows.rows.into_iter().next(),
+            Err(e) if Self::missing(&e) => None,
+            Err(e) => return Err(StorageError::of("load_send", e)),
+        };
+        if let Some(values) = send {
+            let mut values = values.into_iter();
+            return Ok(Some(match (values.next(), values.next()) {
+                (Some(SqlValue::Blob(raw)), Some(SqlValue::Text(method))) => {
+                    SignedTx::from_row(raw, &method, hash)
+                }
+                _ => Err(RowError::NotARequest),
+            }));
+        }
+        match self.run("SELECT request FROM txs WHERE hash = ?", key()) {
+            Ok(rows) => Ok(rows
+                .rows
+                .first()
+                .and_then(|row| row.first()?.text().map(str::to_string))
+                .map(|request| SignedTx::from_request_text(&request, hash))),
+            Err(e) if Self::missing(&e) => Ok(None),
+            Err(e) => Err(StorageError::of("load_request", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
