@@ -14,7 +14,7 @@ help:
 	@echo "make lint   - cargo fmt --check and clippy (native, and the wasm32 adapters)"
 	@echo "make fuzz   - fuzz the decoder for FUZZ_SECONDS (default 1800)"
 	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
-	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS), behind a strict upstream, a private route (ROUTE=private: 1 x 20) and a mempool one (UPSTREAM, SEND_WINDOW: 1 x 40, 1 x 200, 20 x 20), 1 x 40 under production's six-connection cap (CONNECTION_CAP); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS)"
+	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS), behind a strict upstream, a private route (ROUTE=private: 1 x 20) and a mempool one (UPSTREAM, SEND_WINDOW: 1 x 40, 1 x 200, 20 x 20), 1 x 40 under production's six-connection cap (CONNECTION_CAP); one sender at 50/s for 120 s and the rows written per transaction (RATE, DURATION_S); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS)"
 
 setup:
 	@bash scripts/setup.sh
@@ -55,6 +55,8 @@ bench-e2e: build
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 CONNECTION_CAP=6 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=200 MAX_QUEUE_PER_SENDER=256 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=20 TXS=20 "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/sustained.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/rows.mjs
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/ws-idle.mjs
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/ws-memory.mjs
 

@@ -2,7 +2,7 @@
 // of tests/support/every-fault.mjs, one after another; a line per seed (seed, hashes, mined once,
 // resubmitted, faults, time), what happened to any sender that lost transactions, and a summary.
 // Exits 1 if any seed failed. SENDERS and TXS change the size (default 10 x 30); RELAY_BUILD_DIR
-// the worker build.
+// the worker build; KEEP_DIR keeps a failed seed's relay logs, upstream records and storage there.
 import { everyFault, summaryLine } from "../support/every-fault.mjs";
 
 const from = Number(process.env.SEED_FROM ?? 1);
@@ -12,11 +12,12 @@ const perSender = Number(process.env.TXS ?? 30);
 console.log(`every fault at once: seeds ${from}..${from + seeds - 1}, ${senders} senders x ${perSender}, build ${process.env.RELAY_BUILD_DIR ?? "build"}`);
 const results = [];
 for (let seed = from; seed < from + seeds; seed++) {
-  const r = await everyFault({ seed, senders, perSender });
+  const r = await everyFault({ seed, senders, perSender, keepDir: process.env.KEEP_DIR });
   results.push(r);
   console.log(summaryLine(r));
   if (!r.ok) {
     if (r.error) console.log(`  error: ${r.error}`);
+    if (r.kept) console.log(`  kept in ${r.kept}`);
     for (const line of r.diagnosis ?? []) console.log(`  ${line}`);
   }
 }

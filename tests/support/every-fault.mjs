@@ -8,7 +8,8 @@
 //   ("before") or after the transaction went in ("after");
 // - pool drops: anvil_dropTransaction of accepted transactions not yet mined (anvil drops the
 //   sender's higher nonces with it), during the burst and after the restart, while the relay
-//   still tracks them;
+//   still tracks them (after the restart, preferably of senders whose clients all have their
+//   hashes: only the relay's storage and tracking stand for those);
 // - the relay killed (SIGKILL of workerd) mid-burst and started again on the same Durable Object
 //   storage;
 // - duplicates: copies of a transaction's bytes sent at once by other clients (other ids), and
@@ -16,7 +17,9 @@
 // Every transaction has a client that sends its bytes until it has its hash (as a wallet does while
 // the relay restarts). Then the run waits, bounded, until every sender's N are mined, and counts.
 // `everyFault` returns its accounting; a bad outcome is returned, never thrown.
-import { mkdtemp, rm } from "node:fs/promises";
+import { readdirSync } from "node:fs";
+import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
 import { tmpdir } from "node:os";
 import { keccak256 } from "viem";
 import { startAnvil, startProxy, startRelay, post, rpc, devAccount, signBurst, sleep, until } from "./harness.mjs";
@@ -139,9 +142,11 @@ export function schedule(seed, senders, perSender) {
  * { seed, ok, error, ms, total, clients: { count, withHash, wrong }, mined (per sender),
  *   minedOnce, missing, wentInTwice, wentInTwiceNotDropped, upstreamRefusals, clientErrors,
  *   events, resubmitted, faults, diagnosis }.
- * `log` gets progress lines; `buildDir` is the worker build (default: the harness's).
+ * `log` gets progress lines; `buildDir` is the worker build (default: the harness's); with
+ * `keepDir`, a run that failed (any run, with `keepAlways`) leaves there (seed-N/) each relay's log,
+ * what the upstream saw, the pool drops, and the Durable Object storage folder.
  */
-export async function everyFault({ seed, senders = 10, perSender = 30, buildDir, log = () => {} }) {
+export async function everyFault({ seed, senders = 10, perSender = 30, buildDir, log = () => {}, keepDir, keepAlways = false }) {
   const started = performance.now();
   const plan = schedule(seed, senders, perSender);
   const pick = mulberry32(plan.pickSeed);
@@ -241,13 +246,13 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
     );
     // The kill and the restart on the same storage.
     const kill = {};
-    let restarted;
     const restart = (async () => {
       await sleep(plan.kill.atMs);
       if (stopped) return;
       kill.acceptedAtKill = new Set(proxy.seen.filter((r) => r.accepted).map((r) => r.hash)).size;
       kill.answeredAtKill = outcomes.filter((o) => o.result).length;
       kill.at = performance.now() - t0;
+      kill.wallMs = Date.now();
       first.kill();
       await first.stop().catch(() => {});
       await sleep(plan.kill.downMs);
@@ -257,13 +262,19 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
       kill.readyAt = performance.now() - t0;
       log(`seed ${seed}: relay killed at ${kill.at.toFixed(0)} ms (${kill.acceptedAtKill} in), answering again at ${kill.readyAt.toFixed(0)} ms`);
     })();
-    restarted = restart;
     faultTasks.push(restart);
     // Pool drops: accepted transactions the pool holds, picked by the seed's second stream.
     const poolDrops = [];
     const acceptedHashes = () => new Set(proxy.seen.filter((r) => r.accepted).map((r) => r.hash));
-    const dropSome = async (victims) => {
+    // Senders whose every client has its hash: after the restart, only the relay's own storage
+    // and tracking stand for their transactions (the issue's lost sender was one).
+    const answeredSenders = () => {
+      const answered = new Set(outcomes.filter((o) => o.result === hashes[o.index]).map((o) => o.index));
+      return new Set(accounts.map((_, s) => s).filter((s) => hashes.every((_, i) => Math.floor(i / perSender) !== s || answered.has(i))));
+    };
+    const dropSome = async (victims, { preferAnswered = false } = {}) => {
       if (stopped) return;
+      const from = Math.round(performance.now() - t0);
       // anvil drops only what its pool holds ready (pending); it answers null for one queued
       // above a gap, and keeps it.
       const content = (await rpc(anvil.url, "txpool_content")).result ?? {};
@@ -273,6 +284,11 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
         for (const tx of Object.values(byNonce)) if (indexOfHash.has(tx.hash) && accepted.has(tx.hash)) held.push(tx.hash);
       }
       held.sort();
+      if (preferAnswered) {
+        const answered = answeredSenders();
+        const theirs = held.filter((h) => answered.has(Math.floor(indexOfHash.get(h) / perSender)));
+        if (theirs.length) held.splice(0, held.length, ...theirs);
+      }
       for (let k = 0; k < victims && held.length; ) {
         const hash = held.splice(Math.floor(pick() * held.length), 1)[0];
         const i = indexOfHash.get(hash);
@@ -288,7 +304,7 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
         const gone = [];
         for (const h of inPool) if (!(await rpc(anvil.url, "eth_getTransactionByHash", [h])).result) gone.push(h);
         const phase = kill.readyAt !== undefined ? "after restart" : kill.at !== undefined ? "relay down" : "before kill";
-        poolDrops.push({ when: phase, at: Math.round(performance.now() - t0), sender: s, nonce: i % perSender, gone: gone.map((h) => indexOfHash.get(h) % perSender), goneHashes: gone });
+        poolDrops.push({ when: phase, from, at: Math.round(performance.now() - t0), sender: s, nonce: i % perSender, gone: gone.map((h) => indexOfHash.get(h) % perSender), goneHashes: gone });
       }
     };
     for (const d of plan.drops) {
@@ -302,9 +318,9 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
     for (const d of plan.dropsAfterRestart) {
       faultTasks.push(
         (async () => {
-          await restarted;
+          await restart;
           await sleep(d.afterMs);
-          await dropSome(d.victims);
+          await dropSome(d.victims, { preferAnswered: true });
         })(),
       );
     }
@@ -331,16 +347,26 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
     const receipts = [];
     for (const h of hashes) receipts.push((await rpc(anvil.url, "eth_getTransactionReceipt", [h])).result);
     const includedOnce = receipts.map((r) => r?.status === "0x1");
-    // Mined exactly once: each hash has its receipt, and its sender's mined count is N: each of
-    // the N nonces is used, by that hash (the only transaction signed with it).
-    const minedOnce = includedOnce.filter((ok, i) => ok && mined[Math.floor(i / perSender)] === perSender).length;
+    // Mined exactly once: a hash with its receipt is in one block, and its nonce is used by it
+    // (the only transaction signed with that nonce); with every sender's mined count N, each nonce
+    // is used by its hash.
+    const minedOnce = includedOnce.filter(Boolean).length;
     const missing = hashes.map((h, i) => (includedOnce[i] ? null : { sender: Math.floor(i / perSender), nonce: i % perSender, hash: h })).filter(Boolean);
     const withHash = outcomes.filter((o) => o.result === hashes[o.index]).length;
     const wrong = outcomes.filter((o) => o.result !== hashes[o.index]).map((o) => ({ sender: Math.floor(o.index / perSender), nonce: o.index % perSender, kind: o.kind, result: o.result }));
     const acceptedCount = new Map();
     for (const r of proxy.seen) if (r.accepted) acceptedCount.set(r.hash, (acceptedCount.get(r.hash) ?? 0) + 1);
     const droppedFromPool = new Set(poolDrops.flatMap((d) => d.goneHashes));
+    // A transaction that went in twice should have left the pool in between: a pool drop of its
+    // sender at or below its nonce (anvil drops the higher nonces with it) between the two.
     const twice = [...acceptedCount].filter(([, n]) => n > 1).map(([h]) => h);
+    const explained = (h) => {
+      const i = indexOfHash.get(h);
+      const ins = proxy.seen.filter((r) => r.hash === h && r.accepted).map((r) => r.at - t0);
+      return ins.slice(1).every((second, k) =>
+        poolDrops.some((d) => d.sender === Math.floor(i / perSender) && d.nonce <= i % perSender && d.from <= second && d.at >= ins[k] - 50),
+      );
+    };
     const events = {};
     for (const name of EVENTS) events[name] = relays.reduce((sum, r) => sum + r.events(name).length, 0);
     const resubmittedLabels = {};
@@ -356,9 +382,9 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
       minedOnce,
       missing,
       wentInTwice: twice.length,
-      wentInTwiceNotDropped: twice.filter((h) => !droppedFromPool.has(h)).length,
+      wentInTwiceNotDropped: twice.filter((h) => !explained(h)).length,
       twiceNotDropped: twice
-        .filter((h) => !droppedFromPool.has(h))
+        .filter((h) => !explained(h))
         .map((h) => ({
           sender: Math.floor(indexOfHash.get(h) / perSender),
           nonce: indexOfHash.get(h) % perSender,
@@ -379,7 +405,17 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
         kill: { atMs: Math.round(kill.at), readyAtMs: Math.round(kill.readyAt), downMs: plan.kill.downMs, acceptedAtKill: kill.acceptedAtKill, answeredAtKill: kill.answeredAtKill },
       },
     });
+    result.killWallMs = kill.wallMs;
     if (!result.ok) result.diagnosis = await diagnose({ result, anvil, proxy, relays, accounts, hashes, perSender, poolDrops, kill, t0 });
+    if ((!result.ok || keepAlways) && keepDir) {
+      const dir = path.join(keepDir, `seed-${seed}`);
+      await mkdir(dir, { recursive: true });
+      for (const [k, r] of relays.entries()) await writeFile(path.join(dir, `relay-${k}.log`), r.logs.join("\n"));
+      const seen = proxy.seen.map((r) => ({ ...r, at: Math.round(r.at - t0), answeredAt: r.answeredAt && Math.round(r.answeredAt - t0), index: indexOfHash.get(r.hash) }));
+      await writeFile(path.join(dir, "upstream-seen.json"), JSON.stringify(seen));
+      await writeFile(path.join(dir, "result.json"), JSON.stringify({ ...result, poolDrops, kill, t0 }, null, 1));
+      result.kept = dir; // the storage folder is copied there once the relay has stopped
+    }
   } catch (e) {
     result.ok = false;
     result.error = e?.stack ?? String(e);
@@ -390,6 +426,8 @@ export async function everyFault({ seed, senders = 10, perSender = 30, buildDir,
     for (const r of relays) await r.stop().catch(() => {});
     await proxy?.stop().catch(() => {});
     anvil?.stop();
+    if (persist && result.diagnosis) result.diagnosis.push(...(await storageLines(persist, result.killWallMs)));
+    if (persist && result.kept) await cp(persist, path.join(result.kept, "persist"), { recursive: true }).catch(() => {});
     if (persist) await rm(persist, { recursive: true, force: true });
   }
   return result;
@@ -434,6 +472,47 @@ async function diagnose({ result, anvil, proxy, relays, accounts, hashes, perSen
     });
   }
   return lines;
+}
+
+/**
+ * What each sender's Durable Object holds once the relay has stopped (read from the `persist`
+ * folder with node:sqlite): its stored transactions, the alarm its own storage holds, and the alarm
+ * workerd's scheduler holds for it (metadata.sqlite, _cf_ALARM, what a restarted workerd fires).
+ * Alarm times are ms from the kill.
+ */
+async function storageLines(persist, killWallMs) {
+  try {
+    const { DatabaseSync } = await import("node:sqlite");
+    const dir = path.join(persist, "do", "relay-SenderLock");
+    const open = (f) => new DatabaseSync(path.join(dir, f), { readOnly: true });
+    const rel = (ms) => (ms === null || ms === undefined ? "none" : `${Math.round(Number(ms) - killWallMs)} ms`);
+    const scheduled = new Map();
+    const meta = open("metadata.sqlite");
+    for (const row of meta.prepare("SELECT actor_name, scheduled_time / 1000000 AS ms FROM _cf_ALARM").all()) scheduled.set(String(row.actor_name).toLowerCase(), row.ms);
+    meta.close();
+    const lines = ["storage after the run (alarm times from the kill):"];
+    for (const f of readdirSync(dir).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite")) {
+      const db = open(f);
+      const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name);
+      if (tables.includes("meta")) {
+        const sender = db.prepare("SELECT value FROM meta WHERE key = 'sender'").get()?.value ?? "?";
+        const nonces = ["sends", "txs"]
+          .filter((t) => tables.includes(t))
+          .flatMap((t) => db.prepare(`SELECT nonce FROM ${t}`).all().map((r) => Number(r.nonce)));
+        const own = tables.includes("_cf_METADATA") ? db.prepare("SELECT value / 1000000 AS ms FROM _cf_METADATA WHERE key = 1").get()?.ms : null;
+        if (nonces.length) {
+          lines.push(
+            `  ${sender}: ${nonces.length} stored (nonces ${Math.min(...nonces)}..${Math.max(...nonces)}); ` +
+              `its alarm ${rel(own)}; workerd's scheduled alarm ${rel(scheduled.get(String(sender).toLowerCase()))}`,
+          );
+        }
+      }
+      db.close();
+    }
+    return lines;
+  } catch (e) {
+    return [`storage not read: ${e.message}`];
+  }
 }
 
 /** One line of a result: seed, hashes, mined once, resubmitted, faults, time. */

@@ -105,6 +105,9 @@ impl Sender {
             return;
         }
         self.tracking.running = true;
+        // The storage alarm stays ahead while it runs (the next check, should this one's answers
+        // be lost with the object), never at the past due time.
+        self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms));
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
         let private = self.settings.private_route;
         let route_statuses = match private && self.settings.route_status {
