@@ -39,8 +39,9 @@ impl Sender {
 
     /// The storage alarm at the earliest time it is wanted: while durable work is under way, a
     /// backstop one maximum hold and its grace ahead (an alarm already set serves); while
-    /// transactions are tracked, the next tracking check. Set only when none is set or an
-    /// earlier one is wanted (each set is a billed write); deleted when nothing is wanted.
+    /// transactions are tracked, the next tracking check. Set only when none is set, an earlier
+    /// one is wanted, or the one set is past its time without having fired here (each set is a
+    /// billed write); deleted when nothing is wanted.
     pub(super) fn keep_alarm(&mut self, now_ms: u64) {
         let backstop = self.durable().then(|| {
             if self.alarm_until_ms > now_ms {
@@ -55,8 +56,11 @@ impl Sender {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // An alarm whose time passed without firing here (lost, or not delivered yet) is not
+        // trusted: the wanted one is set again.
+        let lapsed = self.alarm_until_ms != 0 && self.alarm_until_ms <= now_ms;
         match wanted {
-            Some(at) if self.alarm_until_ms == 0 || at < self.alarm_until_ms => {
+            Some(at) if self.alarm_until_ms == 0 || lapsed || at < self.alarm_until_ms => {
                 self.alarm_until_ms = at;
                 self.push(Action::Alarm(Some(at)));
             }

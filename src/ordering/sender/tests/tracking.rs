@@ -509,3 +509,28 @@ fn half_the_pending_bound_outstanding_brings_the_check_forward() {
     }
     assert_eq!(check_at(&r), Some(ended + EARLY_CHECK_GAP_MS - r.now));
 }
+
+/// Issue 39 (the every-fault soak): an object whose checks run on its timer, with the storage
+/// alarm not delivered, must keep a storage alarm ahead of it: if it is killed, nothing else
+/// wakes it to follow what it tracks. Before, the alarm was left at a time that had passed
+/// (set only when an earlier one was wanted), and while a check ran it was set to the check's
+/// past due time.
+#[test]
+fn the_storage_alarm_stays_ahead_while_checks_run_on_the_timer() {
+    let mut r = five_accepted();
+    let first = r.alarm.expect("an alarm");
+    assert!(first > r.now);
+    for round in 1..=3u64 {
+        // The timer (not the alarm) runs the check; the alarm's time passes.
+        r.track(
+            0,
+            &(0..5).map(|n| (h(n, 0), Seen::Pending)).collect::<Vec<_>>(),
+        );
+        let alarm = r.alarm.expect("an alarm");
+        assert!(
+            alarm > r.now,
+            "round {round}: the alarm is ahead ({} ms from now)",
+            alarm as i64 - r.now as i64
+        );
+    }
+}
