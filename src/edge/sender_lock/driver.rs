@@ -56,6 +56,9 @@ pub struct Driver {
     pub(super) learning: Cell<bool>,
     /// The sends asked for in the machine's current turn ([`Driver::flush`]).
     pub(super) outbox: RefCell<Vec<Outgoing>>,
+    /// The answers given in the machine's current turn, delivered once its sends have gone out
+    /// ([`Driver::deliver`]): a client's answer never goes ahead of the next send.
+    pub(super) replies: RefCell<Vec<(oneshot::Sender<WireAnswer>, WireAnswer)>>,
     /// Test builds only: transactions whose send is followed by a crash of the object.
     #[cfg(feature = "test-faults")]
     pub(super) crash: RefCell<std::collections::HashSet<crate::transaction::TxHash>>,
@@ -131,6 +134,7 @@ impl Driver {
             deferred: RefCell::new(deferred),
             learning: Cell::new(false),
             outbox: RefCell::new(Vec::new()),
+            replies: RefCell::new(Vec::new()),
             #[cfg(feature = "test-faults")]
             crash: RefCell::new(Default::default()),
             #[cfg(feature = "test-faults")]
@@ -197,6 +201,7 @@ impl Driver {
     pub(super) fn flush(self: &Rc<Self>, sender: &str) {
         let mut sends = std::mem::take(&mut *self.outbox.borrow_mut());
         if self.superseded.get() {
+            self.replies.borrow_mut().clear();
             return;
         }
         let pool = self.machine.borrow().settings().pool;
@@ -205,6 +210,7 @@ impl Driver {
             for send in sends {
                 self.spawn_send(send, None, sender);
             }
+            self.deliver_after_sends();
             return;
         }
         sends.sort_by_key(|s| s.tx.nonce);
@@ -230,6 +236,36 @@ impl Driver {
             for (send, first) in chunk.into_iter().zip(firsts) {
                 self.spawn_send(send, Some(first), sender);
             }
+        }
+        self.deliver_after_sends();
+    }
+
+    /// The turn's answers, once its sends have been issued: when the write before a send is on
+    /// disk, the runtime (workerd 1.20261117) releases what the turn gave in order, and the
+    /// answers' work (the object's reply, and locally the Worker's reply to its client on the
+    /// same thread) ran before the next send reached its socket: 1.5 ms of every strict handoff
+    /// (BENCHMARKS.md, "Strict handoff"). They wait for the next event instead: the send goes
+    /// first, and each answer is one timer later.
+    fn deliver_after_sends(self: &Rc<Self>) {
+        if self.replies.borrow().is_empty() {
+            return;
+        }
+        let driver = self.clone();
+        spawn_local(async move {
+            Delay::from(Duration::from_millis(0)).await;
+            driver.deliver();
+        });
+    }
+
+    /// Delivers the answers the machine gave ([`Driver::replies`]); after [`Driver::flush`] has
+    /// spawned the turn's sends, or at the end of a turn that asked for none.
+    pub(super) fn deliver(&self) {
+        let replies = std::mem::take(&mut *self.replies.borrow_mut());
+        if self.superseded.get() {
+            return;
+        }
+        for (wait, answer) in replies {
+            let _ = wait.send(answer);
         }
     }
 
@@ -354,6 +390,7 @@ impl Driver {
             log::line("object_superseded", &[("sender", sender.into())])
         );
         self.waits.borrow_mut().clear();
+        self.replies.borrow_mut().clear();
         self.rearm.borrow_mut().take();
     }
 

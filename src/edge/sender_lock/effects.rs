@@ -63,11 +63,15 @@ impl Effects for Carry<'_> {
         if !self.live() {
             return;
         }
+        // Delivered once the turn's sends have gone out (`Driver::deliver`).
         if let Some(wait) = self.driver.waits.borrow_mut().remove(&ticket) {
-            let _ = wait.send(WireAnswer {
-                answer,
-                retry_after_s,
-            });
+            self.driver.replies.borrow_mut().push((
+                wait,
+                WireAnswer {
+                    answer,
+                    retry_after_s,
+                },
+            ));
         }
     }
 
@@ -247,5 +251,9 @@ impl Driver {
             sender,
         });
         self.arm_timer();
+        // With sends asked for, `flush` delivers the answers after them.
+        if self.outbox.borrow().is_empty() {
+            self.deliver();
+        }
     }
 }
