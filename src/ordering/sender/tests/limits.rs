@@ -8,6 +8,15 @@ use super::*;
 use crate::ordering::accepted::MAX_ACCEPTED;
 use crate::ordering::row::MAX_ROW_LEN;
 
+/// Tracking on, nothing expiring: the pending bound alone.
+const PENDING: Settings = Settings {
+    max_queue: 64,
+    track_interval_ms: 12_000,
+    track_ttl_ms: u64::MAX / 4,
+    idempotency_ttl_ms: u64::MAX / 4,
+    ..SETTINGS
+};
+
 const WINDOW: Settings = Settings {
     send_window: 4,
     max_queue: 16,
@@ -97,13 +106,7 @@ fn sender_bytes_are_bounded_whatever_the_stage_and_the_lowest_waiting_is_never_r
 
 #[test]
 fn with_only_pending_transactions_accepted_a_new_one_is_refused() {
-    let mut r = Rig::new(Settings {
-        max_queue: 64,
-        track_interval_ms: 12_000,
-        track_ttl_ms: u64::MAX / 4,
-        idempotency_ttl_ms: u64::MAX / 4,
-        ..SETTINGS
-    });
+    let mut r = Rig::new(PENDING);
     r.arrive(0);
     r.learn(0, 0);
     r.accept_next();
@@ -184,13 +187,7 @@ fn a_refusal_for_a_bound_never_opens_a_gap_and_the_retry_gets_everything_in() {
 /// n and then n+1 go.
 #[test]
 fn a_refusal_for_the_pending_bound_refuses_the_nonces_above_until_it_is_sent_again() {
-    let mut r = Rig::new(Settings {
-        max_queue: 64,
-        track_interval_ms: 12_000,
-        track_ttl_ms: u64::MAX / 4,
-        idempotency_ttl_ms: u64::MAX / 4,
-        ..SETTINGS
-    });
+    let mut r = Rig::new(PENDING);
     let max = MAX_ACCEPTED as u64;
     r.arrive(0);
     r.learn(0, 0);

@@ -390,6 +390,20 @@ impl Rig {
         query
     }
 
+    /// Answers the holder's check of a resend below the next nonce (the mined count and its
+    /// hash): mined count `latest`, and the upstream does not have `hash`, so it is sent.
+    fn resend_check(&mut self, latest: u64, hash: TxHash) {
+        let (turn, _) = self.lookup_for(|q| q.latest && q.hashes == [hash]);
+        self.reply(
+            turn,
+            Ok(Found {
+                latest: Some(latest),
+                known: seen(&[(hash, false)]),
+                ..Found::default()
+            }),
+        );
+    }
+
     fn reply(&mut self, id: LookupId, outcome: Outcome) {
         self.s.looked_up(id, outcome, self.now);
         self.drain();

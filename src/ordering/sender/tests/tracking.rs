@@ -47,15 +47,7 @@ fn a_dropped_transaction_and_those_behind_it_are_resent_from_their_bytes_in_nonc
     assert_eq!(r.s.counters.resubmitted, 4);
     for n in 1..5 {
         // Below the next nonce: checked against the mined count and by hash at its turn.
-        let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
-        r.reply(
-            turn,
-            Ok(Found {
-                latest: Some(n),
-                known: seen(&[(h(n, 0), false)]),
-                ..Found::default()
-            }),
-        );
+        r.resend_check(n, h(n, 0));
         let call = r.send();
         assert_eq!(call.hash, h(n, 0), "the original bytes, in nonce order");
         r.finish(&call, AnswerClass::Accepted);
@@ -99,15 +91,7 @@ fn one_dropped_alone_is_resent_and_the_rest_stay_pending() {
     answers[1].1 = Seen::Missing;
     r.track(0, &answers);
     assert_eq!(r.s.counters.resubmitted, 1);
-    let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
-    r.reply(
-        turn,
-        Ok(Found {
-            latest: Some(0),
-            known: seen(&[(h(1, 0), false)]),
-            ..Found::default()
-        }),
-    );
+    r.resend_check(0, h(1, 0));
     assert_eq!(r.accept_next().hash, h(1, 0));
     assert!(r.sends.is_empty(), "only the dropped one");
 }
@@ -157,15 +141,7 @@ fn a_resend_refused_because_the_nonce_is_taken_ends_replaced_and_is_not_sent_aga
     let mut answers: Vec<(TxHash, Seen)> = (0..5).map(|n| (h(n, 0), Seen::Pending)).collect();
     answers[4].1 = Seen::Missing;
     r.track(0, &answers);
-    let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
-    r.reply(
-        turn,
-        Ok(Found {
-            latest: Some(0),
-            known: seen(&[(h(4, 0), false)]),
-            ..Found::default()
-        }),
-    );
+    r.resend_check(0, h(4, 0));
     let call = r.send();
     assert_eq!(call.hash, h(4, 0));
     // Another transaction with nonce 4 sits in the pool at a higher fee.
@@ -326,15 +302,7 @@ fn defect_5_transactions_vouched_for_after_a_restart_are_tracked_and_a_later_dro
         "at or above the pending count"
     );
     assert_eq!(r.s.counters.resubmitted, 1);
-    let (turn, _) = r.lookup_for(|q| q.latest && q.hashes.len() == 1);
-    r.reply(
-        turn,
-        Ok(Found {
-            latest: Some(0),
-            known: seen(&[(h(2, 0), false)]),
-            ..Found::default()
-        }),
-    );
+    r.resend_check(0, h(2, 0));
     let call = r.send();
     assert_eq!(call.hash, h(2, 0), "sent again from its stored bytes");
 }
