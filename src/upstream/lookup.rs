@@ -17,51 +17,11 @@
 use crate::hex;
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED, STATUS_TIMEOUT_MS};
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
-use crate::upstream::retry::{self, RetryPolicy};
+use crate::upstream::retry::{post_retried, RetryPolicy};
 use crate::upstream::Platform;
-use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
+use crate::upstream::{CallKind, UpstreamError};
 use futures_util::future::{join, join_all};
 use serde_json::{json, Value};
-
-/// POSTs `body`, a question of the relay's own of `kind` ([`CallKind::is_own`]), until the upstream gives an
-/// answer worth keeping, by `deadline_ms` (Unix ms): a lost connection, a timeout, a non-JSON body
-/// or HTTP 429/502/503/504 is tried again after the [`RetryPolicy`]'s backoff (or the upstream's
-/// `Retry-After`). For reads whose repetition is harmless (lookups); a transaction goes through
-/// [`crate::upstream::submit::submit`].
-///
-/// # Errors
-/// The last [`UpstreamError`] when no usable answer came by the deadline.
-pub async fn post_retried<U: Platform + ?Sized>(
-    upstream: &U,
-    body: &str,
-    kind: CallKind,
-    policy: &RetryPolicy,
-    deadline_ms: u64,
-) -> Result<UpstreamReply, UpstreamError> {
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(body, kind, timeout_ms).await;
-        let retry_after_ms = match &reply {
-            Ok(r) if retry::RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
-            Ok(_) => return reply,
-            Err(UpstreamError::TooLarge(_)) => return reply,
-            Err(e) => e.retry_after_ms(),
-        };
-        let now = upstream.now_ms();
-        let jitter = upstream.random();
-        match policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms) {
-            Some(delay_ms) => upstream.sleep(delay_ms).await,
-            None => {
-                return match reply {
-                    Ok(r) => Err(UpstreamError::Status(r.status, r.retry_after_ms)),
-                    Err(e) => Err(e),
-                }
-            }
-        }
-    }
-}
 
 const PENDING: u64 = 1;
 const LATEST: u64 = 2;
@@ -70,11 +30,11 @@ const HEAD: u64 = 4;
 
 // A tracking check's fetches from one Durable Object (its batch and the route's statuses) and
 // the one send in flight behind a route stay within Cloudflare's six connections waiting for
-// headers (`submit::BATCH_FROM`): none is queued by the platform.
+// headers (`batch::BATCH_FROM`): none is queued by the platform.
 const CHECK_FETCHES: usize = 1 + MAX_STATUS_ASKED;
 const SENDS_IN_FLIGHT_BEHIND_A_ROUTE: usize = 1;
 const _: () =
-    assert!(CHECK_FETCHES + SENDS_IN_FLIGHT_BEHIND_A_ROUTE <= crate::upstream::submit::BATCH_FROM);
+    assert!(CHECK_FETCHES + SENDS_IN_FLIGHT_BEHIND_A_ROUTE <= crate::upstream::batch::BATCH_FROM);
 
 /// How `upstream_error` names a status `GET` that failed, or whose answer has no status word the
 /// relay knows (`invalid`).
@@ -366,6 +326,7 @@ async fn ask_batch<U: Platform + ?Sized>(
 mod tests {
     use super::*;
     use crate::transaction::TxHash;
+    use crate::upstream::UpstreamReply;
 
     fn query() -> Query {
         Query {

@@ -1,11 +1,12 @@
 //! The upstream node as the pure core sees it: one HTTP answer ([`UpstreamReply`]) or the reason
 //! there was none ([`UpstreamError`]), posted through the [`Platform`] (the whole platform: the upstream, a timer, the clock, randomness, metrics) (HTTP over
 //! `fetch` in `edge/http.rs`; scripted peers in the native tests). [`submit`] sends one
-//! transaction until it has a final answer, within the [`retry`] budget; [`lookup`] asks about a
-//! sender in one batch. Which of several upstreams a call goes to: [`route`] (each call's
+//! transaction until it has a final answer, within the [`retry`] budget; [`batch`] sends several
+//! of a window's at once; [`lookup`] asks about a sender in batches. Which of several upstreams a call goes to: [`route`] (each call's
 //! [`CallKind`] and the [`route::RoutingTable`]), [`race`] (one call's race, a pure state machine)
 //! and [`rotation`] (each upstream's health).
 
+pub mod batch;
 pub mod lookup;
 pub mod merge;
 pub mod platform;

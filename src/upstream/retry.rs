@@ -12,6 +12,8 @@
 //!
 //! [`AnswerClass::retryable`]: crate::ordering::answer::AnswerClass::retryable
 
+use crate::upstream::{CallKind, Platform, UpstreamError, UpstreamReply};
+
 /// The retry budget of one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -101,6 +103,46 @@ pub fn parse_retry_after(value: &str) -> Option<u64> {
         .parse::<u64>()
         .ok()
         .map(|s| s.saturating_mul(1_000))
+}
+
+/// POSTs `body`, a question of the relay's own of `kind` ([`CallKind::is_own`]), until the upstream gives an
+/// answer worth keeping, by `deadline_ms` (Unix ms): a lost connection, a timeout, a non-JSON body
+/// or HTTP 429/502/503/504 is tried again after the [`RetryPolicy`]'s backoff (or the upstream's
+/// `Retry-After`). For reads whose repetition is harmless (lookups); a transaction goes through
+/// [`crate::upstream::submit::submit`].
+///
+/// # Errors
+/// The last [`UpstreamError`] when no usable answer came by the deadline.
+pub async fn post_retried<U: Platform + ?Sized>(
+    upstream: &U,
+    body: &str,
+    kind: CallKind,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        let reply = upstream.post(body, kind, timeout_ms).await;
+        let retry_after_ms = match &reply {
+            Ok(r) if RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
+            Ok(_) => return reply,
+            Err(UpstreamError::TooLarge(_)) => return reply,
+            Err(e) => e.retry_after_ms(),
+        };
+        let now = upstream.now_ms();
+        let jitter = upstream.random();
+        match policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms) {
+            Some(delay_ms) => upstream.sleep(delay_ms).await,
+            None => {
+                return match reply {
+                    Ok(r) => Err(UpstreamError::Status(r.status, r.retry_after_ms)),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
