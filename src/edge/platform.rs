@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::edge::http::get_url;
-use crate::edge::race::run;
+use crate::edge::race::{batch_limit, run, Call};
 use crate::edge::runtime::chain_ids;
 use crate::metrics::Metric;
 use crate::ordering::route_status::{status_url, MAX_STATUS_BYTES};
@@ -25,6 +25,36 @@ pub struct EdgePlatform<'a> {
     pub request_id: Option<&'a str>,
 }
 
+impl EdgePlatform<'_> {
+    /// The routing table of the isolate's chain.
+    fn table(&self) -> RoutingTable {
+        let chain_id = chain_ids().current(self.config.chain_id);
+        RoutingTable::new(
+            self.config.pool_kind_for(chain_id),
+            self.config.send_broadcast,
+        )
+    }
+
+    /// To the upstreams of `kind`'s row, raced ([`run`]); `members` for a batch.
+    async fn post_members(
+        &self,
+        body: &str,
+        members: Option<usize>,
+        kind: CallKind,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let route = self.table().route(kind);
+        let set = self.config.upstreams(route.upstreams);
+        let call = Call {
+            kind,
+            usage: route.usage,
+            body,
+            members,
+        };
+        run(self.config, self.env, set, call, timeout_ms).await
+    }
+}
+
 impl Platform for EdgePlatform<'_> {
     /// To the upstreams of `kind`'s row in the [`RoutingTable`], raced ([`run`]). A send's row
     /// depends on the pool of the isolate's chain ([`Config::pool_kind_for`]).
@@ -34,23 +64,25 @@ impl Platform for EdgePlatform<'_> {
         kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        let chain_id = chain_ids().current(self.config.chain_id);
-        let table = RoutingTable::new(
-            self.config.pool_kind_for(chain_id),
-            self.config.send_broadcast,
-        );
-        let route = table.route(kind);
-        let set = self.config.upstreams(route.upstreams);
-        run(
-            self.config,
-            self.env,
-            set,
-            kind,
-            route.usage,
-            body,
-            timeout_ms,
-        )
-        .await
+        self.post_members(body, None, kind, timeout_ms).await
+    }
+
+    /// [`Platform::post`], each upstream's answer judged for the batch limits ([`run`]).
+    async fn post_batch(
+        &self,
+        body: &str,
+        members: usize,
+        kind: CallKind,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        self.post_members(body, Some(members), kind, timeout_ms)
+            .await
+    }
+
+    /// The lowest limit of the upstreams of `kind`'s row ([`batch_limit`]).
+    fn batch_limit(&self, kind: CallKind) -> usize {
+        let route = self.table().route(kind);
+        batch_limit(self.config.upstreams(route.upstreams))
     }
 
     /// `SEND_STATUS_URL` with the hash ([`crate::edge::http::get_url`]).

@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::edge::http::post_url;
 use crate::edge::runtime::{chain_ids, emit, now_ms};
 use crate::metrics::Metric;
+use crate::upstream::batch::{self, BatchAnswer, BatchLimits};
 use crate::upstream::race::{Disagreement, Race, RaceAction};
 use crate::upstream::rotation::{judge, Attempt, Rotation};
 use crate::upstream::route::Usage;
@@ -44,6 +45,8 @@ const CHECK_POLL_MS: u64 = 5;
 #[derive(Default)]
 struct State {
     rotation: Rotation,
+    /// Each upstream's batch limit, by URL.
+    batch_limits: BatchLimits,
     /// Since when each upstream's chain check runs, Unix ms, by URL.
     checking: HashMap<String, u64>,
     /// The upstreams a probe runs for ([`probe`]), by URL.
@@ -215,17 +218,74 @@ enum Event {
     Idle,
 }
 
-/// Runs the race of one call of `kind` (its text `body`) over `set` used as `usage`: performs
-/// its posts and its timer, applies what it asks of the rotation, and returns its outcome.
+/// One call to the upstreams: what it is, how its row uses the set, its text, and for a
+/// JSON-RPC batch how many members it has.
+pub struct Call<'a> {
+    /// The kind of call ([`CallKind`]).
+    pub kind: CallKind,
+    /// How the set is used ([`Usage`]).
+    pub usage: Usage,
+    /// The request text, made by the relay.
+    pub body: &'a str,
+    /// For a batch, its member count: each upstream's answer teaches its batch limit
+    /// ([`batch::judge`]).
+    pub members: Option<usize>,
+}
+
+/// The lowest batch limit of the upstreams of `set` now ([`BatchLimits::limit`]).
+pub fn batch_limit(set: &[String]) -> usize {
+    let now = now_ms();
+    with(|s| {
+        set.iter()
+            .map(|key| s.batch_limits.limit(key, now))
+            .min()
+            .unwrap_or(usize::MAX)
+    })
+}
+
+/// Learns upstream `key`'s batch limit from its `reply` to a batch of `members`; logs an
+/// `upstream_batch_limit` line when it lowered it.
+fn learn_batch(
+    config: &Config,
+    env: &Env,
+    key: &str,
+    members: usize,
+    reply: &Result<UpstreamReply, UpstreamError>,
+) {
+    let answer = batch::judge(members, reply);
+    let Some(cap) = with(|s| s.batch_limits.learn(key, members, answer, now_ms())) else {
+        return;
+    };
+    let label = match answer {
+        BatchAnswer::Refused { .. } => "refused",
+        _ => "members_not_served",
+    };
+    emit(
+        env,
+        &Metric::new("upstream_batch_limit", "", label)
+            .value("count", 1.0)
+            .value("members", members as f64)
+            .value("limit", cap as f64)
+            .field("upstream", config.upstream_label(key)),
+        None,
+    );
+}
+
+/// Runs the race of one `call` over `set`: performs its posts and its timer, applies what it
+/// asks of the rotation (and, for a batch, of the batch limits), and returns its outcome.
 pub async fn run(
     config: &Config,
     env: &Env,
     set: &[String],
-    kind: CallKind,
-    usage: Usage,
-    body: &str,
+    call: Call<'_>,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
+    let Call {
+        kind,
+        usage,
+        body,
+        members,
+    } = call;
     if set.len() > 1 {
         ensure_chains(config, env, set).await;
     }
@@ -268,7 +328,12 @@ pub async fn run(
             None => reply(running.next().await),
         };
         match event {
-            Event::Reply(index, reply) => race.handle_reply(index, reply, now_ms()),
+            Event::Reply(index, reply) => {
+                if let Some(members) = members {
+                    learn_batch(config, env, &set[index], members, &reply);
+                }
+                race.handle_reply(index, reply, now_ms())
+            }
             // The clock may read a little short of the time the timer was set for.
             Event::Timer(at) => race.handle_timeout(now_ms().max(at)),
             // Nothing in flight and no outcome: the machine settles before this.

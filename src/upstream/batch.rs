@@ -37,56 +37,257 @@ pub fn batch_body(txs: &[&SignedTx]) -> String {
     format!("[{}]", members.join(","))
 }
 
-/// Each member's reply of a batch of `count` sends ([`batch_body`]) from the batch's `reply`:
-/// its answer object by id (in any order) with the batch's status; the batch's own failure for
-/// every member when it had no usable answer (a transport error, or an HTTP error status the
-/// retry rules know); [`UpstreamError::Invalid`] for a member the answer leaves out or when the
-/// answer is not an array (a node that refuses batches): such a member is sent again alone, a
-/// copy the node may already have being answered as known.
+/// Squashed (lowercase, no spaces, `_` or `-`) texts of a batch member's error that says nothing
+/// about the member itself: it was not attempted. Batch limits: geth `batch too large`, Erigon
+/// `batch limit 100 exceeded`, Besu `Number of requests exceeds max batch size`, jsonrpsee/reth
+/// `The batch request was too large`, Nethermind `Batch size limit exceeded`, Hedera's relay
+/// `Batch request amount ... exceeds max ...`, and methods not served in a batch (any text naming
+/// a batch); per-member rate limits: QuickNode `-32007 25/second request limit reached`,
+/// Chainstack `You've exceeded the RPS limit`, Alchemy `... exceeded its compute units per second
+/// capacity`, `Too Many Requests`, `rate limit`.
+pub const NOT_ATTEMPTED: &[&str] = &[
+    "batch",
+    "ratelimit",
+    "requestlimitreached",
+    "rpslimit",
+    "computeunits",
+    "toomanyrequests",
+];
+
+/// Whether a batch member's error `message` (its text and `data`) says nothing about the member:
+/// a batch limit, a rate limit, a method not served in a batch ([`NOT_ATTEMPTED`]).
+pub fn not_attempted(message: &str) -> bool {
+    let squashed: String = message
+        .chars()
+        .filter(|c| !matches!(c, ' ' | '_' | '-'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    NOT_ATTEMPTED.iter().any(|p| squashed.contains(p))
+}
+
+/// What an upstream's answer to a batch of `members` requests says of batches ([`judge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchAnswer {
+    /// An array of member answers: `answered` of them, of which `not_attempted` carry an error
+    /// that says nothing of their member ([`not_attempted`], such as a per-member rate limit).
+    Parts {
+        /// Member answers in the array.
+        answered: usize,
+        /// Of those, errors that say nothing of their member.
+        not_attempted: usize,
+    },
+    /// The batch refused as a whole (for its size, or for being a batch): one error object
+    /// (Besu, reth, Hedera's relay, a node without batches), an array of one error for several
+    /// members (geth, Erigon), or an HTTP error whose JSON names a batch (Nethermind). `limit`:
+    /// the most members the upstream's text names (Erigon's `batch limit 100`).
+    Refused {
+        /// The upstream's limit, where its answer names it.
+        limit: Option<usize>,
+    },
+    /// No usable answer (a transport error, an HTTP error without JSON about batches): nothing
+    /// learned of batches.
+    Failed,
+}
+
+/// The error text (message and `data`) of a JSON-RPC error response object.
+fn error_text(response: &Value) -> Option<String> {
+    let error = response.get("error")?;
+    let text = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(o)) => o
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{} {}",
+        text(error.get("message")),
+        text(error.get("data"))
+    ))
+}
+
+/// The limit a batch refusal's text names: the number after `batch limit` (Erigon) or `exceeds
+/// max` (Hedera's relay); `None` when it names none (geth, Besu, reth, Nethermind).
+fn named_limit(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    ["batch limit ", "exceeds max "].iter().find_map(|key| {
+        let rest = &lower[lower.find(key)? + key.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok().filter(|&n| n > 0)
+    })
+}
+
+/// Judges the upstream's `reply` to a batch of `members` requests ([`BatchAnswer`]).
+pub fn judge(members: usize, reply: &Result<UpstreamReply, UpstreamError>) -> BatchAnswer {
+    let Ok(reply) = reply else {
+        return BatchAnswer::Failed;
+    };
+    let Ok(value) = serde_json::from_str::<Value>(&reply.body) else {
+        return BatchAnswer::Failed;
+    };
+    let ok = (200..300).contains(&reply.status);
+    match value {
+        Value::Array(parts)
+            if ok && !(members > 1 && parts.len() == 1 && error_text(&parts[0]).is_some()) =>
+        {
+            let not_attempted = parts
+                .iter()
+                .filter_map(error_text)
+                .filter(|text| not_attempted(text))
+                .count();
+            BatchAnswer::Parts {
+                answered: parts.len(),
+                not_attempted,
+            }
+        }
+        Value::Array(parts) => refusal(parts.first().and_then(error_text), ok),
+        Value::Object(_) => refusal(error_text(&value), ok),
+        _ if ok => BatchAnswer::Refused { limit: None },
+        _ => BatchAnswer::Failed,
+    }
+}
+
+/// A refusal with `text`, in an answer whose HTTP status was 2xx (`ok`) or not (then only a text
+/// that names a batch: Nethermind's).
+fn refusal(text: Option<String>, ok: bool) -> BatchAnswer {
+    match text {
+        Some(text) if ok || text.to_ascii_lowercase().contains("batch") => BatchAnswer::Refused {
+            limit: named_limit(&text),
+        },
+        None if ok => BatchAnswer::Refused { limit: None },
+        _ => BatchAnswer::Failed,
+    }
+}
+
+/// Each member's first attempt of a batch of `count` sends ([`batch_body`]) from the batch's
+/// `reply`: its answer object by id (in any order), with the batch's status; `None` (not
+/// attempted: it goes alone at once, no retry spent) for a member the answer leaves out, whose
+/// error says nothing of it ([`not_attempted`]), or when the batch had no answer at all or was
+/// refused ([`judge`]): a hung or lost batch leaves each member its own attempts. A copy the node
+/// already took is answered as known when it is sent again.
 pub fn split_batch(
     reply: &Result<UpstreamReply, UpstreamError>,
     count: usize,
-) -> Vec<Result<UpstreamReply, UpstreamError>> {
-    let reply = match reply {
-        Err(e) => return vec![Err(e.clone()); count],
-        Ok(r) if crate::upstream::retry::RETRYABLE_STATUSES.contains(&r.status) => {
-            return vec![Ok(r.clone()); count]
-        }
-        Ok(r) => r,
+) -> Vec<Option<Result<UpstreamReply, UpstreamError>>> {
+    let mut parts = vec![None; count];
+    let (Ok(reply), BatchAnswer::Parts { .. }) = (reply, judge(count, reply)) else {
+        return parts;
     };
-    let mut parts: Vec<Result<UpstreamReply, UpstreamError>> =
-        vec![Err(UpstreamError::Invalid); count];
     let Ok(Value::Array(members)) = serde_json::from_str::<Value>(&reply.body) else {
         return parts;
     };
     for member in members {
+        if error_text(&member).is_some_and(|text| not_attempted(&text)) {
+            continue;
+        }
         let index = member
             .get("id")
             .and_then(Value::as_u64)
             .and_then(|id| usize::try_from(id).ok())
             .filter(|id| (1..=count).contains(id));
         if let Some(id) = index {
-            parts[id - 1] = Ok(UpstreamReply {
+            parts[id - 1] = Some(Ok(UpstreamReply {
                 status: reply.status,
                 body: member.to_string(),
                 retry_after_ms: reply.retry_after_ms,
-            });
+            }));
         }
     }
     parts
 }
 
 /// The first attempt of several sends at once: `txs` as one batch ([`batch_body`]) within
-/// `timeout_ms`, and each member's part of the answer ([`split_batch`]), for [`submit_after`].
+/// `timeout_ms` ([`Platform::post_batch`], which learns the upstream's batch limit), and each
+/// member's part of the answer ([`split_batch`]), for
+/// [`crate::upstream::submit::submit_after`].
 pub async fn post_batch<P: Platform + ?Sized>(
     upstream: &P,
     txs: &[&SignedTx],
     timeout_ms: u64,
-) -> Vec<Result<UpstreamReply, UpstreamError>> {
+) -> Vec<Option<Result<UpstreamReply, UpstreamError>>> {
     let reply = upstream
-        .post(&batch_body(txs), CallKind::Send, timeout_ms)
+        .post_batch(&batch_body(txs), txs.len(), CallKind::Send, timeout_ms)
         .await;
     split_batch(&reply, txs.len())
+}
+
+/// How long an upstream that refused a batch gets none, ms.
+pub const NO_BATCH_MS: u64 = 60_000;
+
+/// What one upstream taught of batches ([`BatchLimits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Learned {
+    /// The most members of a batch it answered in full.
+    largest_accepted: usize,
+    /// The most members a batch to it may have; `None`: no bound learned.
+    cap: Option<usize>,
+    /// Until when it gets no batch, Unix ms.
+    no_batch_until_ms: u64,
+}
+
+/// Each upstream's batch limit, learned from its answers ([`judge`]) and kept by its URL, as
+/// [`crate::upstream::rotation::Rotation`] keeps its health: an upstream that refused a batch gets
+/// none for [`NO_BATCH_MS`], then batches of at most the size it named, or the largest it answered
+/// in full below the refused size, or half the refused size; one whose members were rate limited
+/// gets batches of at most the members it served. Pure and clock-free.
+#[derive(Debug, Clone, Default)]
+pub struct BatchLimits {
+    learned: std::collections::HashMap<String, Learned>,
+}
+
+impl BatchLimits {
+    /// Learns from `answer` of upstream `key` to a batch of `members`, at `now_ms` (Unix ms).
+    /// Returns the new cap when the answer lowered it (to be logged).
+    pub fn learn(
+        &mut self,
+        key: &str,
+        members: usize,
+        answer: BatchAnswer,
+        now_ms: u64,
+    ) -> Option<usize> {
+        let learned = self.learned.entry(key.to_string()).or_default();
+        let before = learned.cap;
+        match answer {
+            BatchAnswer::Failed => return None,
+            BatchAnswer::Parts {
+                answered,
+                not_attempted: 0,
+            } if answered >= members => {
+                learned.largest_accepted = learned.largest_accepted.max(members);
+                return None;
+            }
+            BatchAnswer::Parts {
+                answered,
+                not_attempted,
+            } => {
+                let served = answered.saturating_sub(not_attempted).max(1);
+                learned.cap = Some(learned.cap.map_or(served, |c| c.min(served)));
+            }
+            BatchAnswer::Refused { limit } => {
+                let below = Some(learned.largest_accepted).filter(|&n| n > 0 && n < members);
+                let cap = limit
+                    .or(below)
+                    .unwrap_or(members / 2)
+                    .clamp(1, members.saturating_sub(1).max(1));
+                learned.cap = Some(learned.cap.map_or(cap, |c| c.min(cap)));
+                learned.no_batch_until_ms = now_ms.saturating_add(NO_BATCH_MS);
+                return learned.cap;
+            }
+        }
+        (learned.cap != before).then_some(learned.cap).flatten()
+    }
+
+    /// The most members a batch to upstream `key` may have at `now_ms`: 1 (no batch) while it
+    /// is in its [`NO_BATCH_MS`] after a refusal; `usize::MAX` when nothing bounds it.
+    pub fn limit(&self, key: &str, now_ms: u64) -> usize {
+        match self.learned.get(key) {
+            None => usize::MAX,
+            Some(l) if now_ms < l.no_batch_until_ms => 1,
+            Some(l) => l.cap.unwrap_or(usize::MAX),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,10 +17,12 @@
 use crate::hex;
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED, STATUS_TIMEOUT_MS};
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
-use crate::upstream::retry::{post_retried, RetryPolicy};
+use crate::upstream::batch::{self, BatchAnswer};
+use crate::upstream::retry::{post_batch_retried, post_retried, RetryPolicy};
 use crate::upstream::Platform;
 use crate::upstream::{CallKind, UpstreamError};
 use futures_util::future::{join, join_all};
+use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 const PENDING: u64 = 1;
@@ -42,11 +44,18 @@ pub const STATUS_METHOD: &str = "route_status";
 const FIRST_HASH: u64 = 100;
 const FIRST_NONCE: u64 = 10_000;
 
-/// The most members one batch of a lookup has: Erigon's default `--rpc.batch.limit` (100), the
-/// lowest default of the nodes the relay meets (geth's `BatchRequestLimit` is 1,000); a node over
-/// its limit answers the whole batch with one error, so a lookup that needs more members (a hot
-/// sender's tracking check, a restart's check of its stored transactions) sends more batches.
-pub const MAX_BATCH_MEMBERS: usize = 100;
+/// The most members one batch of a lookup has before an upstream taught a lower limit
+/// ([`Platform::batch_limit`]): half Erigon's default `--rpc.batch.limit` (100), the lowest
+/// default of the nodes the relay meets (geth's `BatchRequestLimit` is 1,000), so that a node
+/// configured below its default still takes most; a node over its limit answers the whole batch
+/// with one error ([`batch::judge`]), and a lookup that needs more members (a hot sender's
+/// tracking check, a restart's check of its stored transactions) sends more batches.
+pub const MAX_BATCH_MEMBERS: usize = 50;
+
+/// How many members of a lookup are asked alone at once, where a batch did not answer them.
+pub const SINGLES_AT_ONCE: usize = 4;
+const _: () =
+    assert!(SINGLES_AT_ONCE + SENDS_IN_FLIGHT_BEHIND_A_ROUTE <= crate::upstream::batch::BATCH_FROM);
 
 /// How many batches of one lookup are in flight at once. A tracking check's two steps run one
 /// after the other, and its second (by hash, in batches) has no more fetches at once than its
@@ -235,9 +244,11 @@ pub async fn look_up<U: Platform + ?Sized>(
     Ok(found)
 }
 
-/// The batch part of [`look_up`]: the members in batches of at most [`MAX_BATCH_MEMBERS`], at
-/// most [`BATCHES_AT_ONCE`] at once; what every batch that answered found. An error only when
-/// none did.
+/// The batch part of [`look_up`]: the members in batches of at most [`MAX_BATCH_MEMBERS`] (and
+/// at most what the upstreams take, [`Platform::batch_limit`]), at most [`BATCHES_AT_ONCE`] at
+/// once; then, alone and at most [`SINGLES_AT_ONCE`] at once, each member a batch did not answer
+/// (refused as a whole, left out, or answered with an error that says nothing of it:
+/// [`batch::not_attempted`]). What every answer found; an error only when nothing answered.
 async fn ask_node<U: Platform + ?Sized>(
     upstream: &U,
     sender: &str,
@@ -249,22 +260,53 @@ async fn ask_node<U: Platform + ?Sized>(
     if members.is_empty() {
         return Ok(Found::default());
     }
-    let batches: Vec<&[(u64, Value)]> = members.chunks(MAX_BATCH_MEMBERS).collect();
     let mut found = Found::default();
     let mut answered = false;
     let mut last_error = None;
-    for round in batches.chunks(BATCHES_AT_ONCE) {
+    let mut alone: Vec<&(u64, Value)> = Vec::new();
+    let mut rest = &members[..];
+    while !rest.is_empty() {
+        // What the upstreams take, learned again before each round.
+        let size = MAX_BATCH_MEMBERS.min(upstream.batch_limit(CallKind::OwnCount));
+        if size < 2 || rest.len() == 1 {
+            alone.extend(rest);
+            break;
+        }
+        let round_len = rest.len().min(size * BATCHES_AT_ONCE);
+        let (round, after) = rest.split_at(round_len);
+        rest = after;
         let asked = round
-            .iter()
+            .chunks(size)
             .map(|batch| ask_batch(upstream, query, batch, policy, deadline_ms));
         for outcome in join_all(asked).await {
             match outcome {
-                Ok(part) => {
-                    answered = true;
+                Ok(BatchPart { part, unanswered }) => {
+                    answered |= part != Found::default();
                     merge(&mut found, part);
+                    alone.extend(unanswered);
                 }
                 Err(e) => last_error = Some(e),
             }
+        }
+    }
+    let singles = stream::iter(alone)
+        .map(|(_, member)| async move {
+            let method = member.get("method").and_then(Value::as_str).unwrap_or("");
+            let kind = CallKind::of_own_method(method);
+            post_retried(upstream, &member.to_string(), kind, policy, deadline_ms).await
+        })
+        .buffer_unordered(SINGLES_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await;
+    for reply in singles {
+        match reply {
+            Ok(reply) => {
+                if let Ok(response) = serde_json::from_str::<Value>(&reply.body) {
+                    answered = true;
+                    take(query, &response, &mut found);
+                }
+            }
+            Err(e) => last_error = Some(LookupError::Unavailable(e.to_string())),
         }
     }
     match last_error {
@@ -273,15 +315,22 @@ async fn ask_node<U: Platform + ?Sized>(
     }
 }
 
-/// One batch of a lookup's `members`, retried until `deadline_ms`; member by member when the
-/// upstream refuses batches.
-async fn ask_batch<U: Platform + ?Sized>(
+/// What one batch of a lookup answered, and its members it did not.
+struct BatchPart<'a> {
+    part: Found,
+    unanswered: Vec<&'a (u64, Value)>,
+}
+
+/// One batch of a lookup's `members`, retried until `deadline_ms`: what its answer found, and
+/// the members it did not answer ([`batch::judge`]: all of them when the upstream refused the
+/// batch).
+async fn ask_batch<'a, U: Platform + ?Sized>(
     upstream: &U,
     query: &Query,
-    members: &[(u64, Value)],
+    members: &'a [(u64, Value)],
     policy: &RetryPolicy,
     deadline_ms: u64,
-) -> Outcome {
+) -> Result<BatchPart<'a>, LookupError> {
     // A batch asking a count or a transaction by hash is merged over the upstreams.
     let kind = if members.iter().any(|(_, m)| {
         let method = m.get("method").and_then(Value::as_str).unwrap_or("");
@@ -291,35 +340,47 @@ async fn ask_batch<U: Platform + ?Sized>(
     } else {
         CallKind::OwnOther
     };
-    let reply = post_retried(upstream, &batch_of(members), kind, policy, deadline_ms)
+    let body = batch_of(members);
+    let reply = post_batch_retried(upstream, &body, members.len(), kind, policy, deadline_ms)
         .await
         .map_err(|e| LookupError::Unavailable(e.to_string()))?;
-    if let Some(found) = parse(query, &reply.body) {
-        return Ok(found);
-    }
-    // No batches here: one request per member, at once.
-    let singles = members.iter().map(|(_, member)| async move {
-        let method = member.get("method").and_then(Value::as_str).unwrap_or("");
-        let kind = CallKind::of_own_method(method);
-        post_retried(upstream, &member.to_string(), kind, policy, deadline_ms).await
-    });
-    let replies = join_all(singles).await;
-    let mut found = Found::default();
-    let mut last_error = None;
-    for reply in replies {
-        match reply {
-            Ok(reply) => {
-                if let Ok(response) = serde_json::from_str::<Value>(&reply.body) {
-                    take(query, &response, &mut found);
-                }
-            }
-            Err(e) => last_error = Some(e.to_string()),
+    let answer = batch::judge(members.len(), &Ok(reply.clone()));
+    let responses = match (answer, serde_json::from_str::<Value>(&reply.body)) {
+        (BatchAnswer::Parts { .. }, Ok(Value::Array(responses))) => responses,
+        (BatchAnswer::Refused { .. }, _) => {
+            return Ok(BatchPart {
+                part: Found::default(),
+                unanswered: members.iter().collect(),
+            })
         }
+        _ => {
+            return Err(LookupError::Unavailable(format!(
+                "upstream answered a batch with HTTP {} and no member answers",
+                reply.status
+            )))
+        }
+    };
+    let mut part = Found::default();
+    let mut served = std::collections::HashSet::new();
+    for response in &responses {
+        let says_nothing = response
+            .get("error")
+            .is_some_and(|e| batch::not_attempted(&e.to_string()));
+        if says_nothing {
+            continue;
+        }
+        if let Some(id) = response.get("id").and_then(Value::as_u64) {
+            served.insert(id);
+        }
+        take(query, response, &mut part);
     }
-    match last_error {
-        Some(why) if found == Found::default() => Err(LookupError::Unavailable(why)),
-        _ => Ok(found),
-    }
+    Ok(BatchPart {
+        part,
+        unanswered: members
+            .iter()
+            .filter(|(id, _)| !served.contains(id))
+            .collect(),
+    })
 }
 
 #[cfg(test)]
@@ -392,6 +453,200 @@ mod tests {
         assert_eq!(found.known.get(&[3; 32]), None);
         assert_eq!(found.by_nonce.get(&7), Some(&[5; 32]));
         assert!(parse(&query(), r#"{"error":{"code":-32600}}"#).is_none());
+    }
+
+    /// Yields once (waking itself), so that several posts are in flight together.
+    struct YieldOnce(bool);
+    impl std::future::Future for YieldOnce {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if self.0 {
+                return std::task::Poll::Ready(());
+            }
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+
+    /// A node in front of which a batch over `limit` members is refused as geth does (an array of
+    /// one error), and members past `served` of a batch get QuickNode's rate limit; it counts
+    /// every transaction asked by hash as mined in block 9, and learns like the edge does.
+    struct Node {
+        limit: usize,
+        served: usize,
+        limits: std::cell::RefCell<crate::upstream::batch::BatchLimits>,
+        in_flight: std::cell::Cell<usize>,
+        most_in_flight: std::cell::Cell<usize>,
+        posts: std::cell::RefCell<Vec<usize>>,
+    }
+
+    impl Node {
+        fn new(limit: usize, served: usize) -> Self {
+            Node {
+                limit,
+                served,
+                limits: Default::default(),
+                in_flight: Default::default(),
+                most_in_flight: Default::default(),
+                posts: Default::default(),
+            }
+        }
+        fn answer(request: &Value) -> Value {
+            let id = request["id"].clone();
+            match request["method"].as_str() {
+                Some("eth_getTransactionByHash") => {
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"blockNumber": "0x9"}})
+                }
+                _ => json!({"jsonrpc": "2.0", "id": id, "result": "0x5"}),
+            }
+        }
+    }
+
+    impl Platform for Node {
+        async fn post(
+            &self,
+            body: &str,
+            _kind: CallKind,
+            _timeout_ms: u64,
+        ) -> Result<UpstreamReply, UpstreamError> {
+            self.in_flight.set(self.in_flight.get() + 1);
+            self.most_in_flight
+                .set(self.most_in_flight.get().max(self.in_flight.get()));
+            YieldOnce(false).await;
+            self.in_flight.set(self.in_flight.get() - 1);
+            let request: Value = serde_json::from_str(body).unwrap();
+            let answer = match &request {
+                Value::Array(members) => {
+                    self.posts.borrow_mut().push(members.len());
+                    if members.len() > self.limit {
+                        json!([{"jsonrpc": "2.0", "id": members[0]["id"], "error": {"code": -32600, "message": "batch too large"}}])
+                    } else {
+                        Value::Array(members.iter().enumerate().map(|(i, m)| {
+                            if i < self.served {
+                                Node::answer(m)
+                            } else {
+                                json!({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32007, "message": "25/second request limit reached - reduce calls per second or upgrade your account at quicknode.com"}})
+                            }
+                        }).collect())
+                    }
+                }
+                single => {
+                    self.posts.borrow_mut().push(1);
+                    Node::answer(single)
+                }
+            };
+            Ok(UpstreamReply::ok(answer.to_string()))
+        }
+        async fn post_batch(
+            &self,
+            body: &str,
+            members: usize,
+            kind: CallKind,
+            timeout_ms: u64,
+        ) -> Result<UpstreamReply, UpstreamError> {
+            let reply = self.post(body, kind, timeout_ms).await;
+            let answer = crate::upstream::batch::judge(members, &reply);
+            self.limits.borrow_mut().learn("node", members, answer, 0);
+            reply
+        }
+        fn batch_limit(&self, _kind: CallKind) -> usize {
+            self.limits.borrow().limit("node", 0)
+        }
+        async fn get_status(
+            &self,
+            _hash: &TxHash,
+            _timeout_ms: u64,
+        ) -> Result<UpstreamReply, UpstreamError> {
+            Err(UpstreamError::Invalid)
+        }
+        async fn sleep(&self, _ms: u64) {}
+        fn now_ms(&self) -> u64 {
+            0
+        }
+        fn random(&self) -> f64 {
+            0.5
+        }
+        fn emit(&self, _metric: &crate::metrics::Metric) {}
+    }
+
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        use std::task::{Context, Poll, Waker};
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(v) = future
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+            {
+                return v;
+            }
+        }
+    }
+
+    fn hashes(n: u8) -> Query {
+        Query {
+            latest: true,
+            hashes: (0..n).map(|i| [i; 32]).collect(),
+            ..Query::default()
+        }
+    }
+
+    /// A tracking check of 150 behind a node that refuses batches over 5 (geth's array of one
+    /// error): never a success that knows nothing; every member asked alone, at most 4 at once,
+    /// and after the first refusals no batch again.
+    #[test]
+    fn a_refused_batch_is_asked_member_by_member_at_most_four_at_once() {
+        let node = Node::new(5, usize::MAX);
+        let policy = RetryPolicy::until_deadline(1_000);
+        let found = block_on(look_up(&node, "0xab", &hashes(150), &policy, 1_000)).unwrap();
+        assert_eq!(found.latest, Some(5));
+        assert_eq!(found.known.len(), 150, "every one confirmed");
+        assert!(found
+            .known
+            .values()
+            .all(|s| *s == Seen::Included { block: 9 }));
+        let posts = node.posts.borrow();
+        assert_eq!(
+            &posts[..2],
+            [MAX_BATCH_MEMBERS, MAX_BATCH_MEMBERS],
+            "the first round"
+        );
+        assert_eq!(
+            posts.iter().filter(|&&n| n > 1).count(),
+            2,
+            "no batch after the refusal"
+        );
+        assert_eq!(posts.len(), 2 + 151);
+        assert!(
+            node.most_in_flight.get() <= SINGLES_AT_ONCE,
+            "{}",
+            node.most_in_flight.get()
+        );
+        assert_eq!(node.most_in_flight.get(), SINGLES_AT_ONCE);
+    }
+
+    /// Erigon's limit 100 takes the batches of 50; a node whose batches answer only their
+    /// first 20 members (the rest rate limited, QuickNode's -32007) has the rest asked alone.
+    #[test]
+    fn a_partial_answer_is_completed_member_by_member() {
+        let policy = RetryPolicy::until_deadline(1_000);
+        let erigon = Node::new(100, usize::MAX);
+        let found = block_on(look_up(&erigon, "0xab", &hashes(150), &policy, 1_000)).unwrap();
+        assert_eq!(found.known.len(), 150);
+        assert_eq!(*erigon.posts.borrow(), [50, 50, 50, 1]);
+        let limited = Node::new(usize::MAX, 20);
+        let found = block_on(look_up(&limited, "0xab", &hashes(60), &policy, 1_000)).unwrap();
+        assert_eq!((found.latest, found.known.len()), (Some(5), 60));
+        // Batches of 50 (20 answered) and 11 (all answered), then the 30 left, alone; then the
+        // batches are cut to 20.
+        assert_eq!(
+            limited.posts.borrow().iter().filter(|&&n| n == 1).count(),
+            30
+        );
+        assert_eq!(limited.batch_limit(CallKind::OwnCount), 20);
     }
 
     /// The read node answers the batch; the route's status endpoint answers by hash.

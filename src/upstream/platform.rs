@@ -22,6 +22,28 @@ pub trait Platform {
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError>;
 
+    /// [`Platform::post`] of a JSON-RPC batch of `members` requests, from which the platform
+    /// learns what each upstream that answered takes ([`crate::upstream::batch::judge`],
+    /// [`crate::upstream::batch::BatchLimits`]); by default, [`Platform::post`] alone.
+    async fn post_batch(
+        &self,
+        body: &str,
+        members: usize,
+        kind: CallKind,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let _ = members;
+        self.post(body, kind, timeout_ms).await
+    }
+
+    /// The most members a JSON-RPC batch of `kind` may have now: the lowest of what the
+    /// upstreams of `kind` taught ([`crate::upstream::batch::BatchLimits::limit`]); 1 means no
+    /// batch. By default `usize::MAX` (nothing learned).
+    fn batch_limit(&self, kind: CallKind) -> usize {
+        let _ = kind;
+        usize::MAX
+    }
+
     /// GETs the private route's status of transaction `hash` (`SEND_STATUS_URL` with the hash,
     /// [`crate::ordering::route_status::status_url`]), waiting at most `timeout_ms`, the answer at most
     /// [`crate::ordering::route_status::MAX_STATUS_BYTES`] and JSON; once, never retried.

@@ -12,6 +12,7 @@
 //!
 //! [`AnswerClass::retryable`]: crate::ordering::answer::AnswerClass::retryable
 
+use crate::upstream::batch::{self, BatchAnswer};
 use crate::upstream::{CallKind, Platform, UpstreamError, UpstreamReply};
 
 /// The retry budget of one request.
@@ -120,11 +121,48 @@ pub async fn post_retried<U: Platform + ?Sized>(
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
+    post_retried_as(upstream, body, None, kind, policy, deadline_ms).await
+}
+
+/// [`post_retried`] of a JSON-RPC batch of `members` requests ([`Platform::post_batch`]): an
+/// answer that refuses the batch ([`crate::upstream::batch::judge`], such as Nethermind's HTTP
+/// 503 naming its batch limit) is kept, not tried again.
+///
+/// # Errors
+/// As [`post_retried`].
+pub async fn post_batch_retried<U: Platform + ?Sized>(
+    upstream: &U,
+    body: &str,
+    members: usize,
+    kind: CallKind,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
+    post_retried_as(upstream, body, Some(members), kind, policy, deadline_ms).await
+}
+
+async fn post_retried_as<U: Platform + ?Sized>(
+    upstream: &U,
+    body: &str,
+    members: Option<usize>,
+    kind: CallKind,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
     let mut attempts = 0;
     loop {
         attempts += 1;
         let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post(body, kind, timeout_ms).await;
+        let reply = match members {
+            Some(members) => {
+                let reply = upstream.post_batch(body, members, kind, timeout_ms).await;
+                if let BatchAnswer::Refused { .. } = batch::judge(members, &reply) {
+                    return reply;
+                }
+                reply
+            }
+            None => upstream.post(body, kind, timeout_ms).await,
+        };
         let retry_after_ms = match &reply {
             Ok(r) if RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
             Ok(_) => return reply,

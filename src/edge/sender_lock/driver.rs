@@ -16,7 +16,7 @@ use crate::relay::wire::WireAnswer;
 use crate::upstream::batch::{batched, post_batch, MAX_BATCH_SENDS};
 use crate::upstream::route::UpstreamSet;
 use crate::upstream::submit::submit_after;
-use crate::upstream::{UpstreamError, UpstreamReply};
+use crate::upstream::{CallKind, Platform, UpstreamError, UpstreamReply};
 use futures_channel::{mpsc, oneshot};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
@@ -76,8 +76,9 @@ pub(super) struct Outgoing {
     pub(super) request_id: Option<Rc<str>>,
 }
 
-/// A member's part of its batch's answer ([`post_batch`]), its first attempt.
-type FirstAttempt = oneshot::Receiver<Result<UpstreamReply, UpstreamError>>;
+/// A member's part of its batch's answer ([`post_batch`]), its first attempt; `None`: not
+/// attempted (it goes alone at once).
+type FirstAttempt = oneshot::Receiver<Option<Result<UpstreamReply, UpstreamError>>>;
 
 impl Driver {
     /// Reads the stored state and hands it to a new machine (synchronous SQL: no event is
@@ -195,7 +196,8 @@ impl Driver {
     }
 
     /// Sends what the machine asked for in its last turns: as one JSON-RPC batch in nonce order
-    /// where [`batched`] says so (at most [`MAX_BATCH_SENDS`] a batch; one connection where
+    /// where [`batched`] says so (at most [`MAX_BATCH_SENDS`] a batch, and at most what the
+    /// upstream takes, [`Platform::batch_limit`]; one connection where
     /// Cloudflare lets an object have six waiting for their response headers: docs/design.md, "Send
     /// window"), each member's part of the answer its first attempt, from which it goes on alone
     /// ([`submit_after`]); otherwise each alone.
@@ -207,7 +209,8 @@ impl Driver {
         }
         let pool = self.machine.borrow().settings().pool;
         let upstreams = self.config.upstreams(UpstreamSet::Send).len();
-        if !batched(pool, sends.len(), upstreams) {
+        let most = MAX_BATCH_SENDS.min(self.upstream(None).batch_limit(CallKind::Send));
+        if !batched(pool, sends.len(), upstreams) || most < 2 {
             for send in sends {
                 self.spawn_send(send, None, sender);
             }
@@ -216,7 +219,11 @@ impl Driver {
         }
         sends.sort_by_key(|s| s.tx.nonce);
         while !sends.is_empty() {
-            let chunk: Vec<Outgoing> = sends.drain(..sends.len().min(MAX_BATCH_SENDS)).collect();
+            let chunk: Vec<Outgoing> = sends.drain(..sends.len().min(most)).collect();
+            if chunk.len() == 1 {
+                self.spawn_send(chunk.into_iter().next().expect("one"), None, sender);
+                continue;
+            }
             let txs: Vec<Rc<SignedTx>> = chunk.iter().map(|s| s.tx.clone()).collect();
             let deadline_ms = chunk.iter().map(|s| s.deadline_ms).min().unwrap_or(0);
             let (parts, firsts): (Vec<_>, Vec<_>) =
@@ -224,10 +231,13 @@ impl Driver {
             let driver = self.clone();
             spawn_local(async move {
                 let upstream = driver.upstream(None);
+                // A batch that hangs leaves each member half the time for its own attempts.
+                let now = now_ms();
                 let timeout_ms = driver
                     .config
                     .retry_policy()
-                    .attempt_timeout(now_ms(), deadline_ms);
+                    .attempt_timeout(now, deadline_ms)
+                    .min(deadline_ms.saturating_sub(now) / 2);
                 let refs: Vec<&SignedTx> = txs.iter().map(|tx| tx.as_ref()).collect();
                 let replies = post_batch(&upstream, &refs, timeout_ms).await;
                 for (part, reply) in parts.into_iter().zip(replies) {
@@ -286,9 +296,10 @@ impl Driver {
                 deadline_ms,
                 request_id,
             } = send;
-            // A batch that never answered its part (dropped): sent alone.
+            // A member not attempted, or whose batch never answered its part (dropped): sent
+            // alone.
             let first = match first {
-                Some(first) => first.await.ok(),
+                Some(first) => first.await.ok().flatten(),
                 None => None,
             };
             let upstream = driver.upstream(request_id.as_deref());

@@ -1,6 +1,7 @@
 use super::*;
 use crate::ordering::tx::SendMethod;
 use crate::transaction::TxHash;
+use crate::jsonrpc::RESOURCE_UNAVAILABLE;
 use crate::upstream::batch::split_batch;
 use crate::upstream::UpstreamReply;
 use std::cell::{Cell, RefCell};
@@ -121,7 +122,9 @@ fn upstream(
 fn a_members_part_is_its_first_attempt_and_it_goes_on_alone() {
     // Accepted in the batch: no send of its own.
     let up = upstream(vec![], vec![]);
-    let first = split_batch(&ok(r#"[{"id":1,"result":"0xabab"}]"#), 1).remove(0);
+    let first = split_batch(&ok(r#"[{"id":1,"result":"0xabab"}]"#), 1)
+        .remove(0)
+        .expect("answered");
     let s = run(submit_after(
         &up,
         &signed(),
@@ -133,18 +136,29 @@ fn a_members_part_is_its_first_attempt_and_it_goes_on_alone() {
     ));
     assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 1));
     assert!(up.posts.borrow().is_empty());
-    // Left out of the batch's answer: sent again alone (the node knows it already).
+    // Not attempted in the batch (left out, a batch limit, a rate limit): sent alone with no
+    // attempt spent, so even with no retry at all (`UPSTREAM_RETRIES=0`) it gets its own.
     let up = upstream(vec![error("already known")], vec![]);
+    let no_retry = RetryPolicy {
+        max_retries: Some(0),
+        ..POLICY
+    };
+    let part = split_batch(
+        &ok(r#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32007,"message":"25/second request limit reached - reduce calls per second or upgrade your account at quicknode.com"}}]"#),
+        1,
+    )
+    .remove(0);
+    assert_eq!(part, None, "a rate limit says nothing of the member");
     let s = run(submit_after(
         &up,
         &signed(),
         SENDER,
         MEMPOOL,
-        &POLICY,
+        &no_retry,
         30_000,
-        Some(Err(UpstreamError::Invalid)),
+        part,
     ));
-    assert_eq!((s.class, s.attempts), (AnswerClass::AlreadyKnown, 2));
+    assert_eq!((s.class, s.attempts), (AnswerClass::AlreadyKnown, 1));
     assert_eq!(up.posts.borrow()[0].0, REQUEST);
 }
 
