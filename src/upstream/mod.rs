@@ -189,7 +189,8 @@ fn refused(why: &str) -> bool {
 /// The class of the upstream's answer to one `eth_sendRawTransaction` ([`AnswerClass`]), with the
 /// [`Answer`] parsed from it (`None` when there was no usable one): no answer, or HTTP
 /// 429/502/503/504 whatever the body ([`retry::RETRYABLE_STATUSES`]), is `Unavailable`; a result
-/// is `Accepted`; an error is classed by its message ([`classify_message`]).
+/// is `Accepted`; an error is classed by its message ([`classify_message`]), and one no pattern
+/// knows with a limit code ([`LIMIT_CODES`]) is `Busy`.
 pub fn classify(reply: &Result<UpstreamReply, UpstreamError>) -> (AnswerClass, Option<Answer>) {
     let reply = match reply {
         Err(UpstreamError::TooLarge(_)) => return (AnswerClass::Unrecognized, None),
@@ -206,14 +207,29 @@ pub fn classify(reply: &Result<UpstreamReply, UpstreamError>) -> (AnswerClass, O
     let class = match &answer {
         Answer::Result(raw) if raw != "null" => AnswerClass::Accepted,
         Answer::Result(_) => AnswerClass::Unrecognized,
-        Answer::Error(_) => answer
-            .error_parts()
-            .map_or(AnswerClass::Unrecognized, |(_, message)| {
-                classify_message(&message)
-            }),
+        Answer::Error(_) => {
+            answer
+                .error_parts()
+                .map_or(
+                    AnswerClass::Unrecognized,
+                    |(code, message)| match classify_message(&message) {
+                        AnswerClass::Unrecognized if LIMIT_CODES.contains(&code) => {
+                            AnswerClass::Busy
+                        }
+                        class => class,
+                    },
+                )
+        }
     };
     (class, Some(answer))
 }
+
+/// JSON-RPC error codes that say a limit was reached, whatever their text: EIP-1474's -32005
+/// (limit exceeded), QuickNode's -32007 (request limit reached) and 429 (providers that put the
+/// HTTP status in the code). An error with one of them and a text no pattern knows is
+/// [`AnswerClass::Busy`]; a text a pattern knows keeps its class (Besu's -32005 `Transaction gas
+/// limit exceeds block gas limit` is a refusal).
+pub const LIMIT_CODES: [i64; 3] = [-32005, -32007, 429];
 
 /// The metric for an upstream failure seen by `method` (label: the error's kind).
 pub fn error_metric(method: &str, error: &UpstreamError) -> Metric {
@@ -226,6 +242,31 @@ pub fn error_metric(method: &str, error: &UpstreamError) -> Metric {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_code_with_a_text_no_pattern_knows_is_busy() {
+        let error = |code: i64, message: &str| {
+            Ok(UpstreamReply::ok(format!(
+                r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":{code},"message":"{message}"}}}}"#
+            )))
+        };
+        for code in LIMIT_CODES {
+            assert_eq!(classify(&error(code, "slow down")).0, AnswerClass::Busy);
+        }
+        assert_eq!(
+            classify(&error(-32000, "slow down")).0,
+            AnswerClass::Unrecognized
+        );
+        assert_eq!(
+            classify(&error(
+                -32005,
+                "Transaction gas limit exceeds block gas limit"
+            ))
+            .0,
+            AnswerClass::Rejected,
+            "Besu's -32005 refusal keeps its class"
+        );
+    }
 
     #[test]
     fn transport_and_http_answers() {
