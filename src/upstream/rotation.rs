@@ -9,8 +9,9 @@
 //! - Health is judged by the relay's own small questions ([`CallKind::is_own`]: counts, lookups
 //!   by hash, the chain id): no answer to one (connection errors, timeouts, HTTP 5xx and 429, an answer
 //!   too large or not JSON) or the node's own overload answer to one (busy, rate limited,
-//!   syncing) is a failure ([`Attempt::Failed`]). What a client asked for (a read, a send) is not
-//!   the node's health: a client's request that took too long, got too large an answer or made a
+//!   syncing) is a failure ([`Attempt::Failed`]); so is a send's failure to answer (its text is
+//!   a checked transaction's signed bytes). What a client asked for (a read) is not the node's
+//!   health: a client's request that took too long, got too large an answer or made a
 //!   gateway give up counts neither way; only what says the node was not there whatever the
 //!   request (a refused connection, HTTP 429 or 503) counts against it. A JSON-RPC error to a
 //!   client's request (a revert, invalid params, a refused transaction, whatever its text) is the
@@ -107,8 +108,12 @@ impl AttemptKind {
 /// upstream's health:
 ///
 /// - A question of the relay's own ([`CallKind::is_own`]) is small and its text the relay's: any
-///   failure to answer it, or a busy answer, is the node's.
-/// - A client's request (a read, a send, a WebSocket's gap question) is judged only by what it cannot have
+///   failure to answer it, or a busy answer, is the node's. So is a send's failure to answer
+///   ([`CallKind::is_send`]: a timeout, a lost connection, HTTP 5xx): its text is a checked
+///   transaction's signed bytes, which no client can make slow or large, so a node that hangs
+///   on sends while it answers reads is cooled; a send's JSON-RPC error, busy included, is an
+///   answer (the transaction's, not the node's health).
+/// - A client's request (a read, a WebSocket's gap question) is judged only by what it cannot have
 ///   caused. A refused connection (nothing was sent: the node or its port is not there) and HTTP
 ///   429 or 503 (the service turns every request away: a rate limit on the relay's key, a node
 ///   in maintenance) say the same of any request, so they count. A timeout, an answer over
@@ -120,7 +125,9 @@ impl AttemptKind {
 ///   [`Judged::probe`], a question of the relay's own that is judged as one. How many requests a
 ///   client makes is bounded by the rate limits, not here.
 pub fn judge(kind: CallKind, reply: &Result<UpstreamReply, UpstreamError>) -> Judged {
-    let clients = !kind.is_own();
+    // A send's text is the relay's own too (a checked transaction's signed bytes, which no
+    // client can make slow or large): its failures are the node's.
+    let clients = !kind.is_own() && !kind.is_send();
     let failed = Judged {
         attempt: AttemptKind::Failed,
         usable: false,

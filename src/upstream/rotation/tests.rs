@@ -234,7 +234,6 @@ fn nothing_a_client_causes_by_the_shape_of_its_request_cools_an_upstream() {
         CallKind::Other,
         CallKind::Filter,
         CallKind::ReadMerged,
-        CallKind::Send,
     ];
     for reply in &shaped {
         for route in clients {
@@ -243,10 +242,11 @@ fn nothing_a_client_causes_by_the_shape_of_its_request_cools_an_upstream() {
             assert_ne!(judged.attempt, AttemptKind::Answered, "{route:?} {reply:?}");
             assert!(!judged.usable, "still moved on: {route:?} {reply:?}");
         }
-        assert_eq!(
-            judge(CallKind::OwnCount, reply).attempt,
-            AttemptKind::Failed
-        );
+        // The relay's own questions and its sends (a checked transaction's bytes, no client's
+        // shape): the node's failure.
+        for own in [CallKind::OwnCount, CallKind::Send, CallKind::SendPublic] {
+            assert_eq!(judge(own, reply).attempt, AttemptKind::Failed, "{own:?}");
+        }
     }
     // The issue's schedule: six slow eth_getLogs, each timing out on both upstreams.
     let mut rotation = checked(2);
@@ -363,4 +363,30 @@ fn the_hedge_delay_is_the_p95_within_50_ms_and_1_s() {
     let mut slow = checked(1);
     slow.record(&set()[0], answered(3_000), 0);
     assert_eq!(slow.hedge_delay_ms(&set()[0]), HEDGE_MAX_MS);
+}
+
+/// A node that hangs on `eth_sendRawTransaction` while it answers its chain id is cooled by its
+/// send timeouts (issue 40), and a broadcast then leaves it out.
+#[test]
+fn a_node_that_hangs_on_sends_is_cooled_by_them() {
+    let mut rotation = checked(2);
+    let mut cooled = false;
+    for n in 0..FAILURES_TO_COOL {
+        let judged = judge(CallKind::Send, &Err(UpstreamError::Timeout(10_000)));
+        assert!(!judged.usable);
+        if let Some(attempt) = judged.attempt.recorded(10_000) {
+            cooled |= rotation.record(&set()[0], attempt, 1_000 + u64::from(n));
+        }
+    }
+    assert!(cooled, "an upstream_cooling line");
+    assert_eq!(rotation.broadcast(&set(), 2_000), vec![1]);
+    // A send's JSON-RPC error, busy included, is the node answering.
+    let busy = Ok(UpstreamReply::ok(
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"txpool is full"}}"#,
+    ));
+    let judged = judge(CallKind::Send, &busy);
+    assert_eq!(
+        (judged.attempt, judged.usable),
+        (AttemptKind::Answered, false)
+    );
 }
