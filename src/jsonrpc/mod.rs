@@ -109,6 +109,20 @@ impl Answer {
         Answer::Result(format!("\"{}\"", crate::hex::encode(hash)))
     }
 
+    /// EIP-1474's -32002 ("resource unavailable": the request may still be processed) for a
+    /// transaction whose outcome the relay does not know and which it keeps, to check by hash and
+    /// send again from its bytes while its nonce is free: message `transaction outcome unknown:
+    /// {why}; the relay keeps it and checks it by hash`, `data` its hash (`"0x"` + 64 hex digits).
+    pub fn outcome_unknown(hash: &crate::transaction::TxHash, why: &str) -> Answer {
+        Answer::error(&RpcError {
+            code: RESOURCE_UNAVAILABLE,
+            message: format!(
+                "transaction outcome unknown: {why}; the relay keeps it and checks it by hash"
+            ),
+            data: Some(Value::String(crate::hex::encode(hash))),
+        })
+    }
+
     /// An `error` answer made of `error`.
     pub fn error(error: &RpcError) -> Answer {
         let mut obj = Map::new();

@@ -26,7 +26,7 @@
 //! checked by hash, classified as if it had been sent alone.
 
 use crate::hex;
-use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
+use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::answer::AnswerClass;
 use crate::ordering::sender::{PoolKind, Sent};
@@ -180,7 +180,11 @@ async fn send_until_final<P: Platform + ?Sized>(
     }
     let answer = match (class, answer, failure) {
         (AnswerClass::AlreadyKnown, _, _) => Answer::hash(&tx.hash),
-        _ if unknown => outcome_unknown(&tx.hash),
+        _ if unknown => Answer::outcome_unknown(
+            &tx.hash,
+            "an earlier send may have gone in, and the upstream now refuses its nonce without \
+             having it",
+        ),
         (_, Some(answer), _) => answer,
         (_, None, Some(error)) => {
             upstream.emit(&error_metric(METHOD, &error).field("attempts", attempts));
@@ -193,19 +197,6 @@ async fn send_until_final<P: Platform + ?Sized>(
         answer,
         attempts,
     }
-}
-
-/// -32002 for a transaction whose send may have gone in, whose nonce the upstream now refuses,
-/// and which the upstream does not have: `data` is its hash.
-fn outcome_unknown(hash: &TxHash) -> Answer {
-    Answer::error(&RpcError {
-        code: RESOURCE_UNAVAILABLE,
-        message: "transaction outcome unknown: an earlier send may have gone in, and the upstream \
-                  now refuses its nonce without having it; the relay keeps it and checks it by \
-                  hash"
-            .into(),
-        data: Some(Value::String(hex::encode(hash))),
-    })
 }
 
 /// Whether the upstream has the transaction `hash` (pending or mined): `eth_getTransactionByHash`

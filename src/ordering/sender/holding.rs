@@ -82,7 +82,21 @@ impl Sender {
             self.failed(hash, nonce, now_ms, why);
         }
         self.counters.forwarded += 1;
-        self.answer(&entry.tickets, &result.answer, None);
+        let answer = match class {
+            // Kept, and sent again while its nonce is free: one answer for one outcome, never a
+            // definite-looking refusal (an error no pattern knows, no usable answer).
+            AnswerClass::Unavailable | AnswerClass::Unrecognized
+                if !is_outcome_unknown(&result.answer) =>
+            {
+                let why = result
+                    .answer
+                    .error_parts()
+                    .map_or_else(|| class.label().to_string(), |(_, message)| message);
+                Answer::outcome_unknown(&hash, &format!("the upstream answered {why}"))
+            }
+            _ => result.answer.clone(),
+        };
+        self.answer(&entry.tickets, &answer, None);
         let waiting = self.queue.waiting_len();
         self.emit(tagged(
             Metric::new("tx_forwarded", "", class.label())
@@ -419,4 +433,11 @@ impl Sender {
             }
         }
     }
+}
+
+/// Whether `answer` already is [`Answer::outcome_unknown`]'s.
+fn is_outcome_unknown(answer: &Answer) -> bool {
+    answer.error_parts().is_some_and(|(code, message)| {
+        code == RESOURCE_UNAVAILABLE && message.starts_with("transaction outcome unknown")
+    })
 }
