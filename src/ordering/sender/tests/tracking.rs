@@ -389,7 +389,7 @@ fn a_hot_sender_is_never_refused_while_the_node_mines_each_at_once() {
         r.s.counters.included
     );
     // A check asks what was mined since the last one: about 300 hashes, in one lookup (the
-    // lookup sends them in batches of at most 100).
+    // lookup sends them in batches of at most 50).
     assert!((250..=310).contains(&largest_ask), "{largest_ask}");
 }
 
