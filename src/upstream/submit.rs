@@ -115,6 +115,9 @@ async fn send_until_final<P: Platform + ?Sized>(
 ) -> Sent {
     let request = tx.request();
     let mut attempts = 0;
+    // Attempts the upstream did not turn away unattempted ([`rate_limited`]): the count
+    // `UPSTREAM_RETRIES` caps.
+    let mut spent = 0;
     // Whether a send so far may have reached the node although its answer was lost.
     let mut maybe_in = false;
     let (mut class, answer, failure) = loop {
@@ -133,6 +136,10 @@ async fn send_until_final<P: Platform + ?Sized>(
             }
         };
         let (class, answer) = classify(&reply);
+        let unattempted = rate_limited(&reply);
+        if !unattempted {
+            spent += 1;
+        }
         if class.retryable() {
             maybe_in |= may_have_arrived(&reply);
             let now = upstream.now_ms();
@@ -141,8 +148,15 @@ async fn send_until_final<P: Platform + ?Sized>(
                 Err(e) => e.retry_after_ms(),
             };
             let jitter = upstream.random();
-            if let Some(delay_ms) =
-                policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms)
+            // A rate limit turned the request away unattempted: no retry spent, only time.
+            let capped = policy.max_retries.is_some_and(|max| spent > max);
+            let uncapped = RetryPolicy {
+                max_retries: None,
+                ..*policy
+            };
+            if let Some(delay_ms) = (!capped)
+                .then(|| uncapped.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms))
+                .flatten()
             {
                 let why = match &reply {
                     Err(UpstreamError::Status(status, _)) => format!("http_{status}"),
@@ -196,6 +210,21 @@ async fn send_until_final<P: Platform + ?Sized>(
         class,
         answer,
         attempts,
+    }
+}
+
+/// Whether `reply` turned the request away without attempting it: HTTP 429, or an error whose
+/// text is a rate limit ([`crate::upstream::batch::not_attempted`]: QuickNode's -32007,
+/// Chainstack's, Alchemy's). Such an attempt spends no retry of `UPSTREAM_RETRIES`; its
+/// backoff and the deadline still hold.
+fn rate_limited(reply: &Result<UpstreamReply, UpstreamError>) -> bool {
+    match reply {
+        Err(UpstreamError::Status(429, _)) => true,
+        Err(_) => false,
+        Ok(r) if r.status == 429 => true,
+        Ok(r) => Answer::parse(&r.body)
+            .and_then(|a| a.error_parts())
+            .is_some_and(|(_, message)| crate::upstream::batch::not_attempted(&message)),
     }
 }
 

@@ -1,7 +1,7 @@
 use super::*;
+use crate::jsonrpc::RESOURCE_UNAVAILABLE;
 use crate::ordering::tx::SendMethod;
 use crate::transaction::TxHash;
-use crate::jsonrpc::RESOURCE_UNAVAILABLE;
 use crate::upstream::batch::split_batch;
 use crate::upstream::UpstreamReply;
 use std::cell::{Cell, RefCell};
@@ -417,4 +417,32 @@ fn on_a_strict_upstream_a_send_that_may_have_arrived_is_looked_up_before_it_is_s
         methods(&up),
         ["eth_sendRawTransaction", "eth_sendRawTransaction"]
     );
+}
+
+/// A rate limit turns a send away unattempted: with `UPSTREAM_RETRIES=0` it is still tried again
+/// (after its backoff, within the deadline), since no retry was spent; a lost connection is not
+/// retried.
+#[test]
+fn a_rate_limited_send_spends_no_retry() {
+    let no_retry = RetryPolicy {
+        max_retries: Some(0),
+        ..POLICY
+    };
+    let quicknode = ok(
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32007,"message":"25/second request limit reached - reduce calls per second or upgrade your account at quicknode.com"}}"#,
+    );
+    let too_many = Ok(UpstreamReply {
+        status: 429,
+        body: r#"{"jsonrpc":"2.0","id":1,"error":{"code":429,"message":"Your app has exceeded its compute units per second capacity."}}"#.into(),
+        retry_after_ms: None,
+    });
+    let up = upstream(
+        vec![quicknode, too_many, ok(r#"{"id":1,"result":"0xabab"}"#)],
+        vec![],
+    );
+    let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &no_retry, 30_000));
+    assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 3));
+    let up = upstream(vec![lost(), ok(r#"{"id":1,"result":"0xabab"}"#)], vec![]);
+    let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &no_retry, 30_000));
+    assert_eq!((s.class, s.attempts), (AnswerClass::Unavailable, 1));
 }
