@@ -34,6 +34,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use std::time::Duration;
 use worker::{Delay, Env};
 
@@ -47,6 +48,8 @@ struct State {
     rotation: Rotation,
     /// Each upstream's batch limit, by URL.
     batch_limits: BatchLimits,
+    /// Races whose late posts run in the background ([`run`]).
+    late: usize,
     /// Since when each upstream's chain check runs, Unix ms, by URL.
     checking: HashMap<String, u64>,
     /// The upstreams a probe runs for ([`probe`]), by URL.
@@ -95,12 +98,12 @@ fn probe(config: &Config, env: &Env, key: &str) {
     });
 }
 
-/// Whether a probe or a chain check of this isolate is under way.
+/// Whether a probe, a chain check or a race's late posts of this isolate are under way.
 pub fn background_running() -> bool {
-    with(|s| !s.probing.is_empty() || !s.checking.is_empty())
+    with(|s| !s.probing.is_empty() || !s.checking.is_empty() || s.late > 0)
 }
 
-/// Resolves once no probe or chain check of this isolate is under way, at most after
+/// Resolves once no probe, chain check or late post of this isolate is under way, at most after
 /// [`CHECK_TIMEOUT_MS`]. The Worker hands it to `ctx.waitUntil` when it answers a request with
 /// one running: the runtime cancels a request's I/O once its response is sent, and a probe
 /// started by the request's last try would otherwise never reach its upstream.
@@ -272,7 +275,10 @@ fn learn_batch(
 }
 
 /// Runs the race of one `call` over `set`: performs its posts and its timer, applies what it
-/// asks of the rotation (and, for a batch, of the batch limits), and returns its outcome.
+/// asks of the rotation (and, for a batch, of the batch limits), and returns its outcome. With
+/// several upstreams, posts still in flight when the outcome came go on in the background (a
+/// broadcast's copies, a hedge's loser) and judge their upstreams' health when they end: a node
+/// that hangs on sends is cooled by the copies it swallows ([`background_done`] waits for them).
 pub async fn run(
     config: &Config,
     env: &Env,
@@ -280,40 +286,75 @@ pub async fn run(
     call: Call<'_>,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
-    let Call {
-        kind,
-        usage,
-        body,
-        members,
-    } = call;
-    if set.len() > 1 {
-        ensure_chains(config, env, set).await;
+    if set.len() < 2 {
+        let body = call.body;
+        let post = |index: usize| -> Attempting<'_> {
+            let url = &set[index];
+            async move { (index, post_url(config, url, body, timeout_ms).await) }.boxed_local()
+        };
+        let race = with(|s| {
+            Race::new(
+                call.kind,
+                call.usage,
+                &s.rotation,
+                set,
+                body,
+                timeout_ms,
+                now_ms(),
+            )
+        });
+        return drive(config, env, set, &call, race, post).await.0;
     }
-    let mut race = with(|s| Race::new(kind, usage, &s.rotation, set, body, timeout_ms, now_ms()));
-    let mut running: FuturesUnordered<Attempting> = FuturesUnordered::new();
+    ensure_chains(config, env, set).await;
+    let (shared, text): (Rc<Config>, Rc<str>) = (Rc::new(config.clone()), Rc::from(call.body));
+    let post = |index: usize| -> Attempting<'static> {
+        let (config, url, body) = (shared.clone(), set[index].clone(), text.clone());
+        async move { (index, post_url(&config, &url, &body, timeout_ms).await) }.boxed_local()
+    };
+    let race = with(|s| {
+        Race::new(
+            call.kind,
+            call.usage,
+            &s.rotation,
+            set,
+            call.body,
+            timeout_ms,
+            now_ms(),
+        )
+    });
+    let (outcome, race, running) = drive(config, env, set, &call, race, post).await;
+    if !running.is_empty() {
+        let (env, set) = (env.clone(), set.to_vec());
+        with(|s| s.late += 1);
+        worker::wasm_bindgen_futures::spawn_local(async move {
+            late_replies(&shared, &env, &set, race, running).await;
+            with(|s| s.late -= 1);
+        });
+    }
+    outcome
+}
+
+/// The race's loop: its actions, its posts (made by `post`), its timer, until its outcome;
+/// returns the outcome, the race and the posts still in flight.
+async fn drive<'a>(
+    config: &Config,
+    env: &Env,
+    set: &[String],
+    call: &Call<'_>,
+    mut race: Race,
+    post: impl Fn(usize) -> Attempting<'a>,
+) -> (
+    Result<UpstreamReply, UpstreamError>,
+    Race,
+    FuturesUnordered<Attempting<'a>>,
+) {
+    let mut running: FuturesUnordered<Attempting<'a>> = FuturesUnordered::new();
     loop {
-        while let Some(action) = race.poll_action() {
-            match action {
-                RaceAction::Post(index) => {
-                    let url = &set[index];
-                    running.push(
-                        async move { (index, post_url(config, url, body, timeout_ms).await) }
-                            .boxed_local(),
-                    );
-                }
-                RaceAction::Record { upstream, attempt } => {
-                    record(config, env, &set[upstream], attempt);
-                }
-                RaceAction::Probe(upstream) => probe(config, env, &set[upstream]),
-                RaceAction::Disagreement {
-                    kind,
-                    first,
-                    second,
-                } => disagreement(config, env, kind, &set[first], &set[second]),
-            }
-        }
+        apply_actions(config, env, set, &mut race, |index| {
+            running.push(post(index))
+        });
         if let Some(outcome) = race.poll_outcome() {
-            return outcome;
+            return (outcome, race, running);
         }
         let reply =
             |next: Option<(usize, _)>| next.map_or(Event::Idle, |(i, r)| Event::Reply(i, r));
@@ -329,7 +370,7 @@ pub async fn run(
         };
         match event {
             Event::Reply(index, reply) => {
-                if let Some(members) = members {
+                if let Some(members) = call.members {
                     learn_batch(config, env, &set[index], members, &reply);
                 }
                 race.handle_reply(index, reply, now_ms())
@@ -337,8 +378,50 @@ pub async fn run(
             // The clock may read a little short of the time the timer was set for.
             Event::Timer(at) => race.handle_timeout(now_ms().max(at)),
             // Nothing in flight and no outcome: the machine settles before this.
-            Event::Idle => return Err(UpstreamError::Timeout(timeout_ms)),
+            Event::Idle => {
+                let timeout = Err(UpstreamError::Timeout(race.timeout_ms()));
+                return (timeout, race, running);
+            }
         }
+    }
+}
+
+/// Applies the race's actions: a post (through `post`), a health record, a probe, a
+/// disagreement.
+fn apply_actions(
+    config: &Config,
+    env: &Env,
+    set: &[String],
+    race: &mut Race,
+    mut post: impl FnMut(usize),
+) {
+    while let Some(action) = race.poll_action() {
+        match action {
+            RaceAction::Post(index) => post(index),
+            RaceAction::Record { upstream, attempt } => {
+                record(config, env, &set[upstream], attempt);
+            }
+            RaceAction::Probe(upstream) => probe(config, env, &set[upstream]),
+            RaceAction::Disagreement {
+                kind,
+                first,
+                second,
+            } => disagreement(config, env, kind, &set[first], &set[second]),
+        }
+    }
+}
+
+/// The posts of a race still in flight after its outcome, each judged when it ends.
+async fn late_replies(
+    config: &Config,
+    env: &Env,
+    set: &[String],
+    mut race: Race,
+    mut running: FuturesUnordered<Attempting<'static>>,
+) {
+    while let Some((index, reply)) = running.next().await {
+        race.handle_reply(index, reply, now_ms());
+        apply_actions(config, env, set, &mut race, |_| {});
     }
 }
 

@@ -141,6 +141,8 @@ pub struct Race {
     request: String,
     actions: VecDeque<RaceAction>,
     outcome: Option<Result<UpstreamReply, UpstreamError>>,
+    /// Whether its outcome was taken ([`Race::poll_outcome`]).
+    taken: bool,
 }
 
 impl Race {
@@ -178,6 +180,7 @@ impl Race {
             request: String::new(),
             actions: VecDeque::new(),
             outcome: None,
+            taken: false,
         };
         if set.len() == 1 {
             race.order = vec![0];
@@ -259,7 +262,7 @@ impl Race {
     /// call's wait for more answers.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.outcome.is_some() {
+        if self.done() {
             return None;
         }
         match self.mode {
@@ -277,12 +280,24 @@ impl Race {
     /// need not be reported.
     #[must_use]
     pub fn poll_outcome(&mut self) -> Option<Result<UpstreamReply, UpstreamError>> {
-        self.outcome.take()
+        let outcome = self.outcome.take();
+        self.taken |= outcome.is_some();
+        outcome
+    }
+
+    /// The call's timeout, ms.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout_ms
+    }
+
+    /// Whether the race has its outcome (given or yet to be taken).
+    fn done(&self) -> bool {
+        self.taken || self.outcome.is_some()
     }
 
     /// The timer of [`Race::poll_timeout`] fired at `now_ms`.
     pub fn handle_timeout(&mut self, now_ms: u64) {
-        if self.outcome.is_some() {
+        if self.done() {
             return;
         }
         match self.mode {
@@ -301,8 +316,9 @@ impl Race {
         }
     }
 
-    /// The upstream at `upstream` replied `reply` at `now_ms` (a reply to a post it was not sent,
-    /// or one after the outcome, is ignored).
+    /// The upstream at `upstream` replied `reply` at `now_ms` (a reply to a post it was not sent
+    /// is ignored; one after the outcome only judges its upstream's health: a node that hangs
+    /// on a broadcast's copy is found by it, though another answered).
     pub fn handle_reply(
         &mut self,
         upstream: usize,
@@ -313,7 +329,14 @@ impl Race {
             return;
         };
         let (_, posted_ms) = self.in_flight.remove(at);
-        if self.outcome.is_some() {
+        if self.done() {
+            if self.judged {
+                let latency_ms = now_ms.saturating_sub(posted_ms);
+                if let Some(attempt) = judge(self.kind, &reply).attempt.recorded(latency_ms) {
+                    self.actions
+                        .push_back(RaceAction::Record { upstream, attempt });
+                }
+            }
             return;
         }
         let usable = if self.judged {

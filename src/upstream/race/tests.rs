@@ -252,6 +252,27 @@ fn a_broadcast_goes_to_every_healthy_upstream_at_once() {
     assert_eq!(race.poll_outcome(), Some(error("already known")));
 }
 
+/// A broadcast's copy that times out after another upstream accepted still counts against its
+/// node: one that hangs on sends while the others answer is found by the copies it swallows.
+#[test]
+fn a_reply_after_the_outcome_still_judges_its_upstream() {
+    let rotation = rotation(2, 100);
+    let mut race = race(CallKind::Send, Usage::Broadcast, &rotation, 2);
+    assert_eq!(posts(&mut race), vec![0, 1]);
+    race.handle_reply(1, result("0xabab"), 1_050);
+    assert_eq!(race.poll_outcome(), Some(result("0xabab")));
+    actions(&mut race);
+    race.handle_reply(0, Err(UpstreamError::Timeout(2_000)), 3_000);
+    assert_eq!(
+        actions(&mut race),
+        vec![RaceAction::Record {
+            upstream: 0,
+            attempt: Attempt::Failed
+        }]
+    );
+    assert_eq!(race.poll_outcome(), None, "the outcome was taken once");
+}
+
 #[test]
 fn merged_answers_are_those_by_the_first_ones_hedge_delay() {
     let rotation = rotation(3, 100);
