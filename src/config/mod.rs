@@ -69,6 +69,9 @@ pub struct Config {
     /// `UPSTREAM_TIMEOUT_MS` (default 60000): how long one upstream request may take, ms. A
     /// transaction's attempts together are also bounded by `LOCK_MAX_HOLD_MS`.
     pub upstream_timeout_ms: u64,
+    /// `MAX_HEAD_LAG` (default 2): how many blocks an upstream's head may be behind the best
+    /// upstream's before it gets no reads of the tip (`latest`, `pending`), blocks.
+    pub max_head_lag: u64,
     /// `UPSTREAM_RETRIES` (default `deadline`): a transaction's original bytes are sent again after
     /// an answer that says nothing about it (connection lost, timeout, HTTP 429/502/503/504, not
     /// JSON, a busy node) until its deadline (`None`), or at most this many more times (`0`: no
@@ -334,6 +337,7 @@ impl Config {
             max_request_bytes: number(&get, "MAX_REQUEST_BYTES", 4 << 20)?,
             max_upstream_response_bytes: number(&get, "MAX_UPSTREAM_RESPONSE_BYTES", 16 << 20)?,
             upstream_timeout_ms: number(&get, "UPSTREAM_TIMEOUT_MS", 60_000)?,
+            max_head_lag: number(&get, "MAX_HEAD_LAG", 2)?,
             upstream_retries: match get("UPSTREAM_RETRIES").as_deref().map(str::trim) {
                 None | Some("deadline") => None,
                 Some(v) => Some(v.parse().map_err(|_| ConfigError {

@@ -10,6 +10,7 @@ use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::relay::{wire, Backend, ObjectError};
 use crate::transaction::TxHash;
+use crate::upstream::heads::BlockNeed;
 use crate::upstream::Platform;
 use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
 use futures_util::future::join_all;
@@ -257,6 +258,16 @@ impl Platform for WorkerBackend<'_> {
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
         self.upstream.post(body, kind, timeout_ms).await
+    }
+
+    async fn post_read(
+        &self,
+        body: &str,
+        kind: CallKind,
+        need: BlockNeed,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        self.upstream.post_read(body, kind, need, timeout_ms).await
     }
 
     async fn get_status(

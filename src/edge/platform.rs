@@ -8,6 +8,7 @@ use crate::edge::runtime::chain_ids;
 use crate::metrics::Metric;
 use crate::ordering::route_status::{status_url, MAX_STATUS_BYTES};
 use crate::transaction::TxHash;
+use crate::upstream::heads::BlockNeed;
 use crate::upstream::route::RoutingTable;
 use crate::upstream::Platform;
 use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
@@ -50,6 +51,7 @@ impl EdgePlatform<'_> {
             usage: route.usage,
             body,
             members,
+            need: BlockNeed::Any,
         };
         run(self.config, self.env, set, call, timeout_ms).await
     }
@@ -77,6 +79,26 @@ impl Platform for EdgePlatform<'_> {
     ) -> Result<UpstreamReply, UpstreamError> {
         self.post_members(body, Some(members), kind, timeout_ms)
             .await
+    }
+
+    /// [`Platform::post`] with the read's need of the heads ([`run`]).
+    async fn post_read(
+        &self,
+        body: &str,
+        kind: CallKind,
+        need: BlockNeed,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let route = self.table().route(kind);
+        let set = self.config.upstreams(route.upstreams);
+        let call = Call {
+            kind,
+            usage: route.usage,
+            body,
+            members: None,
+            need,
+        };
+        run(self.config, self.env, set, call, timeout_ms).await
     }
 
     /// The lowest limit of the upstreams of `kind`'s row ([`batch_limit`]).

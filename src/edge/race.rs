@@ -25,6 +25,7 @@ use crate::edge::http::post_url;
 use crate::edge::runtime::{chain_ids, emit, now_ms};
 use crate::metrics::Metric;
 use crate::upstream::batch::{self, BatchAnswer, BatchLimits};
+use crate::upstream::heads::{self, BlockNeed, Heads};
 use crate::upstream::race::{Disagreement, Race, RaceAction};
 use crate::upstream::rotation::{judge, Attempt, Rotation};
 use crate::upstream::route::Usage;
@@ -50,6 +51,8 @@ struct State {
     batch_limits: BatchLimits,
     /// Races whose late posts run in the background ([`run`]).
     late: usize,
+    /// Each upstream's head, by URL.
+    heads: Heads,
     /// Since when each upstream's chain check runs, Unix ms, by URL.
     checking: HashMap<String, u64>,
     /// The upstreams a probe runs for ([`probe`]), by URL.
@@ -233,6 +236,50 @@ pub struct Call<'a> {
     /// For a batch, its member count: each upstream's answer teaches its batch limit
     /// ([`batch::judge`]).
     pub members: Option<usize>,
+    /// What a client's read needs of the upstreams' heads ([`BlockNeed`]; `Any` for every
+    /// other call): the upstreams it may go to, and for `eth_blockNumber` the heads it teaches.
+    pub need: BlockNeed,
+}
+
+/// Learns upstream `key`'s head from its `reply` to `eth_blockNumber`; logs an
+/// `upstream_lagging` line when it begins to lag more than `MAX_HEAD_LAG` blocks behind the best.
+fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamReply, UpstreamError>) {
+    let Some(block) = reply
+        .as_ref()
+        .ok()
+        .filter(|r| (200..300).contains(&r.status))
+        .and_then(|r| heads::head_of(&r.body))
+    else {
+        return;
+    };
+    let lag = with(|s| s.heads.learn(key, block, config.max_head_lag, now_ms()));
+    if let Some(lag) = lag {
+        emit(
+            env,
+            &Metric::new("upstream_lagging", "", "behind")
+                .value("count", 1.0)
+                .value("lag", lag as f64)
+                .field("head", block)
+                .field("upstream", config.upstream_label(key)),
+            None,
+        );
+    }
+}
+
+/// `outcome` of an `eth_blockNumber` made to say at least the highest head known
+/// ([`Heads::at_least`]): through an isolate it never goes backwards.
+fn at_least_best(
+    outcome: Result<UpstreamReply, UpstreamError>,
+) -> Result<UpstreamReply, UpstreamError> {
+    match outcome {
+        Ok(mut reply) if (200..300).contains(&reply.status) => {
+            if let Some(body) = with(|s| s.heads.at_least(&reply.body, now_ms())) {
+                reply.body = body;
+            }
+            Ok(reply)
+        }
+        other => other,
+    }
 }
 
 /// The lowest batch limit of the upstreams of `set` now ([`BatchLimits::limit`]).
@@ -286,6 +333,32 @@ pub async fn run(
     call: Call<'_>,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
+    let usable: Vec<String>;
+    let set = match call.need {
+        BlockNeed::Tip | BlockNeed::Number(_) if set.len() > 1 => {
+            usable = with(|s| {
+                s.heads
+                    .usable(set, call.need, config.max_head_lag, now_ms())
+            });
+            &usable[..]
+        }
+        _ => set,
+    };
+    let outcome = race_over(config, env, set, &call, timeout_ms).await;
+    if call.need == BlockNeed::Head {
+        return at_least_best(outcome);
+    }
+    outcome
+}
+
+/// [`run`] over the upstreams `set` the call may go to.
+async fn race_over(
+    config: &Config,
+    env: &Env,
+    set: &[String],
+    call: &Call<'_>,
+    timeout_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
     if set.len() < 2 {
         let body = call.body;
         let post = |index: usize| -> Attempting<'_> {
@@ -303,7 +376,7 @@ pub async fn run(
                 now_ms(),
             )
         });
-        return drive(config, env, set, &call, race, post).await.0;
+        return drive(config, env, set, call, race, post).await.0;
     }
     ensure_chains(config, env, set).await;
     let (shared, text): (Rc<Config>, Rc<str>) = (Rc::new(config.clone()), Rc::from(call.body));
@@ -322,12 +395,12 @@ pub async fn run(
             now_ms(),
         )
     });
-    let (outcome, race, running) = drive(config, env, set, &call, race, post).await;
+    let (outcome, race, running) = drive(config, env, set, call, race, post).await;
     if !running.is_empty() {
-        let (env, set) = (env.clone(), set.to_vec());
+        let (env, set, need) = (env.clone(), set.to_vec(), call.need);
         with(|s| s.late += 1);
         worker::wasm_bindgen_futures::spawn_local(async move {
-            late_replies(&shared, &env, &set, race, running).await;
+            late_replies(&shared, &env, &set, need, race, running).await;
             with(|s| s.late -= 1);
         });
     }
@@ -373,6 +446,9 @@ async fn drive<'a>(
                 if let Some(members) = call.members {
                     learn_batch(config, env, &set[index], members, &reply);
                 }
+                if call.need == BlockNeed::Head {
+                    learn_head(config, env, &set[index], &reply);
+                }
                 race.handle_reply(index, reply, now_ms())
             }
             // The clock may read a little short of the time the timer was set for.
@@ -416,10 +492,14 @@ async fn late_replies(
     config: &Config,
     env: &Env,
     set: &[String],
+    need: BlockNeed,
     mut race: Race,
     mut running: FuturesUnordered<Attempting<'static>>,
 ) {
     while let Some((index, reply)) = running.next().await {
+        if need == BlockNeed::Head {
+            learn_head(config, env, &set[index], &reply);
+        }
         race.handle_reply(index, reply, now_ms());
         apply_actions(config, env, set, &mut race, |_| {});
     }

@@ -37,6 +37,7 @@ use crate::metrics::Metric;
 use crate::ordering::send_params::{send_params, SyncTimeouts};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::{self, TxHash};
+use crate::upstream::heads::BlockNeed;
 use crate::upstream::Platform;
 use crate::upstream::{error_metric, CallKind};
 use crate::websocket::is_subscription;
@@ -491,14 +492,15 @@ impl<'a, B: Backend> Relay<'a, B> {
     }
 
     /// Sends a request to the upstream, made anew from what was parsed ([`Request::to_json`]) and
-    /// routed by its method ([`CallKind::of_method`]), and returns its answer unchanged, or the
+    /// routed by its method ([`CallKind::of_method`]) and the block it needs ([`BlockNeed::of`]), and returns its answer unchanged, or the
     /// JSON-RPC error when there was no usable one. An id the upstream was not sent as it is (a
     /// number beyond 64 bits, a fraction: [`jsonrpc::Id::sent_as_is`]) is put back in the answer.
     async fn proxy(&self, req: &Request) -> Response {
         let kind = CallKind::of_method(&req.method);
+        let need = BlockNeed::of(&req.method, &req.params);
         match self
             .backend
-            .post(&req.to_json(), kind, self.config.upstream_timeout_ms)
+            .post_read(&req.to_json(), kind, need, self.config.upstream_timeout_ms)
             .await
         {
             Ok(reply) => match &req.id {

@@ -1,6 +1,7 @@
 //! One answer from several upstreams' answers to the same read, for the questions whose best
-//! answer is the most any upstream knows: a sender's transaction count (the highest: one node's
-//! pool may lag another's), and a transaction or its receipt by hash (any node that has it). Every
+//! answer is the most any upstream knows: a sender's transaction count and the head block number
+//! (the highest: one node may lag another; each node's answer also teaches its head,
+//! [`crate::upstream::heads`]), and a transaction or its receipt by hash (any node that has it). Every
 //! other request takes one upstream's answer.
 
 use serde_json::Value;
@@ -8,7 +9,8 @@ use serde_json::Value;
 /// The methods whose calls are asked of every healthy upstream at once, their answers merged
 /// (a client's: [`crate::upstream::route::CallKind::ReadMerged`]; the relay's own count, lookup by
 /// hash and receipt).
-pub const FAN_OUT_METHODS: [&str; 3] = [
+pub const FAN_OUT_METHODS: [&str; 4] = [
+    "eth_blockNumber",
     "eth_getTransactionCount",
     "eth_getTransactionByHash",
     "eth_getTransactionReceipt",
@@ -41,8 +43,8 @@ fn has_result(response: &Value) -> bool {
 }
 
 /// The merged answer to `request` from `answers` (each upstream's body text, in preference
-/// order; unparsable ones are skipped): per response id, `eth_getTransactionCount` takes the
-/// answer with the highest count, any other method the first answer with a non-null `result`,
+/// order; unparsable ones are skipped): per response id, `eth_getTransactionCount` and
+/// `eth_blockNumber` take the answer with the highest quantity, any other method the first answer with a non-null `result`,
 /// or else the first answer. The shape (object or batch array, and the order of a batch) is the
 /// first parsable answer's. `None` when no answer parses.
 pub fn merge(request: &str, answers: &[&str]) -> Option<String> {
@@ -76,7 +78,7 @@ pub fn merge(request: &str, answers: &[&str]) -> Option<String> {
             })
             .collect();
         let chosen = match method_of(&id) {
-            Some("eth_getTransactionCount") => same
+            Some("eth_getTransactionCount" | "eth_blockNumber") => same
                 .iter()
                 .filter(|r| quantity(r).is_some())
                 .max_by_key(|r| quantity(r))

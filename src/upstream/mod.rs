@@ -7,6 +7,7 @@
 //! and [`rotation`] (each upstream's health).
 
 pub mod batch;
+pub mod heads;
 pub mod lookup;
 pub mod merge;
 pub mod platform;

@@ -1,6 +1,7 @@
 //! The platform as the pure core sees it ([`Platform`]): the upstream, a timer, the clock,
 //! randomness and metrics.
 
+use super::heads::BlockNeed;
 use super::{CallKind, UpstreamError, UpstreamReply};
 use crate::metrics::Metric;
 use crate::transaction::TxHash;
@@ -33,6 +34,21 @@ pub trait Platform {
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
         let _ = members;
+        self.post(body, kind, timeout_ms).await
+    }
+
+    /// [`Platform::post`] of a client's read that needs `need` of the upstreams' heads
+    /// ([`BlockNeed`]): the platform sends it only to upstreams that have what it needs
+    /// ([`crate::upstream::heads::Heads::usable`]) and answers `eth_blockNumber` with at least
+    /// the highest head it knows; by default, [`Platform::post`] alone.
+    async fn post_read(
+        &self,
+        body: &str,
+        kind: CallKind,
+        need: BlockNeed,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let _ = need;
         self.post(body, kind, timeout_ms).await
     }
 

@@ -248,7 +248,10 @@ fn a_transaction_the_upstream_never_keeps_is_sent_again_at_most_twice_then_aband
     // the hash as data), since the relay keeps it and sends it again.
     let (code, message) = r.error_of(first);
     assert_eq!(code, -32002, "{message}");
-    assert!(message.starts_with("transaction outcome unknown"), "{message}");
+    assert!(
+        message.starts_with("transaction outcome unknown"),
+        "{message}"
+    );
     let (answer, _) = r.answer(first);
     assert!(
         matches!(&answer, Answer::Error(e) if e.contains(&crate::hex::encode(&h(0, 0)))),

@@ -1,0 +1,201 @@
+//! What block each upstream has: its head, learned from its answers to `eth_blockNumber` and kept
+//! by its URL ([`Heads`]), and what block a client's read needs ([`BlockNeed`]), so that a read of
+//! the tip never goes to an upstream stuck behind the others and a read that names a block goes to
+//! one that has it; `eth_blockNumber` through an isolate never goes backwards. The anchors are
+//! eRPC's integrity rules (`enforceHighestBlock`: an `eth_blockNumber` older than the highest
+//! known is answered with the highest; `enforceGetLogsBlockRange`: an upstream that does not have
+//! the range is skipped) and its per-upstream block tracker; the failures they answer are
+//! erpc#50 and go-ethereum#27353 (a block number announced, then that block null). Pure and
+//! clock-free.
+
+use crate::hex;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// How long a head learned from an upstream's answer is believed, ms: past it, the upstream's
+/// head is unknown (nothing is kept from it: not excluded, not trusted).
+pub const HEAD_FRESH_MS: u64 = 30_000;
+
+/// What block a client's read needs of the upstream that answers it (from its method and
+/// params, [`BlockNeed::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockNeed {
+    /// Nothing of the head: a read by hash, `earliest`, `safe`, `finalized`, the chain id.
+    Any,
+    /// `eth_blockNumber` itself: asked of every upstream (its answers teach their heads) and
+    /// answered at least with the highest head known ([`Heads::at_least`]).
+    Head,
+    /// The tip: `latest`, `pending`, or no block given (an upstream lagging behind the best
+    /// by more than `MAX_HEAD_LAG` blocks is skipped).
+    Tip,
+    /// This block number, or one at or above it (an upstream whose head is below is skipped).
+    Number(u64),
+}
+
+/// The position of the block parameter of each method that takes one.
+const BLOCK_PARAM: &[(&str, usize)] = &[
+    ("eth_call", 1),
+    ("eth_createAccessList", 1),
+    ("eth_estimateGas", 1),
+    ("eth_feeHistory", 1),
+    ("eth_getAccount", 1),
+    ("eth_getBalance", 1),
+    ("eth_getBlockByNumber", 0),
+    ("eth_getBlockReceipts", 0),
+    ("eth_getBlockTransactionCountByNumber", 0),
+    ("eth_getCode", 1),
+    ("eth_getHeaderByNumber", 0),
+    ("eth_getProof", 2),
+    ("eth_getStorageAt", 2),
+    ("eth_getTransactionByBlockNumberAndIndex", 0),
+    ("eth_getUncleByBlockNumberAndIndex", 0),
+    ("eth_getUncleCountByBlockNumber", 0),
+];
+
+impl BlockNeed {
+    /// What a read of `method` with `params` needs: `eth_blockNumber` is [`BlockNeed::Head`];
+    /// a method with a block parameter ([`BLOCK_PARAM`]; EIP-1898's `{blockNumber}` and
+    /// `{blockHash}` objects too) needs that block, the tip when it is absent, `latest` or
+    /// `pending`; `eth_getLogs` its `toBlock` (the tip when absent, nothing with a `blockHash`);
+    /// anything else nothing.
+    pub fn of(method: &str, params: &Value) -> BlockNeed {
+        if method == "eth_blockNumber" {
+            return BlockNeed::Head;
+        }
+        if method == "eth_getLogs" {
+            let filter = params.get(0);
+            if filter.and_then(|f| f.get("blockHash")).is_some() {
+                return BlockNeed::Any;
+            }
+            return Self::of_tag(filter.and_then(|f| f.get("toBlock")));
+        }
+        match BLOCK_PARAM.iter().find(|(m, _)| *m == method) {
+            Some((_, at)) => Self::of_tag(params.get(*at)),
+            None => BlockNeed::Any,
+        }
+    }
+
+    /// What a block tag or number needs (absent: the tip).
+    fn of_tag(tag: Option<&Value>) -> BlockNeed {
+        match tag {
+            None | Some(Value::Null) => BlockNeed::Tip,
+            Some(Value::String(s)) => match s.as_str() {
+                "latest" | "pending" => BlockNeed::Tip,
+                "earliest" | "safe" | "finalized" => BlockNeed::Any,
+                // A 32-byte hash (eth_getBlockReceipts takes one) names no number.
+                hash if hash.len() == 66 => BlockNeed::Any,
+                number => hex::decode_quantity(number).map_or(BlockNeed::Any, BlockNeed::Number),
+            },
+            Some(Value::Object(o)) => match o.get("blockNumber") {
+                Some(number) => Self::of_tag(Some(number)),
+                None => BlockNeed::Any,
+            },
+            Some(_) => BlockNeed::Any,
+        }
+    }
+}
+
+/// One upstream's head as last learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head {
+    block: u64,
+    at_ms: u64,
+    /// Whether it was lagging when last learned (for one `upstream_lagging` line a lapse).
+    lagging: bool,
+}
+
+/// Each upstream's head, by its URL, as its own answers told it (a node's lower answer
+/// replaces its higher one: a chain reset is believed), each believed for [`HEAD_FRESH_MS`].
+#[derive(Debug, Clone, Default)]
+pub struct Heads {
+    heads: HashMap<String, Head>,
+}
+
+impl Heads {
+    /// Learns that upstream `key` is at `block` at `now_ms`. Returns its lag behind the best
+    /// head when it has just begun lagging by more than `max_lag` blocks (to be logged once).
+    pub fn learn(&mut self, key: &str, block: u64, max_lag: u64, now_ms: u64) -> Option<u64> {
+        let before = self.heads.get(key).is_some_and(|h| h.lagging);
+        self.heads.insert(
+            key.to_string(),
+            Head {
+                block,
+                at_ms: now_ms,
+                lagging: before,
+            },
+        );
+        let lag = self.best(now_ms).unwrap_or(block).saturating_sub(block);
+        let lagging = lag > max_lag;
+        if let Some(head) = self.heads.get_mut(key) {
+            head.lagging = lagging;
+        }
+        (lagging && !before).then_some(lag)
+    }
+
+    /// The highest head believed at `now_ms`.
+    pub fn best(&self, now_ms: u64) -> Option<u64> {
+        self.fresh(now_ms).map(|(_, h)| h.block).max()
+    }
+
+    fn fresh(&self, now_ms: u64) -> impl Iterator<Item = (&String, &Head)> {
+        self.heads
+            .iter()
+            .filter(move |(_, h)| now_ms.saturating_sub(h.at_ms) <= HEAD_FRESH_MS)
+    }
+
+    /// The head of upstream `key` believed at `now_ms`.
+    pub fn head(&self, key: &str, now_ms: u64) -> Option<u64> {
+        self.heads
+            .get(key)
+            .filter(|h| now_ms.saturating_sub(h.at_ms) <= HEAD_FRESH_MS)
+            .map(|h| h.block)
+    }
+
+    /// The upstreams of `set` (in its order) a read needing `need` may go to at `now_ms`: for
+    /// the tip, not one whose head is more than `max_lag` blocks behind the best; for block
+    /// `n`, not one whose head is below `n` while another's is at or above it. An upstream
+    /// whose head is not known is never skipped, and when every one would be, none is.
+    pub fn usable(
+        &self,
+        set: &[String],
+        need: BlockNeed,
+        max_lag: u64,
+        now_ms: u64,
+    ) -> Vec<String> {
+        let best = self.best(now_ms);
+        let keep = |key: &String| match (need, self.head(key, now_ms), best) {
+            (BlockNeed::Tip, Some(head), Some(best)) => best.saturating_sub(head) <= max_lag,
+            (BlockNeed::Number(n), Some(head), Some(best)) => head >= n || best < n,
+            _ => true,
+        };
+        let kept: Vec<String> = set.iter().filter(|k| keep(k)).cloned().collect();
+        if kept.is_empty() {
+            set.to_vec()
+        } else {
+            kept
+        }
+    }
+
+    /// The answer `body` to `eth_blockNumber` made to say at least the best head at `now_ms`
+    /// (eRPC's `enforceHighestBlock`); `None` when it already does, or is not a quantity result.
+    pub fn at_least(&self, body: &str, now_ms: u64) -> Option<String> {
+        let best = self.best(now_ms)?;
+        let mut answer: Value = serde_json::from_str(body).ok()?;
+        let said = hex::decode_quantity(answer.get("result")?.as_str()?).ok()?;
+        if said >= best {
+            return None;
+        }
+        answer["result"] = Value::String(hex::encode_quantity(best));
+        Some(answer.to_string())
+    }
+}
+
+/// The block number of an `eth_blockNumber` answer `body` (a response object with a quantity
+/// `result`).
+pub fn head_of(body: &str) -> Option<u64> {
+    let answer: Value = serde_json::from_str(body).ok()?;
+    hex::decode_quantity(answer.get("result")?.as_str()?).ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,135 @@
+use super::*;
+use serde_json::json;
+
+fn set() -> Vec<String> {
+    vec!["stuck".to_string(), "healthy".to_string()]
+}
+
+#[test]
+fn what_each_read_needs_of_the_head() {
+    let need = |method: &str, params: Value| BlockNeed::of(method, &params);
+    assert_eq!(need("eth_blockNumber", json!([])), BlockNeed::Head);
+    assert_eq!(
+        need("eth_getBlockByNumber", json!(["0x1f", false])),
+        BlockNeed::Number(31)
+    );
+    assert_eq!(
+        need("eth_getBlockByNumber", json!(["latest", false])),
+        BlockNeed::Tip
+    );
+    assert_eq!(
+        need("eth_getBlockByNumber", json!(["finalized", false])),
+        BlockNeed::Any
+    );
+    assert_eq!(
+        need("eth_call", json!([{"to": "0x00"}])),
+        BlockNeed::Tip,
+        "absent: latest"
+    );
+    assert_eq!(
+        need("eth_call", json!([{"to": "0x00"}, "pending"])),
+        BlockNeed::Tip
+    );
+    assert_eq!(
+        need("eth_getBalance", json!(["0xab", "0x10"])),
+        BlockNeed::Number(16)
+    );
+    assert_eq!(
+        need("eth_getBalance", json!(["0xab", {"blockNumber": "0x10"}])),
+        BlockNeed::Number(16),
+        "EIP-1898"
+    );
+    assert_eq!(
+        need("eth_getBalance", json!(["0xab", {"blockHash": "0x01"}])),
+        BlockNeed::Any
+    );
+    assert_eq!(
+        need("eth_getStorageAt", json!(["0xab", "0x0", "0x5"])),
+        BlockNeed::Number(5)
+    );
+    assert_eq!(
+        need(
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": "0x9"}])
+        ),
+        BlockNeed::Number(9)
+    );
+    assert_eq!(
+        need("eth_getLogs", json!([{"fromBlock": "0x1"}])),
+        BlockNeed::Tip
+    );
+    assert_eq!(
+        need("eth_getLogs", json!([{"blockHash": "0x01"}])),
+        BlockNeed::Any
+    );
+    let hash = format!("0x{}", "ab".repeat(32));
+    assert_eq!(need("eth_getBlockReceipts", json!([hash])), BlockNeed::Any);
+    assert_eq!(
+        need("eth_getTransactionByHash", json!(["0x01"])),
+        BlockNeed::Any
+    );
+    assert_eq!(need("eth_chainId", json!([])), BlockNeed::Any);
+}
+
+/// The issue's two upstreams: one stuck 30 blocks behind, one healthy. Reads of the tip and of
+/// announced blocks skip the stuck one; reads by hash do not; eth_blockNumber never goes back.
+#[test]
+fn a_stuck_upstream_gets_no_reads_of_the_tip_or_of_blocks_above_its_head() {
+    let mut heads = Heads::default();
+    assert_eq!(heads.learn("healthy", 100, 2, 0), None);
+    assert_eq!(heads.learn("stuck", 70, 2, 0), Some(30), "logged once");
+    assert_eq!(
+        heads.learn("stuck", 70, 2, 10),
+        None,
+        "not again while it lags"
+    );
+    assert_eq!(heads.usable(&set(), BlockNeed::Tip, 2, 10), vec!["healthy"]);
+    assert_eq!(
+        heads.usable(&set(), BlockNeed::Number(100), 2, 10),
+        vec!["healthy"]
+    );
+    assert_eq!(
+        heads.usable(&set(), BlockNeed::Number(70), 2, 10),
+        set(),
+        "both hold 70"
+    );
+    assert_eq!(heads.usable(&set(), BlockNeed::Any, 2, 10), set());
+    assert_eq!(
+        heads.usable(&set(), BlockNeed::Number(101), 2, 10),
+        set(),
+        "none known to"
+    );
+    // Within the lag allowed, both serve the tip.
+    heads.learn("stuck", 98, 2, 20);
+    assert_eq!(heads.usable(&set(), BlockNeed::Tip, 2, 20), set());
+    // An answer below the best head is raised to it; one at it is left alone.
+    let behind = r#"{"jsonrpc":"2.0","id":7,"result":"0x46"}"#;
+    let raised: Value = serde_json::from_str(&heads.at_least(behind, 20).unwrap()).unwrap();
+    assert_eq!(
+        (raised["result"].as_str(), raised["id"].as_i64()),
+        (Some("0x64"), Some(7))
+    );
+    assert_eq!(
+        heads.at_least(r#"{"jsonrpc":"2.0","id":7,"result":"0x64"}"#, 20),
+        None
+    );
+    assert_eq!(head_of(behind), Some(70));
+}
+
+/// A head is believed for HEAD_FRESH_MS; a node's lower answer replaces its higher one (a chain
+/// that was reset is believed, not held at its old height).
+#[test]
+fn heads_are_believed_while_fresh_and_a_reset_is_believed() {
+    let mut heads = Heads::default();
+    heads.learn("healthy", 100, 2, 0);
+    heads.learn("stuck", 70, 2, 0);
+    assert_eq!(heads.best(HEAD_FRESH_MS), Some(100));
+    assert_eq!(heads.best(HEAD_FRESH_MS + 1), None);
+    assert_eq!(
+        heads.usable(&set(), BlockNeed::Tip, 2, HEAD_FRESH_MS + 1),
+        set()
+    );
+    heads.learn("healthy", 3, 2, 50_000);
+    heads.learn("stuck", 3, 2, 50_000);
+    assert_eq!(heads.best(50_000), Some(3));
+}
