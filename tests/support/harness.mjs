@@ -116,25 +116,61 @@ export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPor
  * 503 page (a load balancer while the node restarts); "refuse" closes the listening socket and
  * every open connection, so connections are refused (the node itself restarting). It resolves
  * when the upstream is back; `outages` records { kind, from, to } (performance.now(), ms).
+ * Provider profiles (tests/support/providers.mjs) plug in through `profile` (or spread in) and
+ * these hooks; without them the proxy behaves as before:
+ * - profile: an object of options and hooks (a provider's), under the options given here: its
+ *   `fault` is asked after the one given here (the first answer wins), its `latency` adds to the
+ *   one given here, its `hang` is or-ed with the one given here; every other option given here
+ *   replaces the profile's. It is returned as the proxy's `profile` (its own records, such as
+ *   `refusals`, stay on it);
+ * - memberAnswers(batch): once per batch (a JSON array), after `fault`: an array as long as the
+ *   batch whose entries are null (the member goes on to the node as before) or a JSON-RPC answer
+ *   object to give that member instead (a per-member rate limit); such a member never reaches
+ *   the node (it is not in `seen`);
+ * - rewrite(message, forward): for every request object (a single request or a batch's member)
+ *   before the proxy handles it: a JSON-RPC answer object to give instead, or undefined to go on
+ *   as before; `forward(message)` asks the node and returns its answer object (a lagging read).
+ * `flightStats()` says how many requests are at the proxy now (read, not yet answered, those
+ * waiting under `connectionCap` included) and the most at once since the start or the last
+ * `resetFlight()`.
  * `seen` records every transaction that reached the proxy:
  * { sender, nonce, hash, at (arrival, before the injected latency), answeredAt, accepted, dropped }
  * (times from performance.now(), ms). `requests` records every request body with its arrival
  * (`{ at, body, text, answeredAt }`: the body as read, its text as it came, and when the
  * upstream's answer was ready, for those answered with one).
  */
-export async function startProxy({
-  upstream,
-  latency = () => 0,
-  strictNonce = true,
-  hang = () => false,
-  drop = () => null,
-  fault = () => null,
-  http10 = false,
-  lagPendingMs = 0,
-  senderOf = () => undefined,
-  goJson = false,
-  connectionCap = Infinity,
-}) {
+export async function startProxy(options) {
+  const { profile = {} } = options;
+  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+  const {
+    upstream,
+    latency: givenLatency = () => 0,
+    strictNonce = true,
+    hang: givenHang = () => false,
+    drop = () => null,
+    fault: givenFault = () => null,
+    http10 = false,
+    lagPendingMs = 0,
+    senderOf = () => undefined,
+    goJson = false,
+    connectionCap = Infinity,
+    memberAnswers = null,
+    rewrite = null,
+  } = { ...profile, ...given, latency: given.latency, hang: given.hang, fault: given.fault };
+  const latency = profile.latency ? (req) => (givenLatency(req) ?? 0) + (profile.latency(req) ?? 0) : givenLatency;
+  const hang = profile.hang ? (tx) => givenHang(tx) || profile.hang(tx) : givenHang;
+  const fault = profile.fault ? (req) => givenFault(req) ?? profile.fault(req) : givenFault;
+  // Requests being handled (read, not yet answered), and the most at once.
+  const flight = { now: 0, most: 0 };
+  const flying = async (work) => {
+    flight.now += 1;
+    flight.most = Math.max(flight.most, flight.now);
+    try {
+      return await work();
+    } finally {
+      flight.now -= 1;
+    }
+  };
   // The connection cap: requests with their headers not yet answered, and those waiting a slot.
   const cap = { active: 0, queue: [], capped: 0, mostWaiting: 0 };
   const acquire = async () => {
@@ -178,7 +214,12 @@ export async function startProxy({
     const count = base.get(sender) + seen.filter((r) => r.sender === sender && r.accepted && r.answeredAt <= cutoff).length;
     return { jsonrpc: "2.0", id: req.id, result: `0x${count.toString(16)}` };
   };
+  const forwardOne = async (message) => JSON.parse((await forward(JSON.stringify(message))).body);
   const handleOne = async (req, arrivedAt) => {
+    if (rewrite && req && typeof req === "object") {
+      const instead = await rewrite(req, forwardOne);
+      if (instead !== undefined) return instead;
+    }
     if (lagPendingMs && req.method === "eth_getTransactionCount" && req.params?.[1] === "pending") return lagged(req);
     if (req.method !== "eth_sendRawTransaction") return JSON.parse((await forward(JSON.stringify(req))).body);
     const raw = req.params[0];
@@ -222,7 +263,7 @@ export async function startProxy({
   // run a batch (a window's members then reach anvil in nonce order, as they would a node).
   const inOrder = async (members, each) => {
     const out = [];
-    for (const member of members) out.push(await each(member));
+    for (const [i, member] of members.entries()) out.push(await each(member, i));
     return out;
   };
   /** One request text in; { status, headers, body }, or "destroy", or null (hung). */
@@ -248,8 +289,9 @@ export async function startProxy({
       return { status: injected.status ?? 200, headers: injected.headers ?? { "content-type": "application/json" }, body: injected.body ?? "" };
     }
     try {
+      const instead = Array.isArray(req) && memberAnswers ? memberAnswers(req) : null;
       const answer = Array.isArray(req)
-        ? await inOrder(req, (r) => handleOne(r, arrivedAt))
+        ? await inOrder(req, (r, i) => instead?.[i] ?? handleOne(r, arrivedAt))
         : await handleOne(req, arrivedAt);
       if (answer === null) return null; // hung: the socket stays open until stop()
       if (answer === DROP || (Array.isArray(answer) && answer.includes(DROP))) return "destroy";
@@ -280,7 +322,7 @@ export async function startProxy({
         const length = Number(/content-length:\s*(\d+)/i.exec(head)?.[1] ?? 0);
         if (buf.length < end + 4 + length) return;
         done = true;
-        const out = await handle(buf.subarray(end + 4, end + 4 + length).toString());
+        const out = await flying(() => handle(buf.subarray(end + 4, end + 4 + length).toString()));
         if (out === null) return;
         if (out === "destroy") return socket.destroy();
         const body = Buffer.from(out.body);
@@ -297,13 +339,14 @@ export async function startProxy({
       } catch {
         return; // the client (the relay, killed mid-request) went away: nothing to answer
       }
-      await acquire();
-      let out;
-      try {
-        out = await handle(Buffer.concat(chunks).toString());
-      } finally {
-        release(); // its headers go now (or never: hung, dropped)
-      }
+      const out = await flying(async () => {
+        await acquire();
+        try {
+          return await handle(Buffer.concat(chunks).toString());
+        } finally {
+          release(); // its headers go now (or never: hung, dropped)
+        }
+      });
       if (out === null) return;
       if (out === "destroy") return request.socket.destroy();
       response.writeHead(out.status, out.headers);
@@ -364,6 +407,14 @@ export async function startProxy({
     outages,
     /** Requests that waited for a slot under `connectionCap`, and the most waiting for headers at once. */
     capStats: () => ({ capped: cap.capped, mostWaiting: cap.mostWaiting }),
+    /** Requests being handled now, and the most at once since the start or the last resetFlight(). */
+    flightStats: () => ({ now: flight.now, most: flight.most }),
+    /** Starts counting the most requests at once anew (from those in flight now). */
+    resetFlight: () => {
+      flight.most = flight.now;
+    },
+    /** The provider profile this proxy plays (tests/support/providers.mjs), or {}. */
+    profile,
     /** How many WebSocket connections pass through now. */
     webSocketCount: () => webSockets.size,
     /** Cuts every WebSocket passing through (the upstream's socket drops). */
