@@ -71,7 +71,14 @@ test("ethers v6: network, block, balance, a transaction mined", async () => {
 test("viem over the WebSocket: watchBlocks, and a burst of three on the same socket, mined in order", async () => {
   const s = await stack({ anvil: { extraArgs: ["--block-time", "1"] } });
   try {
-    const { stdout } = await run(process.execPath, [path.join(ROOT, "examples/viem-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 });
+    const started = performance.now();
+    const { stdout } = await run(process.execPath, [path.join(ROOT, "examples/viem-websocket.mjs")], { env: env(s.relay.url), timeout: 30_000 }).catch((e) => {
+      // What the relay saw of the sockets, for a run that did not end (it hung once in a full
+      // suite after printing both lines: its socket's close never completed).
+      console.log(`# viem-websocket did not end after ${(performance.now() - started).toFixed(0)} ms; relay's socket lines:`);
+      for (const line of s.relay.logs.filter((l) => /"event":"ws_/.test(l))) console.log(`# ${line.slice(0, 300)}`);
+      throw e;
+    });
     assert.match(stdout, /^burst 3 mined$/m);
     assert.match(stdout, /^watched \d+ blocks$/m);
     assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0, "the strict upstream refused none");

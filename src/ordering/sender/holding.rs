@@ -92,7 +92,7 @@ impl Sender {
                     .answer
                     .error_parts()
                     .map_or_else(|| class.label().to_string(), |(_, message)| message);
-                Answer::outcome_unknown(&hash, &format!("the upstream answered {why}"))
+                Answer::outcome_unknown(&hash, &why)
             }
             _ => result.answer.clone(),
         };
