@@ -302,7 +302,18 @@ fn learn_batch(
     members: usize,
     reply: &Result<UpstreamReply, UpstreamError>,
 ) {
-    let answer = batch::judge(members, reply);
+    // The common answer, every member answered without an error, is known without parsing it.
+    let clean = reply.as_ref().is_ok_and(|r| {
+        (200..300).contains(&r.status) && r.body.starts_with('[') && !r.body.contains("\"error\"")
+    });
+    let answer = if clean {
+        BatchAnswer::Parts {
+            answered: members,
+            not_attempted: 0,
+        }
+    } else {
+        batch::judge(members, reply)
+    };
     let Some(cap) = with(|s| s.batch_limits.learn(key, members, answer, now_ms())) else {
         return;
     };

@@ -124,10 +124,15 @@ pub fn judge(members: usize, reply: &Result<UpstreamReply, UpstreamError>) -> Ba
     let Ok(reply) = reply else {
         return BatchAnswer::Failed;
     };
-    let Ok(value) = serde_json::from_str::<Value>(&reply.body) else {
-        return BatchAnswer::Failed;
-    };
-    let ok = (200..300).contains(&reply.status);
+    match serde_json::from_str::<Value>(&reply.body) {
+        Ok(value) => judge_value(members, reply.status, &value),
+        Err(_) => BatchAnswer::Failed,
+    }
+}
+
+/// [`judge`] of an answer already parsed (`value`, with its HTTP `status`).
+pub fn judge_value(members: usize, status: u16, value: &Value) -> BatchAnswer {
+    let ok = (200..300).contains(&status);
     match value {
         Value::Array(parts)
             if ok && !(members > 1 && parts.len() == 1 && error_text(&parts[0]).is_some()) =>
@@ -143,7 +148,7 @@ pub fn judge(members: usize, reply: &Result<UpstreamReply, UpstreamError>) -> Ba
             }
         }
         Value::Array(parts) => refusal(parts.first().and_then(error_text), ok),
-        Value::Object(_) => refusal(error_text(&value), ok),
+        Value::Object(_) => refusal(error_text(value), ok),
         _ if ok => BatchAnswer::Refused { limit: None },
         _ => BatchAnswer::Failed,
     }
@@ -172,10 +177,15 @@ pub fn split_batch(
     count: usize,
 ) -> Vec<Option<Result<UpstreamReply, UpstreamError>>> {
     let mut parts = vec![None; count];
-    let (Ok(reply), BatchAnswer::Parts { .. }) = (reply, judge(count, reply)) else {
+    let Ok(reply) = reply else {
         return parts;
     };
-    let Ok(Value::Array(members)) = serde_json::from_str::<Value>(&reply.body) else {
+    let Ok(value) = serde_json::from_str::<Value>(&reply.body) else {
+        return parts;
+    };
+    let (BatchAnswer::Parts { .. }, Value::Array(members)) =
+        (judge_value(count, reply.status, &value), value)
+    else {
         return parts;
     };
     for member in members {

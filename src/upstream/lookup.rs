@@ -344,9 +344,10 @@ async fn ask_batch<'a, U: Platform + ?Sized>(
     let reply = post_batch_retried(upstream, &body, members.len(), kind, policy, deadline_ms)
         .await
         .map_err(|e| LookupError::Unavailable(e.to_string()))?;
-    let answer = batch::judge(members.len(), &Ok(reply.clone()));
-    let responses = match (answer, serde_json::from_str::<Value>(&reply.body)) {
-        (BatchAnswer::Parts { .. }, Ok(Value::Array(responses))) => responses,
+    let value = serde_json::from_str::<Value>(&reply.body).unwrap_or(Value::Null);
+    let answer = batch::judge_value(members.len(), reply.status, &value);
+    let responses = match (answer, value) {
+        (BatchAnswer::Parts { .. }, Value::Array(responses)) => responses,
         (BatchAnswer::Refused { .. }, _) => {
             return Ok(BatchPart {
                 part: Found::default(),
