@@ -36,11 +36,13 @@ impl EdgePlatform<'_> {
         )
     }
 
-    /// To the upstreams of `kind`'s row, raced ([`run`]); `members` for a batch.
+    /// To the upstreams of `kind`'s row, raced ([`run`]); `members` for a batch, `need` for a
+    /// client's read.
     async fn post_members(
         &self,
         body: &str,
         members: Option<usize>,
+        need: BlockNeed,
         kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
@@ -51,7 +53,7 @@ impl EdgePlatform<'_> {
             usage: route.usage,
             body,
             members,
-            need: BlockNeed::Any,
+            need,
         };
         run(self.config, self.env, set, call, timeout_ms).await
     }
@@ -66,7 +68,8 @@ impl Platform for EdgePlatform<'_> {
         kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        self.post_members(body, None, kind, timeout_ms).await
+        self.post_members(body, None, BlockNeed::Any, kind, timeout_ms)
+            .await
     }
 
     /// [`Platform::post`], each upstream's answer judged for the batch limits ([`run`]).
@@ -77,7 +80,7 @@ impl Platform for EdgePlatform<'_> {
         kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        self.post_members(body, Some(members), kind, timeout_ms)
+        self.post_members(body, Some(members), BlockNeed::Any, kind, timeout_ms)
             .await
     }
 
@@ -89,16 +92,7 @@ impl Platform for EdgePlatform<'_> {
         need: BlockNeed,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        let route = self.table().route(kind);
-        let set = self.config.upstreams(route.upstreams);
-        let call = Call {
-            kind,
-            usage: route.usage,
-            body,
-            members: None,
-            need,
-        };
-        run(self.config, self.env, set, call, timeout_ms).await
+        self.post_members(body, None, need, kind, timeout_ms).await
     }
 
     /// The lowest limit of the upstreams of `kind`'s row ([`batch_limit`]).
