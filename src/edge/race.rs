@@ -370,24 +370,27 @@ async fn race_over(
     call: &Call<'_>,
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
+    let new_race = || {
+        with(|s| {
+            let now = now_ms();
+            Race::new(
+                call.kind,
+                call.usage,
+                &s.rotation,
+                set,
+                call.body,
+                timeout_ms,
+                now,
+            )
+        })
+    };
     if set.len() < 2 {
         let body = call.body;
         let post = |index: usize| -> Attempting<'_> {
             let url = &set[index];
             async move { (index, post_url(config, url, body, timeout_ms).await) }.boxed_local()
         };
-        let race = with(|s| {
-            Race::new(
-                call.kind,
-                call.usage,
-                &s.rotation,
-                set,
-                body,
-                timeout_ms,
-                now_ms(),
-            )
-        });
-        return drive(config, env, set, call, race, post).await.0;
+        return drive(config, env, set, call, new_race(), post).await.0;
     }
     ensure_chains(config, env, set).await;
     let (shared, text): (Rc<Config>, Rc<str>) = (Rc::new(config.clone()), Rc::from(call.body));
@@ -395,18 +398,7 @@ async fn race_over(
         let (config, url, body) = (shared.clone(), set[index].clone(), text.clone());
         async move { (index, post_url(&config, &url, &body, timeout_ms).await) }.boxed_local()
     };
-    let race = with(|s| {
-        Race::new(
-            call.kind,
-            call.usage,
-            &s.rotation,
-            set,
-            call.body,
-            timeout_ms,
-            now_ms(),
-        )
-    });
-    let (outcome, race, running) = drive(config, env, set, call, race, post).await;
+    let (outcome, race, running) = drive(config, env, set, call, new_race(), post).await;
     if !running.is_empty() {
         let (env, set, need) = (env.clone(), set.to_vec(), call.need);
         with(|s| s.late += 1);

@@ -217,14 +217,20 @@ pub const PATTERNS: &[(&str, AnswerClass, &str)] = &[
     ("negativevalue", Rejected, "geth `negative value`"),
 ];
 
-/// The class of an error message (and `data` text), by [`PATTERNS`]; [`AnswerClass::Unrecognized`]
-/// when none matches.
-pub fn classify_message(message: &str) -> AnswerClass {
-    let squashed: String = message
+/// `message` as the patterns read it: lowercase, with no spaces, `_` or `-` (so `AlreadyKnown`,
+/// `ALREADY_EXISTS` and `already known` meet).
+pub fn squash(message: &str) -> String {
+    message
         .chars()
         .filter(|c| !matches!(c, ' ' | '_' | '-'))
         .flat_map(char::to_lowercase)
-        .collect();
+        .collect()
+}
+
+/// The class of an error message (and `data` text), by [`PATTERNS`]; [`AnswerClass::Unrecognized`]
+/// when none matches.
+pub fn classify_message(message: &str) -> AnswerClass {
+    let squashed = squash(message);
     PATTERNS
         .iter()
         .find(|(pattern, _, _)| squashed.contains(pattern))

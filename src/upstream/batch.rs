@@ -57,11 +57,7 @@ pub const NOT_ATTEMPTED: &[&str] = &[
 /// Whether a batch member's error `message` (its text and `data`) says nothing about the member:
 /// a batch limit, a rate limit, a method not served in a batch ([`NOT_ATTEMPTED`]).
 pub fn not_attempted(message: &str) -> bool {
-    let squashed: String = message
-        .chars()
-        .filter(|c| !matches!(c, ' ' | '_' | '-'))
-        .flat_map(char::to_lowercase)
-        .collect();
+    let squashed = crate::ordering::answer::squash(message);
     NOT_ATTEMPTED.iter().any(|p| squashed.contains(p))
 }
 
