@@ -3,7 +3,7 @@
 // proxy as the read node, both before one anvil that mines only when the route builds a block.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startRelay, until } from "./support/harness.mjs";
+import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startProxy, startRelay, until } from "./support/harness.mjs";
 import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /** The stack of `startPrivateStack` with the relay's settings `vars`. */
@@ -146,5 +146,38 @@ test("a transaction the private route keeps pending for 8 blocks is not sent aga
     assert.equal(sendsAt(s.read), 0);
   } finally {
     await s.stop();
+  }
+});
+
+test("two routes, the first 1.5 s slow and answering no reads: each transaction reaches exactly one route (the first: failover, never hedged), and a route is used though it never answers eth_chainId", async () => {
+  const s = await privateStack();
+  const isSend = (req) => [req].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""));
+  // Both links lead to the stand-in route; the first holds each send 1.5 s and answers every
+  // other request (eth_chainId included) with a 503, as a route that serves no reads.
+  const slow = await startProxy({
+    upstream: s.route.url,
+    strictNonce: false,
+    latency: (req) => (isSend(req) ? 1_500 : 0),
+    fault: (req) => (isSend(req) ? null : { status: 503, headers: { "content-type": "text/html" }, body: "<html>503</html>" }),
+  });
+  const fast = await startProxy({ upstream: s.route.url, strictNonce: false });
+  await s.relay.stop();
+  s.relay = await startRelay({ vars: { ...s.vars, UPSTREAM_SEND_URL: `${slow.url},${fast.url}` } });
+  try {
+    const account = devAccount(9);
+    const raws = await Promise.all(Array.from({ length: 3 }, (_, n) => signTransfer(account, n)));
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i + 1)));
+    const hashes = answers.map((a) => a.json?.result);
+    assert.ok(hashes.every((h) => /^0x[0-9a-f]{64}$/.test(h ?? "")), JSON.stringify(answers.map((a) => a.json)));
+    const at = (proxy) => proxy.requests.filter((r) => isSend(r.body)).length;
+    console.log(`# two routes: sends at the slow first route ${at(slow)}, at the second ${at(fast)}; wall ${Math.max(...answers.map((a) => a.ms)).toFixed(0)} ms`);
+    assert.equal(at(slow), 3, "each at the first route");
+    assert.equal(at(fast), 0, "none at the second: not hedged");
+    for (const hash of hashes) assert.equal(arrivals(s.route, hash), 1, `${hash} at the route once`);
+    assert.deepEqual(await s.route.buildBlock(), hashes);
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+  } finally {
+    await s.stop();
+    await Promise.all([slow.stop(), fast.stop()]);
   }
 });

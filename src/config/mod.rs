@@ -227,18 +227,18 @@ impl Config {
             return Err(HTTP_URLS.error("UPSTREAM_RPC_URL"));
         }
         let upstream_send_urls = match get("UPSTREAM_SEND_URL") {
-            Some(listed) => HTTP_URLS.list("UPSTREAM_SEND_URL", &listed)?,
+            Some(listed) => ROUTE_URLS.list("UPSTREAM_SEND_URL", &listed)?,
             None => Vec::new(),
         };
         let send_status_url = match get("SEND_STATUS_URL") {
             None => None,
             Some(url) => {
                 let url = url.trim().to_string();
-                if !HTTP_URLS.accepts(&url) || !url.contains("{hash}") {
+                if !ROUTE_URLS.accepts(&url) || !url.contains("{hash}") {
                     return Err(ConfigError {
                         name: "SEND_STATUS_URL",
-                        problem: "must be an http:// or https:// URL with {hash} where the \
-                                  transaction hash goes"
+                        problem: "must be an https:// URL (http:// only to 127.0.0.1, \
+                                  localhost or [::1]) with {hash} where the transaction hash goes"
                             .into(),
                     });
                 }
@@ -519,18 +519,32 @@ impl Config {
 /// What an upstream URL setting accepts: the schemes, and what its error says otherwise.
 struct UrlKind {
     schemes: [&'static str; 2],
+    /// A scheme of `schemes` accepted only for a loopback host (`127.0.0.1`, `localhost`,
+    /// `[::1]`): plain HTTP to a private route, for tests.
+    loopback_only: Option<&'static str>,
     problem: &'static str,
 }
 
-/// An HTTP upstream URL (`UPSTREAM_RPC_URL`, `UPSTREAM_SEND_URL`).
+/// An HTTP upstream URL (`UPSTREAM_RPC_URL`).
 const HTTP_URLS: UrlKind = UrlKind {
     schemes: ["http://", "https://"],
+    loopback_only: None,
     problem: "must be an http:// or https:// URL, or a comma-separated list of them",
+};
+
+/// A private route's URL (`UPSTREAM_SEND_URL`, `SEND_STATUS_URL`): HTTPS, since what goes there
+/// must reach the route alone, unread on the way (plain HTTP only to a loopback host, for tests).
+const ROUTE_URLS: UrlKind = UrlKind {
+    schemes: ["http://", "https://"],
+    loopback_only: Some("http://"),
+    problem: "must be an https:// URL, or a comma-separated list of them (http:// only to \
+              127.0.0.1, localhost or [::1])",
 };
 
 /// A WebSocket upstream URL (`UPSTREAM_WS_URL`).
 const WS_URLS: UrlKind = UrlKind {
     schemes: ["ws://", "wss://"],
+    loopback_only: None,
     problem: "must be a ws:// or wss:// URL, or a comma-separated list of them",
 };
 
@@ -543,9 +557,21 @@ impl UrlKind {
         }
     }
 
-    /// Whether `url` starts with one of the schemes.
+    /// Whether `url` starts with one of the schemes (the loopback-only one with a loopback
+    /// host).
     fn accepts(&self, url: &str) -> bool {
-        self.schemes.iter().any(|scheme| url.starts_with(scheme))
+        self.schemes
+            .iter()
+            .any(|scheme| match url.strip_prefix(scheme) {
+                None => false,
+                Some(rest) if self.loopback_only == Some(*scheme) => {
+                    ["127.0.0.1", "localhost", "[::1]"].iter().any(|host| {
+                        rest.strip_prefix(host)
+                            .is_some_and(|after| after.is_empty() || after.starts_with([':', '/']))
+                    })
+                }
+                Some(_) => true,
+            })
     }
 
     /// The URLs of setting `name`'s `listed` value (a comma-separated list, blanks dropped).

@@ -390,6 +390,51 @@ fn a_private_send_route_takes_the_sends_alone_and_is_redacted() {
     );
 }
 
+/// A private route and its status URL are HTTPS (what goes there must reach the route alone,
+/// unread on the way); plain HTTP only to a loopback host, for tests.
+#[test]
+fn a_private_routes_urls_are_https_or_loopback() {
+    let route = |send: &str, status: &str| {
+        let mut vars = vec![
+            ("UPSTREAM_RPC_URL", "http://read.example"),
+            ("UPSTREAM_SEND_URL", send),
+        ];
+        if !status.is_empty() {
+            vars.push(("SEND_STATUS_URL", status));
+        }
+        config(&vars).map(|_| ()).map_err(|e| e.name)
+    };
+    for ok in [
+        "https://route.example",
+        "http://127.0.0.1:8545",
+        "http://localhost:9000/rpc",
+        "http://[::1]:8545",
+        "http://localhost",
+    ] {
+        assert_eq!(route(ok, ""), Ok(()), "{ok}");
+    }
+    for refused in [
+        "http://route.example",
+        "http://localhost.evil.example",
+        "http://127.0.0.1@evil.example/",
+        "https://route.example, http://route.example",
+    ] {
+        assert_eq!(route(refused, ""), Err("UPSTREAM_SEND_URL"), "{refused}");
+    }
+    assert_eq!(
+        route("https://r.example", "https://s.example/tx/{hash}"),
+        Ok(())
+    );
+    assert_eq!(
+        route("https://r.example", "http://127.0.0.1:1/tx/{hash}"),
+        Ok(())
+    );
+    assert_eq!(
+        route("https://r.example", "http://status.example/tx/{hash}"),
+        Err("SEND_STATUS_URL")
+    );
+}
+
 #[test]
 fn the_routes_status_url_and_public_fallback_need_the_route_and_are_checked() {
     let route = [

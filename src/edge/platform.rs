@@ -30,10 +30,15 @@ impl EdgePlatform<'_> {
     /// The routing table of the isolate's chain.
     fn table(&self) -> RoutingTable {
         let chain_id = chain_ids().current(self.config.chain_id);
-        RoutingTable::new(
+        let table = RoutingTable::new(
             self.config.pool_kind_for(chain_id),
             self.config.send_broadcast,
-        )
+        );
+        if self.config.private_route() {
+            table.behind_a_private_route()
+        } else {
+            table
+        }
     }
 
     /// To the upstreams of `kind`'s row, raced ([`run`]); `members` for a batch, `need` for a

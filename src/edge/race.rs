@@ -392,7 +392,14 @@ async fn race_over(
         };
         return drive(config, env, set, call, new_race(), post).await.0;
     }
-    ensure_chains(config, env, set).await;
+    if call.kind == CallKind::Send && config.private_route() {
+        // A private route is not asked its chain id (a route may serve no reads, or rate-limit
+        // them from Cloudflare's shared addresses): every transaction carries its own, checked
+        // by the relay (EIP-155).
+        with(|s| set.iter().for_each(|key| s.rotation.checked(key)));
+    } else {
+        ensure_chains(config, env, set).await;
+    }
     let (shared, text): (Rc<Config>, Rc<str>) = (Rc::new(config.clone()), Rc::from(call.body));
     let post = |index: usize| -> Attempting<'static> {
         let (config, url, body) = (shared.clone(), set[index].clone(), text.clone());

@@ -218,6 +218,11 @@ pub async fn look_up<U: Platform + ?Sized>(
             .attempt_timeout(upstream.now_ms(), deadline_ms)
             .min(STATUS_TIMEOUT_MS);
         let status = match upstream.get_status(hash, timeout_ms).await {
+            // Only a 2xx says the route's word: a 503 with `{"status":"failed"}` is the
+            // endpoint's trouble, not a drop (which would send the transaction again).
+            Ok(reply) if !(200..300).contains(&reply.status) => {
+                Err(UpstreamError::Status(reply.status, reply.retry_after_ms))
+            }
             Ok(reply) => RouteStatus::of_body(&reply.body).ok_or(UpstreamError::Invalid),
             Err(e) => Err(e),
         };
@@ -699,6 +704,14 @@ mod tests {
                 ([1; 32], Ok(UpstreamReply::ok(r#"{"status":"FAILED"}"#))),
                 ([2; 32], Err(UpstreamError::Timeout(10))),
                 ([3; 32], Ok(UpstreamReply::ok(r#"{"status":"PENDING"}"#))),
+                (
+                    [4; 32],
+                    Ok(UpstreamReply {
+                        status: 503,
+                        body: r#"{"status":"FAILED"}"#.into(),
+                        retry_after_ms: None,
+                    }),
+                ),
             ],
             asked: Default::default(),
             metrics: Default::default(),
@@ -706,7 +719,7 @@ mod tests {
         let query = Query {
             latest: true,
             hashes: vec![[1; 32]],
-            route_statuses: vec![[1; 32], [2; 32], [3; 32]],
+            route_statuses: vec![[1; 32], [2; 32], [3; 32], [4; 32]],
             ..Query::default()
         };
         let policy = RetryPolicy::until_deadline(1_000);
@@ -717,10 +730,15 @@ mod tests {
         let found = found.unwrap();
         assert_eq!(found.latest, Some(3));
         assert_eq!(found.known.get(&[1; 32]), Some(&Seen::Missing));
-        assert_eq!(peers.asked.borrow().len(), 3, "each asked once");
+        assert_eq!(peers.asked.borrow().len(), 4, "each asked once");
         assert_eq!(found.route.get(&[1; 32]), Some(&RouteStatus::Failed));
         assert_eq!(found.route.get(&[2; 32]), None);
         assert_eq!(found.route.get(&[3; 32]), Some(&RouteStatus::Pending));
+        assert_eq!(
+            found.route.get(&[4; 32]),
+            None,
+            "a status is read only from a 2xx"
+        );
         let logged = peers.metrics.borrow();
         assert_eq!(logged.len(), 1, "{logged:?}");
         assert!(logged[0].contains("upstream_error") && logged[0].contains("route_status"));

@@ -12,7 +12,7 @@
 //!
 //! | kind | upstreams | usage |
 //! | --- | --- | --- |
-//! | [`CallKind::Send`] | `UPSTREAM_SEND_URL`, else `UPSTREAM_RPC_URL` | [`Usage::Hedged`]; [`Usage::Failover`] under a strict pool; [`Usage::Broadcast`] with `SEND_BROADCAST=all` |
+//! | [`CallKind::Send`] | `UPSTREAM_SEND_URL`, else `UPSTREAM_RPC_URL` | [`Usage::Hedged`]; [`Usage::Failover`] under a strict pool and behind a private route; [`Usage::Broadcast`] with `SEND_BROADCAST=all` (not behind a private route) |
 //! | [`CallKind::SendPublic`] | `UPSTREAM_RPC_URL` | as [`CallKind::Send`] |
 //! | [`CallKind::Read`], [`CallKind::OwnChainId`], [`CallKind::OwnOther`], [`CallKind::Head`] | `UPSTREAM_RPC_URL` | [`Usage::Hedged`] |
 //! | [`CallKind::ReadMerged`], [`CallKind::OwnCount`], [`CallKind::OwnByHash`], [`CallKind::OwnReceipt`] | `UPSTREAM_RPC_URL` | [`Usage::Merged`] |
@@ -225,6 +225,20 @@ impl RoutingTable {
         RoutingTable { rows }
     }
 
+    /// The table behind a private route (`UPSTREAM_SEND_URL`): its sends go to one route at a
+    /// time, the next only when one fails ([`Usage::Failover`]), never hedged or broadcast: two
+    /// copies would put one transaction in two auctions, and nonce n at one route and n + 1 at
+    /// another, which cannot simulate it. The public copy ([`CallKind::SendPublic`]) keeps its
+    /// usage.
+    pub fn behind_a_private_route(mut self) -> Self {
+        for (kind, route) in &mut self.rows {
+            if *kind == CallKind::Send {
+                route.usage = Usage::Failover;
+            }
+        }
+        self
+    }
+
     /// The route of `kind`.
     pub fn route(&self, kind: CallKind) -> Route {
         self.rows
@@ -354,6 +368,18 @@ mod tests {
         }
         for kind in [CallKind::Read, CallKind::Head, CallKind::OwnChainId] {
             assert_eq!(usage(&mempool, kind), Usage::Hedged, "{kind:?}");
+        }
+        // Behind a private route: one route at a time, whatever the pool and SEND_BROADCAST.
+        for broadcast in [false, true] {
+            let private = RoutingTable::new(PoolKind::Mempool, broadcast).behind_a_private_route();
+            assert_eq!(usage(&private, CallKind::Send), Usage::Failover);
+            assert_eq!(
+                usage(&private, CallKind::SendPublic),
+                usage(
+                    &RoutingTable::new(PoolKind::Mempool, broadcast),
+                    CallKind::SendPublic
+                )
+            );
         }
         for kind in [
             CallKind::ReadMerged,
