@@ -62,6 +62,12 @@ pub enum Status {
     },
     /// Not included within `TRACK_TTL_S`: no longer tracked.
     Expired,
+    /// Cancelled at the private route by its sender (the route's `CANCELLED`): never sent again,
+    /// not counted.
+    Cancelled,
+    /// Given up by the private route (`FAILED` or `UNKNOWN`) after the relay's last resend: not
+    /// counted.
+    Failed,
 }
 
 impl Status {
@@ -71,13 +77,15 @@ impl Status {
     }
 
     /// Its name in `GET /tx/{hash}` and the per-sender view: `pending`, `included`, `replaced`,
-    /// `expired`.
+    /// `expired`, `cancelled`, `failed`.
     pub fn label(self) -> &'static str {
         match self {
             Status::Pending => "pending",
             Status::Included { .. } => "included",
             Status::Replaced { .. } => "replaced",
             Status::Expired => "expired",
+            Status::Cancelled => "cancelled",
+            Status::Failed => "failed",
         }
     }
 }
@@ -130,7 +138,7 @@ impl AcceptedTx {
         match self.status {
             Status::Included { block } => v["block"] = block.into(),
             Status::Replaced { by } => v["replaced_by"] = by.map(|h| crate::hex::encode(&h)).into(),
-            Status::Pending | Status::Expired => {}
+            Status::Pending | Status::Expired | Status::Cancelled | Status::Failed => {}
         }
         v
     }

@@ -273,9 +273,11 @@ impl Sender {
     }
 
     /// Behind a private route, the pending transactions of `missing` that the read node does
-    /// not hold: one the route dropped goes to `resend` (at most [`MAX_RESENDS`] times), and one
-    /// `SEND_PUBLIC_AFTER_BLOCKS` blocks past its first check goes to the public mempool, unless
-    /// the route says it is included (the read node lags) or cancelled (by its sender).
+    /// not hold: one the route dropped goes to `resend` (at most [`MAX_RESENDS`] times; dropped
+    /// again after the last, it is final, [`Status::Failed`]); one the route says its sender
+    /// cancelled is final ([`Status::Cancelled`]): neither is sent again or counted, and their
+    /// rows go; and one `SEND_PUBLIC_AFTER_BLOCKS` blocks past its first check goes to the public
+    /// mempool, unless the route says it is included (the read node lags).
     fn private_missing(
         &mut self,
         mut missing: Vec<(TxHash, AcceptedTx)>,
@@ -284,8 +286,20 @@ impl Sender {
         now_ms: u64,
     ) {
         let mut publish = Vec::new();
+        let mut ended = Vec::new();
         missing.sort_unstable_by_key(|(_, tx)| tx.nonce);
         for (hash, tx) in missing {
+            if found.route.get(&hash) == Some(&RouteStatus::Cancelled) {
+                self.accepted.finish(&hash, Status::Cancelled, now_ms);
+                self.emit(
+                    Metric::new("tx_cancelled", "", "route")
+                        .value("count", 1.0)
+                        .field("nonce", tx.nonce)
+                        .field("tx_hash", hex::encode(&hash)),
+                );
+                ended.push(hash);
+                continue;
+            }
             if let Some(status) = found.route.get(&hash).filter(|s| s.dropped()) {
                 let again = tx.resent < MAX_RESENDS;
                 self.counters.route_dropped += 1;
@@ -298,8 +312,18 @@ impl Sender {
                 );
                 if again {
                     resend.push((tx.nonce, hash));
-                    continue;
+                } else {
+                    self.accepted.finish(&hash, Status::Failed, now_ms);
+                    self.counters.abandoned += 1;
+                    self.emit(
+                        Metric::new("tx_abandoned", "", "route_failed")
+                            .value("count", 1.0)
+                            .field("nonce", tx.nonce)
+                            .field("tx_hash", hex::encode(&hash)),
+                    );
+                    ended.push(hash);
                 }
+                continue;
             }
             let (Some(after), Some(head)) = (self.settings.public_after_blocks, found.head) else {
                 continue;
@@ -318,6 +342,8 @@ impl Sender {
                 publish.push((tx.nonce, hash, head - since, route.status));
             }
         }
+        // Their nonces are free: nothing of them is sent again, after a restart either.
+        self.forget_rows(ended);
         if publish.is_empty() {
             return;
         }

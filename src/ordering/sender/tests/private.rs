@@ -116,19 +116,74 @@ fn the_route_is_asked_and_what_it_dropped_goes_to_it_again_from_its_bytes() {
 }
 
 #[test]
-fn a_route_that_keeps_dropping_a_transaction_gets_it_max_resends_times_then_it_waits_for_the_ttl() {
+fn a_route_that_keeps_dropping_a_transaction_gets_it_max_resends_times_then_it_is_failed() {
     let mut r = one_accepted(WITH_STATUS);
     let failed = [(h(0, 0), RouteStatus::Failed)];
-    for _ in 0..MAX_RESENDS + 2 {
+    for _ in 0..MAX_RESENDS {
         r.track_with(0, &[(h(0, 0), Seen::Missing)], &failed, None);
         resend_turns(&mut r, 0);
     }
+    // Dropped again after the last resend: final, not counted, its row gone, never sent again.
+    r.track_with(0, &[(h(0, 0), Seen::Missing)], &failed, None);
+    assert!(r.sends.is_empty() && r.lookups.is_empty(), "{:?}", r.log);
     assert_eq!(r.s.counters.resubmitted, u64::from(MAX_RESENDS));
-    assert_eq!(r.s.counters.route_dropped, u64::from(MAX_RESENDS) + 2);
-    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["status"], "pending");
+    assert_eq!(r.s.counters.route_dropped, u64::from(MAX_RESENDS) + 1);
+    assert_eq!(r.s.counters.abandoned, 1);
+    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["status"], "failed");
+    assert!(!r.rows.contains_key(&h(0, 0)), "its row is gone");
+    assert_eq!(r.events("tx_abandoned")[0].label, "route_failed");
+    assert_eq!(pending_count(&mut r), 0, "not counted");
+}
+
+/// What the relay's pending count answers now (the sender's object alone, nothing asked).
+fn pending_count(r: &mut Rig) -> u64 {
+    let count = r.ticket();
+    r.s.count(count, r.now);
+    r.drain();
+    if r.lookups.iter().any(|(_, q)| q.pending || q.latest) {
+        r.learn(0, 0);
+    }
+    match r.answer(count).0.clone() {
+        Answer::Result(raw) => {
+            crate::hex::decode_quantity(raw.trim_matches('"')).expect("a quantity")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The route says its sender cancelled nonce 2 of 0..9: final (`cancelled`), never sent again,
+/// never published, its row gone, and the pending count stops below it (the nonce is free for
+/// the sender's next transaction).
+#[test]
+fn a_transaction_the_route_says_is_cancelled_is_final_not_counted_and_never_sent_again() {
+    let settings = Settings {
+        public_after_blocks: Some(1),
+        ..WITH_STATUS
+    };
+    let mut r = ten_accepted(settings);
+    assert_eq!(pending_count(&mut r), 10);
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    let said = [
+        (h(0, 0), RouteStatus::Pending),
+        (h(1, 0), RouteStatus::Pending),
+        (h(2, 0), RouteStatus::Cancelled),
+        (h(3, 0), RouteStatus::Pending),
+    ];
+    r.track_with(0, &missing, &said, Some(100));
+    r.track_with(0, &missing, &said, Some(105));
+    assert_eq!(r.s.status(&h(2, 0), r.now).unwrap()["status"], "cancelled");
+    assert!(!r.rows.contains_key(&h(2, 0)), "its row is gone");
+    assert!(r.rows.contains_key(&h(3, 0)));
+    assert!(
+        r.published.iter().flatten().all(|hash| *hash != h(2, 0)),
+        "never published"
+    );
+    assert!(r.sends.iter().all(|s| s.nonce != 2), "never sent again");
+    assert_eq!(r.events("tx_cancelled").len(), 1);
     assert_eq!(
-        r.s.status(&h(0, 0), r.now).unwrap()["route_status"],
-        "failed"
+        pending_count(&mut r),
+        2,
+        "the count stops at the cancelled nonce"
     );
 }
 
