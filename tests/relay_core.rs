@@ -597,6 +597,36 @@ fn a_transaction_that_breaks_the_fork_rules_reaches_neither_the_object_nor_the_u
     );
 }
 
+/// Behind a private route, `eth_sendRawTransactionConditional` is refused unsent (issue 41): no
+/// route serves ERC-7796, and one may pass it to a public node. Without a route it goes on.
+#[test]
+fn a_conditional_send_behind_a_private_route_is_refused_and_goes_nowhere() {
+    let raw = legacy(7, 0, Some(31337));
+    let conditional = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransactionConditional", "params": [raw, {"blockNumberMax": "0x10"}]});
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
+    let private = config(&[
+        ("CHAIN_ID", "31337"),
+        ("UPSTREAM_SEND_URL", "https://route.example"),
+    ]);
+    let refused = handle(&private, &backend, &cache, &conditional).unwrap();
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("private route"),
+        "{refused}"
+    );
+    assert!(backend.upstream.borrow().is_empty() && backend.calls.borrow().is_empty());
+    let public = config(&[("CHAIN_ID", "31337")]);
+    handle(&public, &backend, &cache, &conditional).unwrap();
+    assert_eq!(
+        backend.calls.borrow().len(),
+        1,
+        "without a route: to the object"
+    );
+}
+
 #[test]
 fn unprotected_transactions_only_when_allowed() {
     let raw = legacy(7, 0, None);

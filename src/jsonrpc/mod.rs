@@ -29,6 +29,8 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const INVALID_INPUT: i64 = -32000;
 /// Requested resource not available: here, the upstream node (EIP-1474).
 pub const RESOURCE_UNAVAILABLE: i64 = -32002;
+/// Method not supported (EIP-1474): here, a send method the private route does not serve.
+pub const METHOD_NOT_SUPPORTED: i64 = -32004;
 /// Request exceeds a defined limit (EIP-1474).
 pub const LIMIT_EXCEEDED: i64 = -32005;
 

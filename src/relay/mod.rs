@@ -35,7 +35,7 @@ use crate::config::Config;
 use crate::jsonrpc::{self, Answer, Body, Incoming, Request, Response, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::send_params::{send_params, SyncTimeouts};
-use crate::ordering::tx::SignedTx;
+use crate::ordering::tx::{SendMethod, SignedTx};
 use crate::transaction::{self, TxHash};
 use crate::upstream::heads::BlockNeed;
 use crate::upstream::Platform;
@@ -437,6 +437,17 @@ impl<'a, B: Backend> Relay<'a, B> {
             max_ms: self.config.sync_timeout_max_ms,
         };
         let (raw, method) = send_params(req, timeouts)?;
+        if matches!(method, SendMethod::Conditional { .. }) && self.config.private_route() {
+            // No private route serves ERC-7796, and Flashbots Protect passes a method it does
+            // not know to a public node: sent as a plain send it would lose its conditions,
+            // sent as it is it could leak. Refused, unsent.
+            return Err(RpcError::new(
+                jsonrpc::METHOD_NOT_SUPPORTED,
+                "eth_sendRawTransactionConditional is not served behind a private route \
+                 (UPSTREAM_SEND_URL): the route does not take its conditions and might pass it \
+                 to a public node; send it with eth_sendRawTransaction",
+            ));
+        }
         let tx = transaction::decode(&raw)
             .map_err(|e| RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {e}")))?;
         match tx.chain_id {
