@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { keccak256 } from "viem";
-import { devAccount, minedCount, rpc, sendUntilResult, signTransfer, sleep, startRelay } from "./support/harness.mjs";
+import { devAccount, minedCount, rpc, sendUntilResult, signTransfer, sleep, startRelay, until } from "./support/harness.mjs";
 import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /**
@@ -167,6 +167,43 @@ test("after a restart (a deploy) behind a private route, the first pending count
     assert.equal(await minedCount(s.anvil.url, account.address), 4);
     assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
     assert.equal(await count(second.url), "0x4");
+  } finally {
+    await second?.stop();
+    await s.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});
+
+test("a transaction its sender cancelled at the route, the relay then restarted: never sent again, never at the read node, not in the pending count; the sender's next transaction takes its nonce and is mined", async () => {
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-private-`);
+  const s = await startPrivateStack({ persist });
+  let second;
+  try {
+    // The relay with the route's status URL (the stack's relay has none).
+    await s.relay.stop();
+    const vars = { ...s.vars, SEND_STATUS_URL: s.route.statusUrl, TRACK_INTERVAL_S: "1" };
+    const first = await startRelay({ vars, persist });
+    const account = devAccount(10);
+    const raws = await Promise.all(Array.from({ length: 3 }, (_, n) => signTransfer(account, n)));
+    const current = { relay: first };
+    const hashes = await Promise.all(raws.map((raw, i) => sendUntilResult(current, raw, i + 1)));
+    const count = async (url) => (await rpc(url, "eth_getTransactionCount", [account.address, "pending"])).result;
+    assert.equal(await count(first.url), "0x3");
+    s.route.cancel(hashes[2]);
+    assert.ok(await until(() => first.events("tx_cancelled").length === 1, 10_000), "the relay learned it at a tracking check");
+    assert.equal(await count(first.url), "0x2", "not counted");
+    await first.stop(); // a deploy restarts every object
+    second = await startRelay({ vars, persist });
+    assert.equal(await count(second.url), "0x2", "after the restart either");
+    await sleep(2_500); // two tracking checks of the restarted object
+    const arrivals = (hash) => s.route.sends.filter((r) => r.hash === hash).length;
+    assert.equal(arrivals(hashes[2]), 1, "the cancelled one never sent again");
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+    // The sender's next transaction takes the free nonce 2.
+    const next = await signTransfer(account, 2, { value: 2n });
+    const nextHash = await sendUntilResult({ relay: second }, next, 9);
+    assert.deepEqual(await s.route.buildBlock(), [hashes[0], hashes[1], nextHash]);
+    assert.equal(await minedCount(s.anvil.url, account.address), 3);
   } finally {
     await second?.stop();
     await s.stop();

@@ -181,3 +181,21 @@ test("two routes, the first 1.5 s slow and answering no reads: each transaction 
     await Promise.all([slow.stop(), fast.stop()]);
   }
 });
+
+test("five at once behind a route whose nonce cache is written after it answers (Flashbots Protect): every client its hash, all mined, 0 refusals", async () => {
+  const s = await startPrivateStack({ route: { nonceCacheLagMs: 40 } });
+  try {
+    const account = devAccount(11);
+    const raws = await Promise.all(Array.from({ length: 5 }, (_, n) => signTransfer(account, n)));
+    const answers = await Promise.all(raws.map((raw, i) => sendRaw(s.relay.url, raw, i + 1)));
+    const hashes = answers.map((a) => a.json?.result);
+    console.log(`# racing nonce cache: ${s.route.refusals.length} sends refused "invalid nonce" by the route; answers ${answers.map((a) => a.json?.result ? "hash" : a.json?.error?.code).join(", ")}`);
+    assert.ok(hashes.every((h) => /^0x[0-9a-f]{64}$/.test(h ?? "")), JSON.stringify(answers.map((a) => a.json)));
+    assert.ok(s.route.refusals.length >= 1, "the race happened");
+    assert.deepEqual(await s.route.buildBlock(), hashes);
+    assert.equal(await minedCount(s.anvil.url, account.address), 5);
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+  } finally {
+    await s.stop();
+  }
+});

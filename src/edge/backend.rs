@@ -278,6 +278,10 @@ impl Platform for WorkerBackend<'_> {
         self.upstream.get_status(hash, timeout_ms).await
     }
 
+    fn sends_to_private_route(&self) -> bool {
+        self.upstream.sends_to_private_route()
+    }
+
     async fn sleep(&self, ms: u64) {
         self.upstream.sleep(ms).await;
     }

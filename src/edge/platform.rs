@@ -100,6 +100,10 @@ impl Platform for EdgePlatform<'_> {
         self.post_members(body, None, need, kind, timeout_ms).await
     }
 
+    fn sends_to_private_route(&self) -> bool {
+        self.config.private_route()
+    }
+
     /// The lowest limit of the upstreams of `kind`'s row ([`batch_limit`]).
     fn batch_limit(&self, kind: CallKind) -> usize {
         let route = self.table().route(kind);

@@ -52,6 +52,13 @@ pub trait Platform {
         self.post(body, kind, timeout_ms).await
     }
 
+    /// Whether sends go to a private route (`UPSTREAM_SEND_URL`), whose own refusals the
+    /// relay reads by the route's rules (Flashbots Protect's racing `invalid nonce`,
+    /// [`crate::upstream::submit`]); by default false.
+    fn sends_to_private_route(&self) -> bool {
+        false
+    }
+
     /// The most members a JSON-RPC batch of `kind` may have now: the lowest of what the
     /// upstreams of `kind` taught ([`crate::upstream::batch::BatchLimits::limit`]); 1 means no
     /// batch. By default `usize::MAX` (nothing learned).

@@ -17,6 +17,8 @@
 //!    [`AnswerClass::Unavailable`] with -32002 and the hash, so that the sender's object keeps it
 //!    and checks it by hash again (and sends it again from its bytes while its nonce is free).
 //! 3. "Already known" answers are the hash: the transaction went in.
+//! 4. Behind a private route, Flashbots Protect's `invalid nonce` is a race with its own nonce
+//!    cache, not a refusal: retried after the backoff, with no retry spent.
 //!
 //! Several transactions of one sender's send window may go as one JSON-RPC batch, in nonce order
 //! ([`post_batch`]): one connection instead of one each, since Cloudflare lets a Worker invocation
@@ -135,8 +137,17 @@ async fn send_until_final<P: Platform + ?Sized>(
                 upstream.post(&request, kind, timeout_ms).await
             }
         };
-        let (class, answer) = classify(&reply);
-        let unattempted = rate_limited(&reply);
+        let (mut class, answer) = classify(&reply);
+        // Flashbots Protect writes its nonce cache after it answered: a fast n + 1 may meet
+        // `invalid nonce` although n is in; a short wait and the same bytes get in.
+        let raced = class == AnswerClass::Unrecognized
+            && kind == CallKind::Send
+            && upstream.sends_to_private_route()
+            && nonce_cache_raced(&reply);
+        if raced {
+            class = AnswerClass::Busy;
+        }
+        let unattempted = raced || rate_limited(&reply);
         if !unattempted {
             spent += 1;
         }
@@ -211,6 +222,20 @@ async fn send_until_final<P: Platform + ?Sized>(
         answer,
         attempts,
     }
+}
+
+/// Whether `reply` is a private route's `invalid nonce` (Flashbots Protect's -32603, answered
+/// while its nonce cache, written asynchronously, is behind the nonce it just took:
+/// `server/request_processor.go`, docs/private-routes.md): the transaction was not taken, and a
+/// retry after a short wait gets it in.
+fn nonce_cache_raced(reply: &Result<UpstreamReply, UpstreamError>) -> bool {
+    reply.as_ref().is_ok_and(|r| {
+        Answer::parse(&r.body)
+            .and_then(|a| a.error_parts())
+            .is_some_and(|(_, message)| {
+                crate::ordering::answer::squash(&message).contains("invalidnonce")
+            })
+    })
 }
 
 /// Whether `reply` turned the request away without attempting it: HTTP 429, or an error whose

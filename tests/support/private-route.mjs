@@ -12,7 +12,10 @@
 //   INCLUDED (in a block), FAILED (given up, forgotten), UNKNOWN (never seen).
 // - Faults: `forget(hash)` gives a held transaction up (FAILED, never included, as Protect marks a
 //   transaction it dropped; the same bytes sent again are held again); `holdFor(hash, blocks)`
-//   keeps one out of the next `blocks` blocks (before or after it arrives).
+//   keeps one out of the next `blocks` blocks (before or after it arrives); `cancel(hash)` is its
+//   sender cancelling it (CANCELLED, never included); with the option `nonceCacheLagMs`,
+//   Protect's nonce cache, written that many ms after each acceptance, refuses a nonce above it
+//   `invalid nonce` (-32603).
 // Every other method is forwarded to the chain (the routes answer reads, `eth_chainId` included).
 // `sends` records every `eth_sendRawTransaction` it received: { hash, sender, nonce, at (arrival,
 // before the latency), answeredAt } (performance.now(), ms).
@@ -26,7 +29,7 @@ import { keccak256, parseTransaction, recoverTransactionAddress } from "viem";
 import { freePort, rpc, sleep, startAnvil, startProxy, startRelay } from "./harness.mjs";
 
 /** The statuses of the status endpoint (Flashbots Protect's `/tx/{hash}`). */
-export const STATUS = { PENDING: "PENDING", INCLUDED: "INCLUDED", FAILED: "FAILED", UNKNOWN: "UNKNOWN" };
+export const STATUS = { PENDING: "PENDING", INCLUDED: "INCLUDED", FAILED: "FAILED", UNKNOWN: "UNKNOWN", CANCELLED: "CANCELLED" };
 
 /**
  * Starts the stand-in in front of `chain` (the URL of an anvil run with `--no-mining`), with the
@@ -34,7 +37,10 @@ export const STATUS = { PENDING: "PENDING", INCLUDED: "INCLUDED", FAILED: "FAILE
  * { url, statusUrl (with `{hash}`), sends, status(hash), buildBlock(), forget(hash),
  * holdFor(hash, blocks), stop() }.
  */
-export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () => undefined }) {
+export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () => undefined, nonceCacheLagMs = null }) {
+  /** sender -> the highest nonce it holds, as its nonce cache knows it (Protect's Redis). */
+  const cachedMax = new Map();
+  const refusals = [];
   /** hash -> { raw, sender, nonce, status, holdBlocks } */
   const txs = new Map();
   const sends = [];
@@ -60,6 +66,20 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
     const record = { hash, sender, nonce, at };
     sends.push(record);
     const known = txs.get(hash);
+    if (nonceCacheLagMs !== null && !known) {
+      // Flashbots Protect (server/request_processor.go): a nonce is taken only if
+      // latestCount <= nonce <= max(latestCount, cachedMaxPendingNonce + 1), and the cache is
+      // written asynchronously after it answered (`go RState.SetSenderMaxNonce`).
+      const latest = Number(BigInt((await rpc(chain, "eth_getTransactionCount", [sender, "latest"])).result));
+      const cached = cachedMax.get(sender);
+      const highest = cached === undefined ? latest : Math.max(latest, cached + 1);
+      if (nonce < latest || nonce > highest) {
+        refusals.push(record);
+        record.answeredAt = performance.now();
+        return { jsonrpc: "2.0", id: request.id ?? null, error: { code: -32603, message: "invalid nonce" } };
+      }
+      setTimeout(() => cachedMax.set(sender, Math.max(cachedMax.get(sender) ?? -1, nonce)), nonceCacheLagMs);
+    }
     if (!known || known.status === STATUS.FAILED) {
       txs.set(hash, { raw, sender, nonce, status: STATUS.PENDING, holdBlocks: known?.holdBlocks ?? holds.get(hash) ?? 0 });
       holds.delete(hash);
@@ -145,6 +165,13 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
       const tx = txs.get(hash.toLowerCase());
       if (tx) tx.status = STATUS.FAILED;
     },
+    /** Its sender cancels a held transaction (MEV Blocker's eth_cancelTransaction): CANCELLED, never included. */
+    cancel(hash) {
+      const tx = txs.get(hash.toLowerCase());
+      if (tx) tx.status = STATUS.CANCELLED;
+    },
+    /** The sends its racing nonce cache refused `invalid nonce` (with `nonceCacheLagMs`). */
+    refusals,
     holdFor(hash, blocks) {
       const tx = txs.get(hash.toLowerCase());
       if (tx) tx.holdBlocks = blocks;
@@ -164,10 +191,10 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
  * restarted). Returns { anvil, read, route, link, relay, vars, stop }: a test may put the relay it
  * started in another's place in `relay`; `stop()` stops that relay and the rest.
  */
-export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0 } = {}) {
+export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0, route: routeOptions = {} } = {}) {
   const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
   const read = await startProxy({ upstream: anvil.url, strictNonce: false });
-  const route = await startPrivateRoute({ chain: anvil.url });
+  const route = await startPrivateRoute({ chain: anvil.url, ...routeOptions });
   const isSend = (m) => m?.method === "eth_sendRawTransaction";
   const link =
     routeLatencyMs > 0

@@ -20,6 +20,8 @@ struct Scripted {
     kinds: RefCell<Vec<CallKind>>,
     metrics: RefCell<Vec<String>>,
     now: Cell<u64>,
+    /// Whether it is a private route (`UPSTREAM_SEND_URL`).
+    route: bool,
 }
 
 impl Platform for Scripted {
@@ -57,6 +59,9 @@ impl Platform for Scripted {
     }
     fn emit(&self, metric: &Metric) {
         self.metrics.borrow_mut().push(metric.log_line());
+    }
+    fn sends_to_private_route(&self) -> bool {
+        self.route
     }
 }
 
@@ -445,4 +450,25 @@ fn a_rate_limited_send_spends_no_retry() {
     let up = upstream(vec![lost(), ok(r#"{"id":1,"result":"0xabab"}"#)], vec![]);
     let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &no_retry, 30_000));
     assert_eq!((s.class, s.attempts), (AnswerClass::Unavailable, 1));
+}
+
+/// Flashbots Protect's `invalid nonce` (-32603) while its nonce cache is behind (issue 41): behind
+/// a private route a retry after the backoff, with no retry spent, never a refusal told to the
+/// client; from any other upstream an error the relay does not know.
+#[test]
+fn behind_a_private_route_protects_racing_invalid_nonce_is_retried() {
+    let no_retry = RetryPolicy {
+        max_retries: Some(0),
+        ..POLICY
+    };
+    let invalid =
+        || ok(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"invalid nonce"}}"#);
+    let mut up = upstream(vec![invalid(), ok(r#"{"id":1,"result":"0xabab"}"#)], vec![]);
+    up.route = true;
+    let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &no_retry, 30_000));
+    assert_eq!((s.class, s.attempts), (AnswerClass::Accepted, 2));
+    assert!(up.now.get() >= 20 + 25, "after a backoff: {}", up.now.get());
+    let up = upstream(vec![invalid()], vec![]);
+    let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &no_retry, 30_000));
+    assert_eq!((s.class, s.attempts), (AnswerClass::Unrecognized, 1));
 }
