@@ -210,3 +210,35 @@ test("a transaction its sender cancelled at the route, the relay then restarted:
     await rm(persist, { recursive: true, force: true });
   }
 });
+
+test("a transaction cancelled at the route just before a restart (no tracking check between): the restarted object asks the route first and never sends it again; the one the route lost goes again", async () => {
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-private-`);
+  const s = await startPrivateStack({ persist });
+  let second;
+  try {
+    await s.relay.stop();
+    const vars = { ...s.vars, SEND_STATUS_URL: s.route.statusUrl, TRACK_INTERVAL_S: "600" };
+    const first = await startRelay({ vars, persist });
+    const account = devAccount(12);
+    const raws = await Promise.all(Array.from({ length: 3 }, (_, n) => signTransfer(account, n)));
+    const hashes = await Promise.all(raws.map((raw, i) => sendUntilResult({ relay: first }, raw, i + 1)));
+    s.route.cancel(hashes[2]);
+    s.route.forget(hashes[1]); // lost by the route: FAILED
+    await first.stop(); // a deploy, before any tracking check
+    second = await startRelay({ vars, persist });
+    const count = async (url) => (await rpc(url, "eth_getTransactionCount", [account.address, "pending"])).result;
+    await count(second.url); // wakes the object: its restart check asks the read node and the route
+    const arrivals = (hash) => s.route.sends.filter((r) => r.hash === hash).length;
+    assert.ok(await until(() => arrivals(hashes[1]) === 2, 10_000), "the lost one sent again");
+    await sleep(500);
+    assert.equal(arrivals(hashes[2]), 1, "the cancelled one never sent again");
+    assert.equal(arrivals(hashes[0]), 1, "the held one not sent again");
+    assert.equal(second.events("tx_cancelled").length, 1);
+    assert.equal(await count(second.url), "0x2", "the cancelled one not counted");
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+  } finally {
+    await second?.stop();
+    await s.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});

@@ -13,7 +13,9 @@
 use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
+use crate::ordering::accepted::Status;
 use crate::ordering::queue::{QueuedTx, QueuedTxId, Stage};
+use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
 use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -153,8 +155,15 @@ impl Sender {
             self.learned(pending, now_ms);
             return;
         }
+        // Behind a private route with a status URL, nothing is sent to the route again without
+        // its word: the lowest ones' statuses are asked beside (the rest at the tracking checks).
+        let route_statuses = match self.settings.private_route && self.settings.route_status {
+            true => verify.iter().take(MAX_STATUS_ASKED).copied().collect(),
+            false => Vec::new(),
+        };
         let query = Query {
             hashes: verify,
+            route_statuses,
             ..Query::default()
         };
         let purpose = Purpose::Verify {
@@ -220,6 +229,27 @@ impl Sender {
                 self.accepted.forget(hash);
                 used.push(*hash);
                 continue;
+            }
+            if self.settings.private_route && self.settings.route_status {
+                match found.route.get(hash) {
+                    Some(RouteStatus::Cancelled) => {
+                        // Its sender cancelled it at the route: never sent again, anywhere.
+                        self.accepted.finish(hash, Status::Cancelled, now_ms);
+                        self.emit(
+                            Metric::new("tx_cancelled", "", "route")
+                                .value("count", 1.0)
+                                .field("nonce", tx.nonce)
+                                .field("tx_hash", crate::hex::encode(hash)),
+                        );
+                        gone.push(*hash);
+                        continue;
+                    }
+                    // The route's word is that it dropped it: sent again below.
+                    Some(status) if status.dropped() => {}
+                    // The route holds it (or it is in a block), or its word is not had yet
+                    // (asked at the tracking checks): not sent again now.
+                    _ => continue,
+                }
             }
             let resends = self.storage.resends.entry(*hash).or_insert(0);
             *resends += 1;

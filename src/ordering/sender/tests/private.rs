@@ -412,3 +412,43 @@ fn after_a_restart_behind_a_private_route_the_pending_count_counts_the_stored_on
     r.learn(0, 0);
     assert_eq!(r.answer(count).0, Answer::Result("\"0x4\"".into()));
 }
+
+/// After a restart behind a private route with a status URL, nothing is sent to the route again
+/// without its word (issue 41): the verify asks the route about the lowest stored ones beside the
+/// read node; one it says its sender cancelled is final and never sent again, one it holds is not
+/// sent, one it dropped is; those it was not asked about wait for the tracking checks.
+#[test]
+fn after_a_restart_the_route_is_asked_before_anything_is_sent_to_it_again() {
+    let rows: Vec<Row> = (0..6).map(|n| row(n, 0, 900)).collect();
+    let mut r = Rig::restored(WITH_STATUS, &rows);
+    let count = r.ticket();
+    r.s.count(count, r.now);
+    r.drain();
+    r.learn(0, 0);
+    let (verify, query) = r.lookup_for(|q| !q.hashes.is_empty());
+    assert_eq!(query.hashes.len(), 6);
+    let asked: Vec<TxHash> = (0..MAX_STATUS_ASKED as u64).map(|n| h(n, 0)).collect();
+    assert_eq!(
+        query.route_statuses, asked,
+        "the lowest ones' statuses, beside"
+    );
+    let mut found = Found {
+        known: seen(&(0..6).map(|n| (h(n, 0), false)).collect::<Vec<_>>()),
+        ..Found::default()
+    };
+    found.route = [
+        (h(0, 0), RouteStatus::Pending),
+        (h(1, 0), RouteStatus::Failed),
+        (h(2, 0), RouteStatus::Included),
+        (h(3, 0), RouteStatus::Cancelled),
+    ]
+    .into_iter()
+    .collect();
+    r.reply(verify, Ok(found));
+    assert_eq!(r.s.status(&h(3, 0), r.now).unwrap()["status"], "cancelled");
+    assert!(!r.rows.contains_key(&h(3, 0)), "its row is gone");
+    assert_eq!(r.events("tx_cancelled").len(), 1);
+    // Only the one the route dropped goes to it again.
+    assert_eq!(resend_turns(&mut r, 0), [1]);
+    assert!(r.rows.contains_key(&h(4, 0)) && r.rows.contains_key(&h(5, 0)));
+}
