@@ -133,8 +133,11 @@ test("profiles: a stuck node answers every read as of a head 30 blocks behind th
     );
     // A transaction mined now (in block real + 1) is one it has not seen mined.
     const raw = await signTransfer(devAccount(2), 0);
-    const hash = (await rpc(anvil.url, "eth_sendRawTransaction", [raw])).result;
-    assert.ok((await rpc(anvil.url, "eth_getTransactionReceipt", [hash])).result, "mined at the node");
+    const sent = await rpc(anvil.url, "eth_sendRawTransaction", [raw]);
+    const hash = sent.result;
+    assert.ok(hash, JSON.stringify(sent));
+    // anvil mines it in a task of its own: its receipt may come a moment after the answer.
+    assert.ok(await until(async () => (await rpc(anvil.url, "eth_getTransactionReceipt", [hash])).result, 5_000), "mined at the node");
     assert.equal((await rpc(behind.url, "eth_getTransactionReceipt", [hash])).result, null);
     assert.equal(Number(BigInt((await rpc(behind.url, "eth_blockNumber")).result)), head + 1, "it follows the head, 30 behind");
   } finally {
