@@ -148,11 +148,12 @@ test("profiles: a stuck node answers every read as of a head 30 blocks behind th
   const tail = await startProxy({ upstream: anvil.url, profile: slow });
   try {
     const times = await Promise.all(Array.from({ length: 40 }, async (_, i) => (await post(tail.url, call(i))).ms));
-    const late = times.filter((ms) => ms >= 1500).length;
-    console.log(`# lagging: ${late} of 40 answers 1.5 s late (profile counted ${slow.late}); most in flight at the proxy ${tail.flightStats().most}`);
-    assert.equal(late, slow.late);
+    const late = slow.late;
+    console.log(`# lagging: ${late} of 40 answers held 1.5 s; most in flight at the proxy ${tail.flightStats().most}`);
     assert.ok(late >= 1 && late <= 15, `${late} late`);
-    assert.ok(times.filter((ms) => ms < 1500).every((ms) => ms < 1000));
+    assert.equal(slow.lateIds.length, late);
+    // A lower bound only (a timer never fires early): each one it held took at least its delay.
+    for (const id of slow.lateIds) assert.ok(times[id] >= 1500, `request ${id} held, answered after ${times[id]} ms`);
     assert.ok(tail.flightStats().most >= late, "the late ones were in flight together");
     assert.equal(tail.flightStats().now, 0);
   } finally {
@@ -375,7 +376,9 @@ test("a node that hangs on sends beside a healthy one, SEND_BROADCAST=all: once 
       const a = await sendRaw(relay.url, raw, n);
       accepted.push({ ok: a.json?.result === keccak256(raw), ms: a.ms });
     }
-    await sleep(2500);
+    // Their copies at the hanging node time out (UPSTREAM_TIMEOUT_MS) and cool it.
+    const cooled = () => relay.logs.some((l) => l.includes('"upstream_cooling"'));
+    assert.ok(await until(cooled, 15_000), "the hanging node cooled by its swallowed copies");
     const poor = await signTransfer(account, 3, { value: 10n ** 30n });
     const funds = await sendRaw(relay.url, poor, 10);
     const cheap = await signTransfer(account, 3, { maxFeePerGas: 1n, maxPriorityFeePerGas: 1n });
@@ -387,10 +390,13 @@ test("a node that hangs on sends beside a healthy one, SEND_BROADCAST=all: once 
         `sends at the hanging node ${swallow.seen.length}, at the healthy one ${healthy.seen.length}; cool-downs logged ${relay.logs.filter((l) => l.includes('"upstream_cooling"')).length}`,
     );
     assert.deepEqual(accepted.map((a) => a.ok), [true, true, true]);
+    // The nodes' own refusals, not an unknown outcome: the refusals went to the healthy node
+    // alone, so no copy waited on the hanging one (what the upstreams saw, not a wall time).
     assert.match(funds.json?.error?.message ?? "", /insufficient funds/i, funds.text);
-    assert.ok(funds.ms < 1000, `insufficient funds answered after ${funds.ms.toFixed(0)} ms (deadline ${deadline})`);
     assert.match(fee.json?.error?.message ?? "", /base fee/i, fee.text);
-    assert.ok(fee.ms < 1000, `a fee under the base fee answered after ${fee.ms.toFixed(0)} ms (deadline ${deadline})`);
+    const refused = new Set([keccak256(poor), keccak256(cheap)]);
+    assert.equal(swallow.seen.filter((r) => refused.has(r.hash)).length, 0, "no refused copy at the hanging node");
+    assert.equal(healthy.seen.filter((r) => refused.has(r.hash)).length, 2);
   } finally {
     await relay.stop();
     await swallow.stop();

@@ -268,11 +268,14 @@ export function lagging({ share = 0.15, lateMs = 1500, seed = 40 } = {}) {
     share,
     lateMs,
     late: 0,
+    /** The ids of the requests it answered late (a batch: its first member's). */
+    lateIds: [],
     refusals: [],
     strictNonce: false,
-    latency: () => {
+    latency: (req) => {
       if (random() >= share) return 0;
       profile.late += 1;
+      profile.lateIds.push([req].flat()[0]?.id);
       return lateMs;
     },
   };
