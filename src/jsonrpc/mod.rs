@@ -136,35 +136,13 @@ impl Answer {
         Answer::Error(Value::Object(obj).to_string())
     }
 
-    /// The error's code and message, for an `error` answer that has them.
+    /// The error's code and message, for an `error` answer that has them ([`error_parts_of`]).
     pub fn error_parts(&self) -> Option<(i64, String)> {
         let Answer::Error(text) = self else {
             return None;
         };
         let value: Value = serde_json::from_str(text).ok()?;
-        let code = value.get("code").and_then(Value::as_i64).unwrap_or(0);
-        let message = match value.get("message") {
-            Some(Value::String(m)) => m.clone(),
-            _ => String::new(),
-        };
-        // Some nodes put the reason in `data` (a string, or an object with a message).
-        let data = match value.get("data") {
-            Some(Value::String(d)) => d.clone(),
-            Some(Value::Object(d)) => d
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            _ => String::new(),
-        };
-        Some((
-            code,
-            if data.is_empty() {
-                message
-            } else {
-                format!("{message}: {data}")
-            },
-        ))
+        Some(error_parts_of(&value))
     }
 
     /// The full response text for request `id`: `{"jsonrpc":"2.0","id":...,"result"|"error":...}`,
@@ -202,6 +180,32 @@ pub fn batch(responses: &[String]) -> String {
     out.push_str(&responses.join(","));
     out.push(']');
     out
+}
+
+/// The code and message of a JSON-RPC error object (`{"code", "message", "data"}`), the message
+/// followed by `: data` where a node puts the reason in `data` (a string, or an object with a
+/// message); 0 and an empty message where they are missing.
+pub fn error_parts_of(error: &Value) -> (i64, String) {
+    let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+    let message = match error.get("message") {
+        Some(Value::String(m)) => m.clone(),
+        _ => String::new(),
+    };
+    let data = match error.get("data") {
+        Some(Value::String(d)) => d.clone(),
+        Some(Value::Object(d)) => d
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    };
+    let message = if data.is_empty() {
+        message
+    } else {
+        format!("{message}: {data}")
+    };
+    (code, message)
 }
 
 #[cfg(test)]

@@ -87,21 +87,15 @@ pub enum BatchAnswer {
 
 /// The error text (message and `data`) of a JSON-RPC error response object.
 fn error_text(response: &Value) -> Option<String> {
-    let error = response.get("error")?;
-    let text = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Object(o)) => o
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        _ => String::new(),
-    };
-    Some(format!(
-        "{} {}",
-        text(error.get("message")),
-        text(error.get("data"))
-    ))
+    response
+        .get("error")
+        .map(|error| crate::jsonrpc::error_parts_of(error).1)
+}
+
+/// Whether a batch's member `response` is an error that says nothing of its member
+/// ([`not_attempted`]): the member was not attempted.
+pub fn member_not_attempted(response: &Value) -> bool {
+    error_text(response).is_some_and(|text| not_attempted(&text))
 }
 
 /// The limit a batch refusal's text names: the number after `batch limit` (Erigon) or `exceeds
@@ -133,11 +127,7 @@ pub fn judge_value(members: usize, status: u16, value: &Value) -> BatchAnswer {
         Value::Array(parts)
             if ok && !(members > 1 && parts.len() == 1 && error_text(&parts[0]).is_some()) =>
         {
-            let not_attempted = parts
-                .iter()
-                .filter_map(error_text)
-                .filter(|text| not_attempted(text))
-                .count();
+            let not_attempted = parts.iter().filter(|p| member_not_attempted(p)).count();
             BatchAnswer::Parts {
                 answered: parts.len(),
                 not_attempted,
@@ -185,7 +175,7 @@ pub fn split_batch(
         return parts;
     };
     for member in members {
-        if error_text(&member).is_some_and(|text| not_attempted(&text)) {
+        if member_not_attempted(&member) {
             continue;
         }
         let index = member

@@ -369,10 +369,7 @@ async fn ask_batch<'a, U: Platform + ?Sized>(
     let mut part = Found::default();
     let mut served = std::collections::HashSet::new();
     for response in &responses {
-        let says_nothing = response
-            .get("error")
-            .is_some_and(|e| batch::not_attempted(&e.to_string()));
-        if says_nothing {
+        if batch::member_not_attempted(response) {
             continue;
         }
         if let Some(id) = response.get("id").and_then(Value::as_u64) {
