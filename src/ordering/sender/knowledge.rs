@@ -13,7 +13,6 @@
 use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
-use crate::ordering::accepted::Status;
 use crate::ordering::queue::{QueuedTx, QueuedTxId, Stage};
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
 use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen};
@@ -234,13 +233,7 @@ impl Sender {
                 match found.route.get(hash) {
                     Some(RouteStatus::Cancelled) => {
                         // Its sender cancelled it at the route: never sent again, anywhere.
-                        self.accepted.finish(hash, Status::Cancelled, now_ms);
-                        self.emit(
-                            Metric::new("tx_cancelled", "", "route")
-                                .value("count", 1.0)
-                                .field("nonce", tx.nonce)
-                                .field("tx_hash", crate::hex::encode(hash)),
-                        );
+                        self.route_cancelled(hash, tx.nonce, now_ms);
                         gone.push(*hash);
                         continue;
                     }

@@ -290,13 +290,7 @@ impl Sender {
         missing.sort_unstable_by_key(|(_, tx)| tx.nonce);
         for (hash, tx) in missing {
             if found.route.get(&hash) == Some(&RouteStatus::Cancelled) {
-                self.accepted.finish(&hash, Status::Cancelled, now_ms);
-                self.emit(
-                    Metric::new("tx_cancelled", "", "route")
-                        .value("count", 1.0)
-                        .field("nonce", tx.nonce)
-                        .field("tx_hash", hex::encode(&hash)),
-                );
+                self.route_cancelled(&hash, tx.nonce, now_ms);
                 ended.push(hash);
                 continue;
             }
@@ -365,6 +359,19 @@ impl Sender {
             hashes,
             deadline_ms,
         });
+    }
+
+    /// Transaction `hash` (nonce `nonce`), which the private route says its sender cancelled:
+    /// final ([`Status::Cancelled`]: never sent again, anywhere, not counted) and logged
+    /// (`tx_cancelled`). The caller deletes its row.
+    pub(super) fn route_cancelled(&mut self, hash: &TxHash, nonce: u64, now_ms: u64) {
+        self.accepted.finish(hash, Status::Cancelled, now_ms);
+        self.emit(
+            Metric::new("tx_cancelled", "", "route")
+                .value("count", 1.0)
+                .field("nonce", nonce)
+                .field("tx_hash", hex::encode(hash)),
+        );
     }
 
     /// The answer of transaction `hash`'s send to the public mempool: counted, and logged
