@@ -3,7 +3,7 @@
 // proxy as the read node, both before one anvil that mines only when the route builds a block.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { devAccount, minedCount, rpc, sendRaw, signTransfer, sleep, startProxy, startRelay, until } from "./support/harness.mjs";
+import { devAccount, minedCount, post, rpc, sendRaw, signTransfer, sleep, startProxy, startRelay, until } from "./support/harness.mjs";
 import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /** The stack of `startPrivateStack` with the relay's settings `vars`. */
@@ -89,14 +89,22 @@ test("a status URL that answers no status word is logged (upstream_error, method
   }
 });
 
-test("SEND_PUBLIC_AFTER_BLOCKS=2: a transaction the route never includes reaches the read node 2 blocks after the relay first saw it pending, and is mined", async () => {
-  const s = await privateStack({ TRACK_INTERVAL_S: "1", SEND_PUBLIC_AFTER_BLOCKS: "2" });
+test("publishing is the sender's choice: opted in (/?public_after_blocks=2, the operator allowing 25), a transaction the route never includes reaches the read node 2 blocks after the relay first saw it pending and is mined; without the opt-in, another is never published", async () => {
+  const s = await privateStack({ TRACK_INTERVAL_S: "1", SEND_PUBLIC_AFTER_BLOCKS: "25" });
   try {
     const account = devAccount(7);
     const raw = await signTransfer(account, 0);
-    const hash = (await sendRaw(s.relay.url, raw)).json?.result;
+    const opted = await post(`${s.relay.url}/?public_after_blocks=2`, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] });
+    const hash = opted.json?.result;
     assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    assert.equal(opted.publicAfter, "2", "the answer says it may go public after 2 blocks");
+    const other = devAccount(8);
+    const kept = await post(s.relay.url, { jsonrpc: "2.0", id: 2, method: "eth_sendRawTransaction", params: [await signTransfer(other, 0)] });
+    const keptHash = kept.json?.result;
+    assert.match(keptHash ?? "", /^0x[0-9a-f]{64}$/);
+    assert.equal(kept.publicAfter, "never", "without the opt-in: never");
     s.route.holdFor(hash, 1_000);
+    s.route.holdFor(keptHash, 1_000);
     let blocks = 0;
     // Blocks until it reaches the read node (at most 20: a loaded machine delays the relay's
     // checks, never its count of blocks).
@@ -118,6 +126,14 @@ test("SEND_PUBLIC_AFTER_BLOCKS=2: a transaction the route never includes reaches
     assert.equal(s.relay.events("tx_public_answer")[0].label, "accepted");
     const status = await txStatus(s.relay.url, hash, account.address);
     assert.equal(status.route, "private_then_public");
+    // The other, without the opt-in: more blocks, still never at the read node.
+    for (let b = 0; b < 3; b += 1) {
+      await sleep(1_100);
+      await s.route.buildBlock();
+    }
+    assert.equal(sendsAt(s.read), 1, "the sender that did not opt in was never published");
+    assert.equal(await minedCount(s.anvil.url, other.address), 0);
+    assert.equal((await txStatus(s.relay.url, keptHash, other.address)).route, "private");
   } finally {
     await s.stop();
   }

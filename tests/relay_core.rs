@@ -55,6 +55,12 @@ struct Recorder {
     limits: Option<(usize, usize)>,
     /// What was counted against them.
     counted: RefCell<(usize, usize)>,
+    /// Every transaction handed to a sender's object, as the object got it.
+    handed: RefCell<Vec<SignedTx>>,
+    /// The cancels handed to a sender's object: the sender and the hash.
+    cancels: RefCell<Vec<(String, TxHash)>>,
+    /// What the route's status answers (`None`: it can't be reached).
+    route_status: Option<Value>,
 }
 
 impl Platform for Recorder {
@@ -86,7 +92,10 @@ impl Platform for Recorder {
         _hash: &TxHash,
         _timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        panic!("the Worker never asks a route's status")
+        match &self.route_status {
+            Some(status) => Ok(UpstreamReply::ok(status.to_string())),
+            None => Err(UpstreamError::Unreachable("no status URL".into())),
+        }
     }
 
     async fn sleep(&self, ms: u64) {
@@ -128,6 +137,7 @@ impl Backend for Recorder {
         }
         let mut answers = Vec::new();
         for tx in txs {
+            self.handed.borrow_mut().push((*tx).clone());
             self.locked
                 .borrow_mut()
                 .push((sender.to_string(), tx.nonce));
@@ -146,6 +156,15 @@ impl Backend for Recorder {
         _hash: &[u8; 32],
     ) -> Result<Option<String>, ObjectError> {
         Ok(None)
+    }
+
+    async fn cancel_private(
+        &self,
+        sender: &Address,
+        hash: &TxHash,
+    ) -> Result<WireAnswer, ObjectError> {
+        self.cancels.borrow_mut().push((sender.to_string(), *hash));
+        Ok(WireAnswer::plain(Answer::Result("true".into())))
     }
 
     async fn pending_count(&self, _sender: &Address) -> Result<WireAnswer, ObjectError> {
@@ -625,6 +644,146 @@ fn a_conditional_send_behind_a_private_route_is_refused_and_goes_nowhere() {
         1,
         "without a route: to the object"
     );
+}
+
+/// Without a private route, `eth_sendPrivateTransaction` and `eth_cancelPrivateTransaction` are
+/// refused (-32004) and reach nothing: a read node would publish the one (issue 41).
+#[test]
+fn private_send_methods_without_a_route_are_refused_and_reach_nothing() {
+    let raw = legacy(7, 0, Some(31337));
+    let hash = format!("0x{}", "ab".repeat(32));
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
+    let public = config(&[("CHAIN_ID", "31337")]);
+    let body = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "eth_sendPrivateTransaction", "params": [{"tx": raw}]},
+        {"jsonrpc": "2.0", "id": 2, "method": "eth_cancelPrivateTransaction", "params": [{"txHash": hash}]},
+    ]);
+    let answers = handle(&public, &backend, &cache, &body).unwrap();
+    for answer in answers.as_array().unwrap() {
+        assert_eq!(answer["error"]["code"], -32004, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("needs a private route"),
+            "{answer}"
+        );
+    }
+    assert!(
+        backend.upstream.borrow().is_empty(),
+        "nothing reached the read node"
+    );
+    assert!(backend.calls.borrow().is_empty() && backend.cancels.borrow().is_empty());
+}
+
+/// Behind a private route, `eth_sendPrivateTransaction` goes to its sender's object as that
+/// method, with its `maxBlockNumber` and `preferences` (unknown members left out); the client's
+/// opt-in to the public mempool (`?public_after_blocks=N`) is capped by the operator's
+/// `SEND_PUBLIC_AFTER_BLOCKS`, and the answer's header says it (`never` without it).
+#[test]
+fn private_sends_carry_their_terms_and_the_answer_says_whether_they_may_go_public() {
+    let raw = legacy(7, 0, Some(31337));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendPrivateTransaction",
+        "params": [{"tx": raw, "maxBlockNumber": "0x20", "preferences": {"fast": true}, "other": 1}]});
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
+    let private = config(&[
+        ("CHAIN_ID", "31337"),
+        ("UPSTREAM_SEND_URL", "https://route.example"),
+        ("SEND_PUBLIC_AFTER_BLOCKS", "5"),
+    ]);
+    let reply = |opt_in: Option<u64>, body: &Value| {
+        block_on(
+            Relay::new(&private, &backend, &cache)
+                .with_opt_in(opt_in)
+                .handle(body.to_string().as_bytes()),
+        )
+    };
+    let without = reply(None, &body);
+    assert_eq!(without.public_after.as_deref(), Some("never"));
+    let sent = backend.upstream.borrow().last().cloned().unwrap();
+    assert_eq!(sent["method"], "eth_sendPrivateTransaction");
+    assert_eq!(
+        sent["params"],
+        json!([{"tx": raw, "maxBlockNumber": "0x20", "preferences": {"fast": true}}])
+    );
+    assert_eq!(
+        backend.handed.borrow()[0].terms().max_block_number,
+        Some(32)
+    );
+    assert_eq!(backend.handed.borrow()[0].public_after_blocks, None);
+    // Bounded by a maxBlockNumber: never published, whatever the opt-in.
+    assert_eq!(reply(Some(3), &body).public_after.as_deref(), Some("never"));
+    assert_eq!(backend.handed.borrow()[1].public_after_blocks, None);
+    let unbounded = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendPrivateTransaction",
+        "params": [{"tx": raw}]});
+    assert_eq!(
+        reply(Some(3), &unbounded).public_after.as_deref(),
+        Some("3")
+    );
+    assert_eq!(backend.handed.borrow()[2].public_after_blocks, Some(3));
+    assert_eq!(
+        reply(Some(30), &unbounded).public_after.as_deref(),
+        Some("5")
+    );
+    assert_eq!(backend.handed.borrow()[3].public_after_blocks, Some(5));
+    // A read says nothing of publishing.
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []});
+    assert_eq!(reply(Some(3), &read).public_after, None);
+    // Bad params: -32602, nothing sent.
+    let before = backend.handed.borrow().len();
+    let bad = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendPrivateTransaction",
+        "params": [{"tx": raw, "maxBlockNumber": "soon"}]});
+    let refused: Value = serde_json::from_str(&reply(None, &bad).body.unwrap().render()).unwrap();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(backend.handed.borrow().len(), before);
+    // An operator that allows no publishing: never, whatever the client asks.
+    let strict = config(&[
+        ("CHAIN_ID", "31337"),
+        ("UPSTREAM_SEND_URL", "https://route.example"),
+    ]);
+    let never = block_on(
+        Relay::new(&strict, &backend, &cache)
+            .with_opt_in(Some(3))
+            .handle(body.to_string().as_bytes()),
+    );
+    assert_eq!(never.public_after.as_deref(), Some("never"));
+    assert_eq!(
+        backend.handed.borrow().last().unwrap().public_after_blocks,
+        None
+    );
+}
+
+/// `eth_cancelPrivateTransaction` goes to the object of the sender the route's status names
+/// (Flashbots Protect's `transaction.from`), and its answer comes back.
+#[test]
+fn a_private_cancel_goes_to_the_sender_the_route_names() {
+    let sender = "0x00000000000000000000000000000000000000aa";
+    let hash = format!("0x{}", "ab".repeat(32));
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "eth_cancelPrivateTransaction", "params": [{"txHash": hash}]});
+    let private = config(&[
+        ("CHAIN_ID", "31337"),
+        ("UPSTREAM_SEND_URL", "https://route.example"),
+        ("SEND_STATUS_URL", "https://route.example/tx/{hash}"),
+    ]);
+    let cache = Rc::new(ChainIdCache::new());
+    let backend = Recorder {
+        route_status: Some(json!({"status": "PENDING", "transaction": {"from": sender}})),
+        ..Recorder::default()
+    };
+    let answer = handle(&private, &backend, &cache, &body).unwrap();
+    assert_eq!(answer, json!({"jsonrpc": "2.0", "id": 9, "result": true}));
+    assert_eq!(
+        backend.cancels.borrow().as_slice(),
+        [(sender.to_string(), [0xab; 32])]
+    );
+    // Neither the route nor the read node names it: -32000, nothing cancelled.
+    let backend = Recorder {
+        route_status: Some(json!({"status": "UNKNOWN"})),
+        ..Recorder::default()
+    };
+    let unknown = handle(&private, &backend, &cache, &body).unwrap();
+    assert_eq!(unknown["error"]["code"], -32000, "{unknown}");
+    assert!(backend.cancels.borrow().is_empty());
 }
 
 #[test]

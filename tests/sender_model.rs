@@ -416,6 +416,10 @@ impl Effects for World {
         unreachable!("the model runs no private route")
     }
 
+    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _deadline_ms: u64) {
+        unreachable!("the model runs no private route")
+    }
+
     fn alarm(&mut self, _at_ms: Option<u64>) {}
 
     fn emit(&mut self, metric: Metric) {
@@ -540,6 +544,7 @@ impl Model {
                 chain_id: Some(1),
                 raw: format!("{nonce}/{variant}").into_bytes(),
                 method,
+                public_after_blocks: None,
             }),
             request_id: None,
         };
@@ -680,6 +685,7 @@ impl Model {
                 hash: r.tx.hash,
                 nonce: r.tx.nonce,
                 at_ms: r.at_ms,
+                terms: r.tx.terms(),
             })
             .collect();
         s.restore(self.genesis.clone(), &rows, self.now);

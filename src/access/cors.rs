@@ -9,7 +9,7 @@ pub const ALLOW_METHODS: &str = "POST, GET, OPTIONS";
 /// and `x-request-id`.
 pub const ALLOW_HEADERS: &str = "content-type, authorization, x-request-id";
 /// Response headers a page's script may read (`Access-Control-Expose-Headers`).
-pub const EXPOSE_HEADERS: &str = "x-request-id, retry-after";
+pub const EXPOSE_HEADERS: &str = "x-request-id, retry-after, x-public-after-blocks";
 /// How long a browser may cache a preflight, s (`Access-Control-Max-Age`; browsers cap it: Chromium
 /// at 7,200 s).
 pub const MAX_AGE_S: u32 = 86_400;

@@ -337,6 +337,24 @@ impl Backend for WorkerBackend<'_> {
         call_object_or_missing(self.env, sender, Method::Get, &path, self.headers()?).await
     }
 
+    async fn cancel_private(
+        &self,
+        sender: &Address,
+        hash: &TxHash,
+    ) -> Result<WireAnswer, ObjectError> {
+        let text = call_object(
+            self.env,
+            sender,
+            Method::Post,
+            wire::CANCEL_PATH,
+            Some(wire::encode_cancel(hash)),
+            self.headers()?,
+        )
+        .await?;
+        WireAnswer::decode(&text)
+            .ok_or_else(|| ObjectError::Failed("Durable Object answer: not an answer".into()))
+    }
+
     async fn pending_count(&self, sender: &Address) -> Result<WireAnswer, ObjectError> {
         let text = call_object(
             self.env,

@@ -13,6 +13,7 @@ use crate::edge::backend::{call_object, WorkerBackend};
 use crate::edge::runtime::{chain_ids, config_from_env};
 use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
+use crate::ordering::private_terms;
 use crate::relay::{status, wire, Backend, Relay};
 use futures_util::StreamExt;
 use std::cell::OnceCell;
@@ -194,6 +195,15 @@ async fn handle_rpc(
     let Some(body) = body_within(&mut req, declared, config.max_request_bytes).await? else {
         return too_large();
     };
+    // The client's opt-in to the public mempool for its private sends: a bad one is refused
+    // before anything is read or sent.
+    let opt_in = match private_terms::opt_in_of_query(req.url()?.query()) {
+        Ok(blocks) => blocks,
+        Err(bad) => {
+            let error = RpcError::new(jsonrpc::INVALID_REQUEST, bad.to_string());
+            return json_response(400, error.response(&jsonrpc::Id::null()));
+        }
+    };
     #[allow(unused_mut)]
     let mut backend = WorkerBackend::new(config, env, id, client_ip(&req));
     #[cfg(feature = "test-faults")]
@@ -201,7 +211,10 @@ async fn handle_rpc(
         backend.test_fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;
     }
     let chain_ids = chain_ids();
-    let reply = Relay::new(config, &backend, &chain_ids).handle(&body).await;
+    let reply = Relay::new(config, &backend, &chain_ids)
+        .with_opt_in(opt_in)
+        .handle(&body)
+        .await;
     let response = match reply.body {
         Some(body) => json_response(reply.status, body.render())?,
         None => Response::empty()?.with_status(reply.status),
@@ -210,6 +223,11 @@ async fn handle_rpc(
         response
             .headers()
             .set("retry-after", &seconds.to_string())?;
+    }
+    if let Some(public_after) = &reply.public_after {
+        response
+            .headers()
+            .set(private_terms::PUBLIC_AFTER_HEADER, public_after)?;
     }
     Ok(response)
 }

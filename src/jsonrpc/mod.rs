@@ -34,19 +34,29 @@ pub const METHOD_NOT_SUPPORTED: i64 = -32004;
 /// Request exceeds a defined limit (EIP-1474).
 pub const LIMIT_EXCEEDED: i64 = -32005;
 
-/// The send method the relay orders; every method but the three sends goes to the upstream as it
-/// is.
+/// The send method the relay orders; every method but the four sends (and the private cancel)
+/// goes to the upstream as it is.
 pub const SEND_RAW_TRANSACTION: &str = "eth_sendRawTransaction";
 /// Send and wait for the receipt (EIP-7966), ordered like a send.
 pub const SEND_RAW_TRANSACTION_SYNC: &str = "eth_sendRawTransactionSync";
 /// Send with inclusion preconditions (ERC-7796), ordered like a send.
 pub const SEND_RAW_TRANSACTION_CONDITIONAL: &str = "eth_sendRawTransactionConditional";
 
-/// Whether `method` sends a raw transaction: any of the three above.
+/// Send privately (Flashbots Protect's `[{tx, maxBlockNumber, preferences}]`), ordered like a
+/// send; only behind a private route.
+pub const SEND_PRIVATE_TRANSACTION: &str = "eth_sendPrivateTransaction";
+/// Cancel a private send (`[{txHash}]`, Flashbots'); ordered with the sender's sends, only behind
+/// a private route.
+pub const CANCEL_PRIVATE_TRANSACTION: &str = "eth_cancelPrivateTransaction";
+
+/// Whether `method` sends a raw transaction: any of the four above.
 pub fn is_send(method: &str) -> bool {
     matches!(
         method,
-        SEND_RAW_TRANSACTION | SEND_RAW_TRANSACTION_SYNC | SEND_RAW_TRANSACTION_CONDITIONAL
+        SEND_RAW_TRANSACTION
+            | SEND_RAW_TRANSACTION_SYNC
+            | SEND_RAW_TRANSACTION_CONDITIONAL
+            | SEND_PRIVATE_TRANSACTION
     )
 }
 

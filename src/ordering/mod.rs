@@ -6,11 +6,13 @@
 //! [`accepted`] keeps the transactions the upstream took, by hash and nonce; [`tx`] is the one
 //! transaction type that travels from the Worker to the upstream, [`send_params`] reads it from
 //! the params of a send, and [`row`] is its row in its sender's storage, kept in the tables of
-//! [`store`]; [`identifier`] names the machine's ids.
+//! [`store`]; [`private_terms`] is what a client asked of a private route for one transaction;
+//! [`identifier`] names the machine's ids.
 
 pub mod accepted;
 pub mod answer;
 pub mod identifier;
+pub mod private_terms;
 pub mod queue;
 pub mod route_status;
 pub mod row;

@@ -269,6 +269,7 @@ mod tests {
             chain_id: Some(1),
             raw: vec![variant],
             method: SendMethod::Plain,
+            public_after_blocks: None,
         };
         QueuedTx::new(Rc::new(tx), 0, None)
     }

@@ -92,6 +92,17 @@ impl RouteStatus {
         })
     }
 
+    /// The sender a status endpoint's answer names: `transaction.from` (Flashbots Protect's
+    /// status API), or a top-level `from`; `None` when it names none.
+    pub fn sender_of_body(body: &str) -> Option<crate::address::Address> {
+        let answer: Value = serde_json::from_str(body).ok()?;
+        let from = answer
+            .get("transaction")
+            .and_then(|tx| tx.get("from"))
+            .or_else(|| answer.get("from"))?;
+        from.as_str()?.parse().ok()
+    }
+
     /// Whether the route no longer holds it: sent to the route again.
     pub fn dropped(self) -> bool {
         matches!(self, RouteStatus::Failed | RouteStatus::Unknown)

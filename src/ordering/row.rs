@@ -4,9 +4,11 @@
 //! [`SignedTx::from_request_text`]), or why it is not a send of its hash ([`RowError`]).
 
 use crate::jsonrpc;
+use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::send_params::{send_params, SyncTimeouts};
 use crate::ordering::tx::{SendMethod, SignedTx};
 use crate::transaction::TxHash;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The most a transaction may keep in one row of its sender's storage, bytes
@@ -61,14 +63,20 @@ impl fmt::Display for RowError {
 
 impl SignedTx {
     /// How its send method is written in its row beside its bytes: the method's serde form
-    /// (`{"kind":"plain"}`, or `{"kind":"conditional","options":{…}}`). A send-and-wait call is
-    /// stored as a plain send: nobody waits on a stored transaction's receipt.
+    /// (`{"kind":"plain"}`, `{"kind":"conditional","options":{…}}`, or
+    /// `{"kind":"private","max_block_number":N}`), with `"public_after_blocks":N` when its sender
+    /// opted in to the public mempool ([`RowMethod`]). A send-and-wait call is stored as a plain
+    /// send: nobody waits on a stored transaction's receipt.
     pub fn row_method(&self) -> String {
         let method = match &self.method {
-            SendMethod::Sync { .. } => &SendMethod::Plain,
-            other => other,
+            SendMethod::Sync { .. } => SendMethod::Plain,
+            other => other.clone(),
         };
-        serde_json::to_string(method).expect("a send method always serializes")
+        let row = RowMethod {
+            method,
+            public_after_blocks: self.public_after_blocks,
+        };
+        serde_json::to_string(&row).expect("a send method always serializes")
     }
 
     /// What the transaction keeps in its row, bytes: its raw bytes and its row method
@@ -93,9 +101,10 @@ impl SignedTx {
     /// # Errors
     /// [`RowError`]: the bytes do not decode, have another hash, or the method is not one.
     pub fn from_row(raw: Vec<u8>, method: &str, hash: &TxHash) -> Result<SignedTx, RowError> {
-        let method = serde_json::from_str::<SendMethod>(method)
-            .map_err(|e| RowError::NotASend(e.to_string()))?;
-        Self::read_back(raw, method, hash)
+        let row = RowMethod::read(method)?;
+        let mut tx = Self::read_back(raw, row.method, hash)?;
+        tx.public_after_blocks = row.public_after_blocks;
+        Ok(tx)
     }
 
     /// A stored transaction's bytes and method made a [`SignedTx`] again: its bytes must decode
@@ -116,6 +125,7 @@ impl SignedTx {
             chain_id: tx.chain_id,
             raw,
             method,
+            public_after_blocks: None,
         })
     }
 
@@ -137,6 +147,37 @@ impl SignedTx {
         }
         let (raw, method) = send_params(&req, NO_WAIT).map_err(|e| RowError::BadRaw(e.message))?;
         Self::read_back(raw, method, hash)
+    }
+}
+
+/// The `method` column of a row: the send method's serde form and, flattened beside it, the
+/// sender's opt-in to the public mempool (absent from rows of earlier releases, and when the
+/// sender did not opt in). Releases before it read such a row's method and ignore the opt-in.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RowMethod {
+    /// How it was sent.
+    #[serde(flatten)]
+    pub method: SendMethod,
+    /// [`SignedTx::public_after_blocks`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_after_blocks: Option<u64>,
+}
+
+impl RowMethod {
+    /// Reads a row's `method` column.
+    ///
+    /// # Errors
+    /// [`RowError::NotASend`] when it is not a send method.
+    pub fn read(text: &str) -> Result<RowMethod, RowError> {
+        serde_json::from_str(text).map_err(|e| RowError::NotASend(e.to_string()))
+    }
+
+    /// What its sender asked of the private route ([`SignedTx::terms`]).
+    pub fn terms(&self) -> PrivateTerms {
+        PrivateTerms {
+            public_after_blocks: self.public_after_blocks,
+            max_block_number: self.method.max_block_number(),
+        }
     }
 }
 

@@ -1,9 +1,10 @@
-//! The params of the three send methods (`eth_sendRawTransaction`, `eth_sendRawTransactionSync`,
-//! `eth_sendRawTransactionConditional`) read as a raw transaction and its [`SendMethod`].
+//! The params of the four send methods (`eth_sendRawTransaction`, `eth_sendRawTransactionSync`,
+//! `eth_sendRawTransactionConditional`, `eth_sendPrivateTransaction`) read as a raw transaction
+//! and its [`SendMethod`].
 
 use crate::jsonrpc::{
-    self, Request, SEND_RAW_TRANSACTION, SEND_RAW_TRANSACTION_CONDITIONAL,
-    SEND_RAW_TRANSACTION_SYNC,
+    self, Request, SEND_PRIVATE_TRANSACTION, SEND_RAW_TRANSACTION,
+    SEND_RAW_TRANSACTION_CONDITIONAL, SEND_RAW_TRANSACTION_SYNC,
 };
 use crate::ordering::tx::SendMethod;
 use serde_json::Value;
@@ -23,7 +24,9 @@ pub struct SyncTimeouts {
 /// -32602 saying what is wrong with the params: `eth_sendRawTransaction` takes `[raw]`,
 /// `eth_sendRawTransactionSync` `[raw]` or `[raw, timeout]` (ms, a number or a hex quantity,
 /// capped at `SYNC_TIMEOUT_MAX_MS`; without one, or an invalid one, `SYNC_TIMEOUT_MS`: EIP-7966),
-/// `eth_sendRawTransactionConditional` `[raw, options]` with `options` an object (ERC-7796).
+/// `eth_sendRawTransactionConditional` `[raw, options]` with `options` an object (ERC-7796),
+/// `eth_sendPrivateTransaction` `[{"tx": raw, "maxBlockNumber"?: quantity, "preferences"?:
+/// object}]` (Flashbots Protect's).
 pub fn send_params(
     req: &Request,
     timeouts: SyncTimeouts,
@@ -31,6 +34,9 @@ pub fn send_params(
     let invalid = |why: &str| {
         jsonrpc::RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {why}"))
     };
+    if req.method == SEND_PRIVATE_TRANSACTION {
+        return private_params(&req.params).map_err(|why| invalid(&why));
+    }
     let items = req.params.as_array();
     let (first, second) = match items.map(Vec::as_slice) {
         Some([first, second]) if req.method != SEND_RAW_TRANSACTION => {
@@ -58,6 +64,43 @@ pub fn send_params(
         _ => SendMethod::Plain,
     };
     Ok((raw, method))
+}
+
+/// The params of `eth_sendPrivateTransaction`: `[{"tx", "maxBlockNumber", "preferences"}]`; any
+/// other member of the object is left out of what goes on.
+fn private_params(params: &Value) -> Result<(Vec<u8>, SendMethod), String> {
+    let shape = "expected [{\"tx\": raw transaction, \"maxBlockNumber\"?: hex quantity, \
+                 \"preferences\"?: object}] (eth_sendPrivateTransaction)";
+    let Some([Value::Object(object)]) = params.as_array().map(Vec::as_slice) else {
+        return Err(shape.into());
+    };
+    let raw = object.get("tx").ok_or_else(|| shape.to_string())?;
+    let raw = jsonrpc::raw_transaction_param(&Value::Array(vec![raw.clone()]))
+        .map_err(|e| e.message.trim_start_matches("invalid params: ").to_string())?;
+    let max_block_number = match object.get("maxBlockNumber") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(q)) => Some(
+            crate::hex::decode_quantity(q)
+                .map_err(|_| format!("maxBlockNumber is not a hex quantity: {q:.40}"))?,
+        ),
+        Some(Value::Number(n)) => Some(
+            n.as_u64()
+                .ok_or_else(|| format!("maxBlockNumber is not a block number: {n}"))?,
+        ),
+        Some(_) => return Err("maxBlockNumber is not a hex quantity".into()),
+    };
+    let preferences = match object.get("preferences") {
+        None | Some(Value::Null) => None,
+        Some(p @ Value::Object(_)) => Some(p.clone()),
+        Some(_) => return Err("preferences must be an object".into()),
+    };
+    Ok((
+        raw,
+        SendMethod::Private {
+            max_block_number,
+            preferences,
+        },
+    ))
 }
 
 /// The send-and-wait timeout, ms: the client's (a number or a hex quantity) capped at

@@ -7,12 +7,15 @@
 //! Its row in its sender's storage is [`super::row`]; the params of the send methods it is read
 //! from are [`super::send_params`].
 
-use crate::jsonrpc::{SEND_RAW_TRANSACTION, SEND_RAW_TRANSACTION_CONDITIONAL};
+use crate::jsonrpc::{
+    SEND_PRIVATE_TRANSACTION, SEND_RAW_TRANSACTION, SEND_RAW_TRANSACTION_CONDITIONAL,
+};
+use crate::ordering::private_terms::PrivateTerms;
 use crate::transaction::TxHash;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// How a client sent a raw transaction; all three are taken through the sender's order.
+/// How a client sent a raw transaction; all four are taken through the sender's order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SendMethod {
@@ -31,6 +34,18 @@ pub enum SendMethod {
     Conditional {
         /// The inclusion preconditions (ERC-7796 `options`).
         options: Value,
+    },
+    /// `eth_sendPrivateTransaction` (Flashbots Protect's, served by Alchemy and others too): only
+    /// behind a private route, sent there as this method with what the relay read of its params,
+    /// or as `eth_sendRawTransaction` to a route that does not serve it
+    /// ([`SignedTx::plain_request`]).
+    Private {
+        /// `maxBlockNumber`: the highest block it may be included in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_block_number: Option<u64>,
+        /// `preferences` (an object: `fast`, `privacy`, `validity`), passed on as read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preferences: Option<Value>,
     },
 }
 
@@ -51,12 +66,26 @@ pub struct SignedTx {
     pub raw: Vec<u8>,
     /// How it was sent.
     pub method: SendMethod,
+    /// Behind a private route: the client's opt-in to the public mempool after this many blocks
+    /// without inclusion, as granted ([`crate::ordering::private_terms::granted`]); `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_after_blocks: Option<u64>,
 }
 
 impl SendMethod {
     /// Whether it is a send-and-wait call.
     pub fn is_sync(&self) -> bool {
         matches!(self, SendMethod::Sync { .. })
+    }
+
+    /// `eth_sendPrivateTransaction`'s `maxBlockNumber`; `None` for the other methods.
+    pub fn max_block_number(&self) -> Option<u64> {
+        match self {
+            SendMethod::Private {
+                max_block_number, ..
+            } => *max_block_number,
+            _ => None,
+        }
     }
 }
 
@@ -69,15 +98,52 @@ impl SignedTx {
     }
 
     /// [`SignedTx::request`] with the id `id` (a member of a batch of sends).
+    /// `eth_sendPrivateTransaction` goes as `[{"tx", "maxBlockNumber" (hex), "preferences"}]`.
     pub fn request_with_id(&self, id: u64) -> String {
         let raw = crate::hex::encode(&self.raw);
         match &self.method {
-            SendMethod::Plain | SendMethod::Sync { .. } => format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"method":"{SEND_RAW_TRANSACTION}","params":["{raw}"]}}"#
-            ),
+            SendMethod::Plain | SendMethod::Sync { .. } => self.plain_request_with_id(id),
             SendMethod::Conditional { options } => format!(
                 r#"{{"jsonrpc":"2.0","id":{id},"method":"{SEND_RAW_TRANSACTION_CONDITIONAL}","params":["{raw}",{options}]}}"#
             ),
+            SendMethod::Private {
+                max_block_number,
+                preferences,
+            } => {
+                let mut params = serde_json::json!({ "tx": raw });
+                if let Some(max) = max_block_number {
+                    params["maxBlockNumber"] = format!("0x{max:x}").into();
+                }
+                if let Some(preferences) = preferences {
+                    params["preferences"] = preferences.clone();
+                }
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"{SEND_PRIVATE_TRANSACTION}","params":[{params}]}}"#
+                )
+            }
+        }
+    }
+
+    /// The transaction as a plain `eth_sendRawTransaction` request (id 1): how a send-and-wait
+    /// call goes, and how an `eth_sendPrivateTransaction` goes to a route that answered it does
+    /// not serve that method.
+    pub fn plain_request(&self) -> String {
+        self.plain_request_with_id(1)
+    }
+
+    fn plain_request_with_id(&self, id: u64) -> String {
+        let raw = crate::hex::encode(&self.raw);
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{SEND_RAW_TRANSACTION}","params":["{raw}"]}}"#
+        )
+    }
+
+    /// What its sender asked of the private route ([`PrivateTerms`]): its opt-in to the public
+    /// mempool and its `maxBlockNumber`.
+    pub fn terms(&self) -> PrivateTerms {
+        PrivateTerms {
+            public_after_blocks: self.public_after_blocks,
+            max_block_number: self.method.max_block_number(),
         }
     }
 }
@@ -123,6 +189,7 @@ mod tests {
             chain_id: Some(296),
             raw: vec![0x02, 0xf8],
             method,
+            public_after_blocks: None,
         }
     }
 
@@ -157,6 +224,32 @@ mod tests {
             r#"{"kind":"conditional","options":{"knownAccounts":{}}}"#
         );
         assert_eq!(sync.row_len(), 2 + 16);
+        let mut private = tx(SendMethod::Private {
+            max_block_number: Some(50),
+            preferences: None,
+        });
+        private.public_after_blocks = Some(3);
+        assert_eq!(
+            private.request(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_sendPrivateTransaction","params":[{"maxBlockNumber":"0x32","tx":"0x02f8"}]}"#
+        );
+        assert_eq!(
+            private.plain_request(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x02f8"]}"#
+        );
+        let row = private.row_method();
+        assert_eq!(
+            row,
+            r#"{"kind":"private","max_block_number":50,"public_after_blocks":3}"#
+        );
+        let read = crate::ordering::row::RowMethod::read(&row).unwrap();
+        assert_eq!(read.terms(), private.terms());
+        // A release before the opt-in reads the method and leaves the opt-in.
+        assert_eq!(
+            serde_json::from_str::<SendMethod>(r#"{"kind":"plain","public_after_blocks":3}"#)
+                .unwrap(),
+            SendMethod::Plain
+        );
         let plain = serde_json::to_string(&tx(SendMethod::Plain)).unwrap();
         assert!(plain.contains(r#""method":{"kind":"plain"}"#), "{plain}");
         assert!(serde_json::from_str::<SignedTx>(

@@ -21,6 +21,7 @@
 //! The platform's part (HTTP to the upstream, the Durable Object stub, logging) is the
 //! [`Backend`] trait, implemented by the Worker adapter.
 
+pub mod cancel;
 pub mod pending;
 pub mod receipt;
 pub mod send;
@@ -34,6 +35,7 @@ use crate::chain_id::{self, ChainIdCache, Claim};
 use crate::config::Config;
 use crate::jsonrpc::{self, Answer, Body, Incoming, Request, Response, RpcError};
 use crate::metrics::Metric;
+use crate::ordering::private_terms::{granted, header_value};
 use crate::ordering::send_params::{send_params, SyncTimeouts};
 use crate::ordering::tx::{SendMethod, SignedTx};
 use crate::transaction::{self, TxHash};
@@ -101,6 +103,17 @@ pub trait Backend: Platform {
     /// body is then refused). Without limits configured, always false.
     async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool;
 
+    /// `sender`'s cancel of private transaction `hash` as its object answers it (see [`wire`]):
+    /// the route's answer.
+    ///
+    /// # Errors
+    /// [`ObjectError`], when the object gave no answer.
+    async fn cancel_private(
+        &self,
+        sender: &Address,
+        hash: &TxHash,
+    ) -> Result<wire::WireAnswer, ObjectError>;
+
     /// `sender`'s pending count as its object answers it (see [`wire`]).
     ///
     /// # Errors
@@ -130,6 +143,15 @@ pub struct Reply {
     /// The `Retry-After` header, s: over a rate limit (HTTP 429), or when a transaction was
     /// refused for a full queue or an overloaded object (the longest of them).
     pub retry_after_s: Option<u64>,
+    /// Behind a private route, for a body with a send: the
+    /// [`crate::ordering::private_terms::PUBLIC_AFTER_HEADER`] value
+    /// (`never`, or the blocks after which the relay may publish its transactions).
+    pub public_after: Option<String>,
+}
+
+/// Whether a parsed entry is a send ([`jsonrpc::is_send`]).
+fn is_send_entry(entry: &&jsonrpc::ParsedRequest) -> bool {
+    entry.as_ref().is_ok_and(|r| jsonrpc::is_send(&r.method))
 }
 
 /// The relay for one Worker invocation.
@@ -138,6 +160,9 @@ pub struct Relay<'a, B: Backend> {
     backend: &'a B,
     /// The chain id learned from the upstream, kept for the Worker isolate's lifetime.
     chain_ids: &'a Rc<ChainIdCache>,
+    /// The client's opt-in to the public mempool for this request's private sends, blocks
+    /// (`?public_after_blocks=N`); `None`: never.
+    opt_in: Option<u64>,
 }
 
 enum Plan {
@@ -147,6 +172,8 @@ enum Plan {
     Subscription(Request),
     Send(Address, Member),
     PendingCount(Request, Address),
+    /// `eth_cancelPrivateTransaction` ([`cancel`]).
+    Cancel(Request),
 }
 
 /// One transaction of a request for its sender: where it is in the request, the id its answer
@@ -168,7 +195,23 @@ impl<'a, B: Backend> Relay<'a, B> {
             config,
             backend,
             chain_ids,
+            opt_in: None,
         }
+    }
+
+    /// The relay with the client's opt-in to the public mempool for this request's sends behind
+    /// a private route (`?public_after_blocks=N`,
+    /// [`crate::ordering::private_terms::opt_in_of_query`]), at most `SEND_PUBLIC_AFTER_BLOCKS`.
+    pub fn with_opt_in(mut self, blocks: Option<u64>) -> Self {
+        self.opt_in = blocks;
+        self
+    }
+
+    /// The opt-in this request's private sends get ([`granted`]); `None` (never published)
+    /// without a private route.
+    fn granted_opt_in(&self) -> Option<u64> {
+        granted(self.opt_in, self.config.send_public_after_blocks)
+            .filter(|_| self.config.private_route())
     }
 
     /// Answers an HTTP request body (already bounded by `MAX_REQUEST_BYTES`). Each request in it
@@ -185,11 +228,6 @@ impl<'a, B: Backend> Relay<'a, B> {
         body: &[u8],
         subscriptions: Option<&S>,
     ) -> Reply {
-        let reply = |(body, retry_after_s): (Option<Body>, Option<u64>)| Reply {
-            status: if body.is_some() { 200 } else { 204 },
-            body,
-            retry_after_s,
-        };
         let parsed = jsonrpc::parse(body, self.config.max_batch);
         let (entries, batch): (Vec<&jsonrpc::ParsedRequest>, bool) = match &parsed {
             Err(_) => (Vec::new(), false),
@@ -197,6 +235,28 @@ impl<'a, B: Backend> Relay<'a, B> {
             Ok(Incoming::Batch(entries)) => (entries.iter().collect(), true),
         };
         let (sends, reads) = rate_limit::count(&entries);
+        // Whether its transactions may go public, said on every answer to a private send (never,
+        // when each is bounded by a `maxBlockNumber`).
+        let bounded = |e: &&jsonrpc::ParsedRequest| {
+            e.as_ref().is_ok_and(|r| {
+                r.method == jsonrpc::SEND_PRIVATE_TRANSACTION
+                    && !r.params[0]["maxBlockNumber"].is_null()
+            })
+        };
+        let granted = self.granted_opt_in().filter(|_| {
+            entries
+                .iter()
+                .filter(|e| is_send_entry(e))
+                .any(|e| !bounded(e))
+        });
+        let public_after =
+            (sends > 0 && self.config.private_route()).then(|| header_value(granted));
+        let reply = |(body, retry_after_s): (Option<Body>, Option<u64>)| Reply {
+            status: if body.is_some() { 200 } else { 204 },
+            body,
+            retry_after_s,
+            public_after: public_after.clone(),
+        };
         // A body that is not JSON-RPC at all counts as one read.
         let reads = if entries.is_empty() { 1 } else { reads };
         if self.backend.over_rate_limit(sends, reads).await {
@@ -211,6 +271,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                 status: 429,
                 body: Some(body),
                 retry_after_s: Some(self.config.rate_limit_period_s),
+                public_after: None,
             };
         }
         match parsed {
@@ -275,6 +336,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                 Ok(req) if subscriptions.is_some() && is_subscription(&req.method) => {
                     Plan::Subscription(req)
                 }
+                Ok(req) if req.method == jsonrpc::CANCEL_PRIVATE_TRANSACTION => Plan::Cancel(req),
                 Ok(req) if !jsonrpc::is_send(&req.method) => {
                     match pending::pending_count_of(&req)
                         .filter(|_| self.config.enable_nonce_ordering)
@@ -303,6 +365,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         // One task per proxied request and per sender (its transactions in one call).
         let mut answers: Vec<Option<Response>> = vec![None; plans.len()];
         let mut proxied = Vec::new();
+        let mut cancels = Vec::new();
         let mut subscribed = Vec::new();
         let mut counts = Vec::new();
         let mut by_sender: HashMap<Address, Vec<Member>> = HashMap::new();
@@ -311,6 +374,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             match plan {
                 Plan::Done(response) => answers[i] = Some(response),
                 Plan::Proxy(req) => proxied.push((i, req)),
+                Plan::Cancel(req) => cancels.push((i, req)),
                 Plan::Subscription(req) => subscribed.push((i, req)),
                 Plan::PendingCount(req, address) => counts.push((i, req, address)),
                 Plan::Send(sender, member) => {
@@ -324,7 +388,11 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
         let proxy_tasks = proxied
             .into_iter()
-            .map(|(i, req)| async move { (i, self.proxy(&req).await) });
+            .map(|(i, req)| async move { (i, self.proxy(&req).await) })
+            .map(futures_util::future::Either::Left)
+            .chain(cancels.into_iter().map(|(i, req)| {
+                futures_util::future::Either::Right(async move { (i, self.cancel(&req).await) })
+            }));
         let count_tasks = counts
             .into_iter()
             .map(|(i, req, address)| async move { (i, self.pending_count(&req, &address).await) });
@@ -437,6 +505,14 @@ impl<'a, B: Backend> Relay<'a, B> {
             max_ms: self.config.sync_timeout_max_ms,
         };
         let (raw, method) = send_params(req, timeouts)?;
+        if matches!(method, SendMethod::Private { .. }) && !self.config.private_route() {
+            // A read node would publish it: refused, unsent.
+            return Err(RpcError::new(
+                jsonrpc::METHOD_NOT_SUPPORTED,
+                "eth_sendPrivateTransaction needs a private route (UPSTREAM_SEND_URL), and this \
+                 relay has none: nothing was sent; send it with eth_sendRawTransaction to publish it",
+            ));
+        }
         if matches!(method, SendMethod::Conditional { .. }) && self.config.private_route() {
             // No private route serves ERC-7796, and Flashbots Protect passes a method it does
             // not know to a public node: sent as a plain send it would lose its conditions,
@@ -485,6 +561,11 @@ impl<'a, B: Backend> Relay<'a, B> {
             hash: tx.hash,
             nonce: tx.nonce,
             chain_id: tx.chain_id,
+            // One bounded by a `maxBlockNumber` is never published: the public mempool would
+            // keep it past its bound.
+            public_after_blocks: self
+                .granted_opt_in()
+                .filter(|_| method.max_block_number().is_none()),
             raw,
             method,
         };

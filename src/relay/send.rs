@@ -89,7 +89,9 @@ impl<B: Backend> Relay<'_, B> {
     async fn finish(&self, answer: Answer, method: &SendMethod) -> Answer {
         match method {
             SendMethod::Sync { timeout_ms } => self.wait_receipt(answer, *timeout_ms).await,
-            SendMethod::Plain | SendMethod::Conditional { .. } => answer,
+            SendMethod::Plain | SendMethod::Conditional { .. } | SendMethod::Private { .. } => {
+                answer
+            }
         }
     }
 

@@ -82,7 +82,7 @@ impl<B: Backend> Relay<'_, B> {
     }
 
     /// The `from` of the upstream's `eth_getTransactionByHash`, when it has the transaction.
-    async fn sender_of(&self, hash: &str) -> Option<Address> {
+    pub(super) async fn sender_of(&self, hash: &str) -> Option<Address> {
         let request = json!({
             "jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionByHash", "params": [hash],
         })

@@ -7,6 +7,8 @@
 //!   legacy transaction carries none of its own; absent from an earlier release's Worker). The
 //!   object enqueues them all in one turn, so a shuffled batch is sorted by nonce without gap
 //!   waits. The answer is a JSON array, one [`WireAnswer`] per transaction, in the same order.
+//! - `POST /cancel` with `{"hash":"0x…"}`: the sender's cancel of a private transaction
+//!   (`eth_cancelPrivateTransaction`), one [`WireAnswer`].
 //! - `GET /pending-count`: the sender's pending count, one [`WireAnswer`].
 //! - `GET /state`: the per-sender view ([`crate::ordering::sender::Sender::view`]).
 //! - `GET /tx/0x…`: what became of one transaction
@@ -14,12 +16,15 @@
 
 use crate::jsonrpc::Answer;
 use crate::ordering::tx::{SendMethod, SignedTx};
+use crate::transaction::TxHash;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
 
 /// The path of a send.
 pub const SEND_PATH: &str = "/send";
+/// The path of a cancel of a private transaction.
+pub const CANCEL_PATH: &str = "/cancel";
 /// The path of the pending-count question.
 pub const PENDING_COUNT_PATH: &str = "/pending-count";
 /// The path of the per-sender view.
@@ -188,6 +193,26 @@ pub fn decode_send(body: &str) -> Result<Send, WireError> {
     })
 }
 
+/// The body of a cancel of `hash`: `{"hash":"0x…"}`.
+pub fn encode_cancel(hash: &TxHash) -> String {
+    serde_json::json!({ "hash": crate::hex::encode(hash) }).to_string()
+}
+
+/// Reads the body of a cancel: the transaction's hash.
+///
+/// # Errors
+/// [`WireError::Malformed`] when it is not `{"hash": "0x" + 64 hex digits}`.
+pub fn decode_cancel(body: &str) -> Result<TxHash, WireError> {
+    #[derive(Deserialize)]
+    struct Cancel {
+        hash: String,
+    }
+    let cancel: Cancel =
+        serde_json::from_str(body).map_err(|e| WireError::Malformed(e.to_string()))?;
+    crate::hex::decode_array(&cancel.hash)
+        .ok_or_else(|| WireError::Malformed(format!("not a transaction hash: {:.80}", cancel.hash)))
+}
+
 /// The object's answer to a send.
 pub fn encode_answers(answers: &[WireAnswer]) -> String {
     let parts: Vec<String> = answers.iter().map(WireAnswer::encode).collect();
@@ -226,6 +251,7 @@ mod tests {
             chain_id: (hash == 8).then_some(296),
             raw: vec![0x02, 0xf8, hash],
             method,
+            public_after_blocks: None,
         };
         let txs = vec![
             tx(7, 5, SendMethod::Plain),

@@ -7,6 +7,7 @@
 //! and [`rotation`] (each upstream's health).
 
 pub mod batch;
+pub mod cancel;
 pub mod heads;
 pub mod lookup;
 pub mod merge;
@@ -238,6 +239,19 @@ pub fn error_metric(method: &str, error: &UpstreamError) -> Metric {
         .value("count", 1.0)
         .field("method", method)
         .field("error", error.to_string())
+}
+
+/// Whether `reply` says the upstream does not serve the method: JSON-RPC -32601 (EIP-1474;
+/// geth's "the method … does not exist/is not available"), or an HTTP 404 or 405.
+pub fn method_not_served(reply: &Result<UpstreamReply, UpstreamError>) -> bool {
+    match reply {
+        Err(UpstreamError::Status(404 | 405, _)) => true,
+        Err(_) => false,
+        Ok(r) if matches!(r.status, 404 | 405) => true,
+        Ok(r) => Answer::parse(&r.body)
+            .and_then(|a| a.error_parts())
+            .is_some_and(|(code, _)| code == jsonrpc::METHOD_NOT_FOUND),
+    }
 }
 
 #[cfg(test)]

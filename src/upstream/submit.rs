@@ -29,15 +29,17 @@
 
 use crate::hex;
 use crate::jsonrpc::Answer;
+use crate::jsonrpc::SEND_PRIVATE_TRANSACTION;
 use crate::metrics::Metric;
 use crate::ordering::answer::AnswerClass;
 use crate::ordering::sender::{PoolKind, Sent};
-use crate::ordering::tx::SignedTx;
+use crate::ordering::tx::{SendMethod, SignedTx};
 use crate::transaction::TxHash;
 use crate::upstream::retry::{post_retried, RetryPolicy};
 use crate::upstream::Platform;
 use crate::upstream::{
-    classify, error_metric, may_have_arrived, CallKind, UpstreamError, UpstreamReply,
+    classify, error_metric, may_have_arrived, method_not_served, CallKind, UpstreamError,
+    UpstreamReply,
 };
 use serde_json::Value;
 
@@ -115,7 +117,7 @@ async fn send_until_final<P: Platform + ?Sized>(
     deadline_ms: u64,
     mut first: Option<Result<UpstreamReply, UpstreamError>>,
 ) -> Sent {
-    let request = tx.request();
+    let mut request = tx.request();
     let mut attempts = 0;
     // Attempts the upstream did not turn away unattempted ([`rate_limited`]): the count
     // `UPSTREAM_RETRIES` caps.
@@ -138,6 +140,21 @@ async fn send_until_final<P: Platform + ?Sized>(
             }
         };
         let (mut class, answer) = classify(&reply);
+        // A route that does not serve `eth_sendPrivateTransaction` gets the same bytes as a
+        // plain send, at once: the request was not attempted.
+        if matches!(tx.method, SendMethod::Private { .. })
+            && request != tx.plain_request()
+            && method_not_served(&reply)
+        {
+            upstream.emit(
+                &Metric::new("private_method_unserved", sender, SEND_PRIVATE_TRANSACTION)
+                    .value("count", 1.0)
+                    .field("nonce", tx.nonce)
+                    .field("tx_hash", hex::encode(&tx.hash)),
+            );
+            request = tx.plain_request();
+            continue;
+        }
         // Flashbots Protect writes its nonce cache after it answered: a fast n + 1 may meet
         // `invalid nonce` although n is in; a short wait and the same bytes get in.
         let raced = class == AnswerClass::Unrecognized

@@ -57,7 +57,14 @@ export async function post(url, body, headers = {}) {
   } catch {
     json = undefined;
   }
-  return { status: res.status, json, text, ms: performance.now() - started, retryAfter: res.headers.get("retry-after") };
+  return {
+    status: res.status,
+    json,
+    text,
+    ms: performance.now() - started,
+    retryAfter: res.headers.get("retry-after"),
+    publicAfter: res.headers.get("x-public-after-blocks"),
+  };
 }
 
 let ids = 0;

@@ -16,6 +16,12 @@
 //   sender cancelling it (CANCELLED, never included); with the option `nonceCacheLagMs`,
 //   Protect's nonce cache, written that many ms after each acceptance, refuses a nonce above it
 //   `invalid nonce` (-32603).
+// - `eth_sendPrivateTransaction` (`[{tx, maxBlockNumber, preferences}]`, Protect's) holds `tx` as
+//   `eth_sendRawTransaction` does, never past `maxBlockNumber`: a block built after it gives the
+//   transaction up (FAILED). `eth_cancelPrivateTransaction` (`[{txHash}]`) cancels a held one
+//   (CANCELLED, answer true; false for any other). With `servesPrivateMethods: false` both answer
+//   -32601, as Flashbots Protect's RPC and MEV Blocker do.
+// - The status answer names the transaction's `from` and `nonce` (`transaction`, as Protect's does).
 // Every other method is forwarded to the chain (the routes answer reads, `eth_chainId` included).
 // `sends` records every `eth_sendRawTransaction` it received: { hash, sender, nonce, at (arrival,
 // before the latency), answeredAt } (performance.now(), ms).
@@ -37,7 +43,7 @@ export const STATUS = { PENDING: "PENDING", INCLUDED: "INCLUDED", FAILED: "FAILE
  * { url, statusUrl (with `{hash}`), sends, status(hash), buildBlock(), forget(hash),
  * holdFor(hash, blocks), stop() }.
  */
-export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () => undefined, nonceCacheLagMs = null }) {
+export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () => undefined, nonceCacheLagMs = null, servesPrivateMethods = true }) {
   /** sender -> the highest nonce it holds, as its nonce cache knows it (Protect's Redis). */
   const cachedMax = new Map();
   const refusals = [];
@@ -53,7 +59,9 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
   };
 
   const send = async (request, at) => {
-    const raw = request.params?.[0];
+    const priv = request.method === "eth_sendPrivateTransaction";
+    const raw = priv ? request.params?.[0]?.tx : request.params?.[0];
+    const maxBlock = priv && request.params?.[0]?.maxBlockNumber != null ? Number(BigInt(request.params[0].maxBlockNumber)) : null;
     let hash, sender, nonce;
     try {
       hash = keccak256(raw);
@@ -63,7 +71,7 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
     } catch (e) {
       return { jsonrpc: "2.0", id: request.id ?? null, error: { code: -32602, message: `invalid raw transaction: ${e.message}` } };
     }
-    const record = { hash, sender, nonce, at };
+    const record = { hash, sender, nonce, at, method: request.method, maxBlock };
     sends.push(record);
     const known = txs.get(hash);
     if (nonceCacheLagMs !== null && !known) {
@@ -81,20 +89,42 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
       setTimeout(() => cachedMax.set(sender, Math.max(cachedMax.get(sender) ?? -1, nonce)), nonceCacheLagMs);
     }
     if (!known || known.status === STATUS.FAILED) {
-      txs.set(hash, { raw, sender, nonce, status: STATUS.PENDING, holdBlocks: known?.holdBlocks ?? holds.get(hash) ?? 0 });
+      txs.set(hash, { raw, sender, nonce, maxBlock, status: STATUS.PENDING, holdBlocks: known?.holdBlocks ?? holds.get(hash) ?? 0 });
       holds.delete(hash);
     }
     record.answeredAt = performance.now();
     return { jsonrpc: "2.0", id: request.id ?? null, result: hash };
   };
 
-  const isSend = (request) => request?.method === "eth_sendRawTransaction";
-  const answer = (request, at) => (isSend(request) ? send(request, at) : forward(request));
+  const isSend = (request) => ["eth_sendRawTransaction", "eth_sendPrivateTransaction"].includes(request?.method);
+  const privateMethods = ["eth_sendPrivateTransaction", "eth_cancelPrivateTransaction"];
+  /** The cancels it received: { hash, answer }. */
+  const cancels = [];
+  const cancelTx = (request) => {
+    const hash = String(request.params?.[0]?.txHash ?? "").toLowerCase();
+    const tx = txs.get(hash);
+    const cancelled = tx?.status === STATUS.PENDING;
+    if (cancelled) tx.status = STATUS.CANCELLED;
+    cancels.push({ hash, answer: cancelled });
+    return { jsonrpc: "2.0", id: request.id ?? null, result: cancelled };
+  };
+  const answer = (request, at) => {
+    if (!servesPrivateMethods && privateMethods.includes(request?.method)) {
+      return { jsonrpc: "2.0", id: request.id ?? null, error: { code: -32601, message: `the method ${request.method} does not exist/is not available` } };
+    }
+    if (request?.method === "eth_cancelPrivateTransaction") return cancelTx(request);
+    return isSend(request) ? send(request, at) : forward(request);
+  };
 
   const server = http.createServer(async (req, res) => {
     const status = /^\/tx\/(0x[0-9a-fA-F]{64})$/.exec(req.url ?? "");
     if (req.method === "GET" && status) {
-      const body = JSON.stringify({ status: txs.get(status[1].toLowerCase())?.status ?? STATUS.UNKNOWN });
+      const tx = txs.get(status[1].toLowerCase());
+      const body = JSON.stringify({
+        status: tx?.status ?? STATUS.UNKNOWN,
+        hash: status[1].toLowerCase(),
+        ...(tx ? { maxBlockNumber: tx.maxBlock, transaction: { from: tx.sender, nonce: `0x${tx.nonce.toString(16)}` } } : {}),
+      });
       res.writeHead(200, { "content-type": "application/json" }).end(body);
       return;
     }
@@ -119,8 +149,14 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
   /** Builds one block from what it holds (see the module comment); returns the hashes included. */
   const buildBlock = async () => {
     const bySender = new Map();
+    const building = Number(BigInt((await rpc(chain, "eth_blockNumber", [])).result)) + 1;
+    const lapsed = [];
     for (const [hash, tx] of txs) {
       if (tx.status !== STATUS.PENDING) continue;
+      if (tx.maxBlock !== null && tx.maxBlock !== undefined && building > tx.maxBlock) {
+        lapsed.push(tx); // past its maxBlockNumber: given up once this block is in
+        continue;
+      }
       if (tx.holdBlocks > 0) {
         tx.holdBlocks -= 1;
         continue;
@@ -148,6 +184,7 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
       }
     }
     await rpc(chain, "evm_mine", []);
+    for (const tx of lapsed) tx.status = STATUS.FAILED;
     for (const hash of included) {
       const receipt = await rpc(chain, "eth_getTransactionReceipt", [hash]);
       txs.get(hash).status = receipt.result ? STATUS.INCLUDED : STATUS.PENDING;
@@ -170,6 +207,8 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
       const tx = txs.get(hash.toLowerCase());
       if (tx) tx.status = STATUS.CANCELLED;
     },
+    /** The `eth_cancelPrivateTransaction`s it received: { hash, answer }. */
+    cancels,
     /** The sends its racing nonce cache refused `invalid nonce` (with `nonceCacheLagMs`). */
     refusals,
     holdFor(hash, blocks) {
@@ -195,7 +234,7 @@ export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0
   const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
   const read = await startProxy({ upstream: anvil.url, strictNonce: false });
   const route = await startPrivateRoute({ chain: anvil.url, ...routeOptions });
-  const isSend = (m) => m?.method === "eth_sendRawTransaction";
+  const isSend = (m) => ["eth_sendRawTransaction", "eth_sendPrivateTransaction"].includes(m?.method);
   const link =
     routeLatencyMs > 0
       ? await startProxy({ upstream: route.url, strictNonce: false, latency: (req) => ([req].flat().some(isSend) ? routeLatencyMs : 0) })
@@ -210,6 +249,6 @@ export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0
   return s;
 }
 
-/** How many transactions the test proxy `proxy` was sent (any send method, alone or in a batch). */
+/** How many transactions (or private cancels) the test proxy `proxy` was sent (any send method, alone or in a batch). */
 export const sendsAt = (proxy) =>
-  proxy.requests.filter((r) => [r.body].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""))).length;
+  proxy.requests.filter((r) => [r.body].flat().some((m) => /^eth_send(RawTransaction|PrivateTransaction)|^eth_cancelPrivateTransaction/.test(m?.method ?? ""))).length;

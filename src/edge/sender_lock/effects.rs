@@ -14,6 +14,7 @@ use crate::ordering::store::StorageError;
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::transaction::TxHash;
+use crate::upstream::cancel::cancel_at_route;
 use crate::upstream::lookup::look_up;
 use crate::upstream::submit::publish;
 use std::rc::Rc;
@@ -223,6 +224,26 @@ impl Effects for Carry<'_> {
                     .published(&tx.hash, sent, now_ms());
                 driver.pump();
             }
+        });
+    }
+
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, deadline_ms: u64) {
+        if !self.live() {
+            return;
+        }
+        let driver = self.driver.clone();
+        spawn_local(async move {
+            let upstream = driver.upstream(None);
+            let policy = driver.config.retry_policy();
+            let answer = cancel_at_route(&upstream, &hash, &policy, deadline_ms).await;
+            if driver.superseded.get() {
+                return;
+            }
+            driver
+                .machine
+                .borrow_mut()
+                .cancel_answered(ticket, hash, answer, now_ms());
+            driver.pump();
         });
     }
 

@@ -196,6 +196,7 @@ impl DurableObject for SenderLock {
             // Every other route: stored transactions first know their chain (`Driver::ready`).
             _ if !driver.ready(None).await => chain_unknown_response(),
             (Method::Get, wire::PENDING_COUNT_PATH) => driver.pending_count().await,
+            (Method::Post, wire::CANCEL_PATH) => driver.cancel(&req.text().await?).await,
             (Method::Get, wire::STATE_PATH) => Response::ok(driver.view().await.to_string()),
             (Method::Get, path) if path.starts_with(wire::TX_PREFIX) => {
                 let hash = crate::relay::status::hash_of_path(path).and_then(Result::ok);

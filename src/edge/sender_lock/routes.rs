@@ -54,6 +54,22 @@ impl Driver {
         }
     }
 
+    /// A cancel of a private transaction (`POST /cancel`, `{"hash"}`): the route's answer
+    /// ([`crate::ordering::sender::Sender::cancel`]).
+    pub async fn cancel(self: &Rc<Self>, body: &str) -> worker::Result<Response> {
+        let hash = match wire::decode_cancel(body) {
+            Ok(hash) => hash,
+            Err(why) => return Response::error(why.to_string(), 400),
+        };
+        let (ticket, wait) = self.ticket();
+        self.machine.borrow_mut().cancel(ticket, hash, now_ms());
+        self.pump();
+        match wait.await {
+            Ok(answer) => Response::ok(answer.encode()),
+            Err(_) => superseded_response(),
+        }
+    }
+
     /// The pending count (`GET /pending-count`).
     pub async fn pending_count(self: &Rc<Self>) -> worker::Result<Response> {
         let (ticket, wait) = self.ticket();

@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
 use crate::transaction::TxHash;
 
@@ -60,7 +61,8 @@ pub enum Status {
         /// That transaction, when the relay knows it (it went through the relay).
         by: Option<TxHash>,
     },
-    /// Not included within `TRACK_TTL_S`: no longer tracked.
+    /// Not included within `TRACK_TTL_S`, or (`eth_sendPrivateTransaction`) by its
+    /// `maxBlockNumber`: no longer tracked, not counted.
     Expired,
     /// Cancelled at the private route by its sender (the route's `CANCELLED`): never sent again,
     /// not counted.
@@ -99,8 +101,11 @@ pub struct RouteTrack {
     /// The head block at the first tracking check that found it pending:
     /// `SEND_PUBLIC_AFTER_BLOCKS` counts from it.
     pub since_block: Option<u64>,
-    /// Whether it was also sent to the public mempool (`SEND_PUBLIC_AFTER_BLOCKS`).
+    /// Whether it was also sent to the public mempool (its sender's opt-in).
     pub public: bool,
+    /// What its sender asked of the route: its opt-in to the public mempool, its
+    /// `maxBlockNumber`.
+    pub terms: PrivateTerms,
 }
 
 /// A transaction the upstream took.
@@ -421,6 +426,20 @@ impl Accepted {
             }
         }
         pruned
+    }
+
+    /// Keeps what `hash`'s sender asked of the private route with it (when it is known).
+    pub fn set_terms(&mut self, hash: &TxHash, terms: PrivateTerms) {
+        if let Some(route) = self.route_mut(hash) {
+            route.terms = terms;
+        }
+    }
+
+    /// Whether a pending one's terms need the chain's head ([`PrivateTerms::needs_head`]).
+    pub fn terms_need_head(&self) -> bool {
+        self.by_hash
+            .values()
+            .any(|tx| tx.status == Status::Pending && tx.route.terms.needs_head())
     }
 
     /// What tracking learned of `hash` behind a private route, to update; `None` when it is not

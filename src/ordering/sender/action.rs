@@ -6,6 +6,7 @@ use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::answer::AnswerClass;
 pub use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
+use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -37,7 +38,8 @@ pub struct Query {
     /// `eth_getTransactionBySenderAndNonce` of each nonce (reth, Erigon and anvil serve it; geth
     /// does not, and its error leaves the member out): which transaction holds the nonce.
     pub nonces: Vec<u64>,
-    /// `eth_blockNumber`: the head, for `SEND_PUBLIC_AFTER_BLOCKS`.
+    /// `eth_blockNumber`: the head, for the senders' opt-ins to the public mempool and
+    /// `maxBlockNumber`s ([`crate::ordering::private_terms::PrivateTerms`]).
     pub head: bool,
     /// The private route's status of each (`SEND_STATUS_URL`, one `GET` each, beside the batch;
     /// [`crate::ordering::route_status`]).
@@ -140,6 +142,8 @@ pub struct RowHeader {
     pub nonce: u64,
     /// When it was stored, Unix ms.
     pub at_ms: u64,
+    /// What its sender asked of the private route (kept in its row's method).
+    pub terms: PrivateTerms,
 }
 
 /// A row the platform refused to store for its own content (SQLite's `SQLITE_TOOBIG`: a string,
@@ -226,6 +230,17 @@ pub enum Action {
         /// When to give up, Unix ms.
         deadline_ms: u64,
     },
+    /// Cancel pending private transaction `hash` at the route (`eth_cancelPrivateTransaction`,
+    /// `[{"txHash"}]`), by `deadline_ms` (Unix ms); report the route's answer (or the relay's
+    /// error) with [`Sender::cancel_answered`](super::Sender::cancel_answered).
+    Cancel {
+        /// The client waiting for the answer.
+        ticket: Ticket,
+        /// The transaction.
+        hash: TxHash,
+        /// When to give up, Unix ms.
+        deadline_ms: u64,
+    },
     /// Set the storage alarm at this time (Unix ms), or delete it (`None`).
     Alarm(Option<u64>),
     /// Record an operator metric.
@@ -270,6 +285,8 @@ pub trait Effects {
     fn lookup(&mut self, id: LookupId, query: Query, deadline_ms: u64);
     /// [`Action::Publish`]: report each with [`Sender::published`](super::Sender::published).
     fn publish(&mut self, hashes: Vec<TxHash>, deadline_ms: u64);
+    /// [`Action::Cancel`]: report with [`Sender::cancel_answered`](super::Sender::cancel_answered).
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, deadline_ms: u64);
     /// [`Action::Alarm`].
     fn alarm(&mut self, at_ms: Option<u64>);
     /// [`Action::Emit`].

@@ -270,6 +270,9 @@ impl Sender {
             (Some(true), _) | (None, Check::Accepted) => {
                 let entry = self.queue.remove(id);
                 let pruned = self.accepted.record(hash, nonce, now_ms, known.is_some());
+                if let Some(e) = &entry {
+                    self.accepted.set_terms(&hash, e.tx.terms());
+                }
                 self.pruned(pruned, now_ms);
                 if let Some(Seen::Included { block }) = seen {
                     self.included(&hash, &block, now_ms);

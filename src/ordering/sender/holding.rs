@@ -61,6 +61,7 @@ impl Sender {
         if class.went_in() {
             self.storage.resends.remove(&hash);
             let pruned = self.accepted.record(hash, nonce, now_ms, true);
+            self.accepted.set_terms(&hash, entry.tx.terms());
             self.pruned(pruned, now_ms);
             let pruned = self
                 .accepted
@@ -70,6 +71,7 @@ impl Sender {
             // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
             // and sends it again if the upstream does not have it.
             let pruned = self.accepted.record(hash, nonce, now_ms, false);
+            self.accepted.set_terms(&hash, entry.tx.terms());
             self.pruned(pruned, now_ms);
             self.storage.unverified = true;
         } else {
@@ -251,6 +253,7 @@ impl Sender {
             return;
         }
         let pruned = self.accepted.record(hash, nonce, now_ms, true);
+        self.accepted.set_terms(&hash, tx.terms());
         self.pruned(pruned, now_ms);
         if let Some(next) = self.nonces.next {
             self.nonces.next = Some(next.max(nonce + 1));
@@ -418,6 +421,7 @@ impl Sender {
                 self.unhold(holding.entry);
                 if let Some(entry) = self.queue.remove(holding.entry) {
                     let pruned = self.accepted.record(hash, nonce, now_ms, false);
+                    self.accepted.set_terms(&hash, entry.tx.terms());
                     self.pruned(pruned, now_ms);
                     self.storage.unverified = true;
                     let unknown = Answer::error(&RpcError::new(

@@ -163,6 +163,8 @@ impl Sender {
         let query = Query {
             hashes: verify,
             route_statuses,
+            // A `maxBlockNumber` passed while the relay was down: final, not sent again.
+            head: self.settings.private_route && self.accepted.terms_need_head(),
             ..Query::default()
         };
         let purpose = Purpose::Verify {
@@ -227,6 +229,11 @@ impl Sender {
                 // transaction there that the resend may replace.)
                 self.accepted.forget(hash);
                 used.push(*hash);
+                continue;
+            }
+            if let Some(head) = found.head.filter(|head| tx.route.terms.lapsed(*head)) {
+                self.lapsed(hash, tx.nonce, head, now_ms);
+                gone.push(*hash);
                 continue;
             }
             if self.settings.private_route && self.settings.route_status {

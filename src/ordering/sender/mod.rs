@@ -48,6 +48,7 @@
 
 pub mod action;
 mod admit;
+mod cancel;
 mod holding;
 mod knowledge;
 pub mod refusal;
@@ -131,6 +132,7 @@ impl Sender {
         self.storage.chain.genesis = chain;
         for row in rows {
             let pruned = self.accepted.record(row.hash, row.nonce, row.at_ms, false);
+            self.accepted.set_terms(&row.hash, row.terms);
             self.pruned(pruned, now_ms);
         }
         let pruned = self.accepted.prune(now_ms);
@@ -273,6 +275,11 @@ impl Sender {
                 hashes,
                 deadline_ms,
             } => effects.publish(hashes, deadline_ms),
+            Action::Cancel {
+                ticket,
+                hash,
+                deadline_ms,
+            } => effects.cancel(ticket, hash, deadline_ms),
             Action::Alarm(at_ms) => effects.alarm(at_ms),
             Action::Emit(metric) => effects.emit(metric),
         }
@@ -403,6 +410,7 @@ impl Sender {
         let settles = matches!(refusal, Refusal::Stale { .. } | Refusal::Replacement { .. });
         if e.stored && !settles && self.accepted.get(&hash, at_ms).is_none() {
             let pruned = self.accepted.record(hash, nonce, at_ms, false);
+            self.accepted.set_terms(&hash, e.tx.terms());
             self.pruned(pruned, at_ms);
         }
         if self

@@ -38,6 +38,7 @@ use crate::metrics::Metric;
 use crate::ordering::accepted::AcceptedTx;
 use crate::ordering::accepted::Status;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::private_terms::granted;
 use crate::ordering::queue::Stage;
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
 use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen, Sent};
@@ -117,7 +118,7 @@ impl Sender {
         let query = Query {
             latest: true,
             pending: !private,
-            head: private && self.settings.public_after_blocks.is_some(),
+            head: private && self.accepted.terms_need_head(),
             route_statuses,
             ..Query::default()
         };
@@ -294,6 +295,13 @@ impl Sender {
                 ended.push(hash);
                 continue;
             }
+            let terms = tx.route.terms;
+            let included = found.route.get(&hash) == Some(&RouteStatus::Included);
+            if let Some(head) = found.head.filter(|head| !included && terms.lapsed(*head)) {
+                self.lapsed(&hash, tx.nonce, head, now_ms);
+                ended.push(hash);
+                continue;
+            }
             if let Some(status) = found.route.get(&hash).filter(|s| s.dropped()) {
                 let again = tx.resent < MAX_RESENDS;
                 self.counters.route_dropped += 1;
@@ -319,7 +327,12 @@ impl Sender {
                 }
                 continue;
             }
-            let (Some(after), Some(head)) = (self.settings.public_after_blocks, found.head) else {
+            // The sender's opt-in, at most what the operator allows now; never one bounded by a
+            // `maxBlockNumber`, which the public mempool would not keep.
+            let allowed = self.settings.public_after_blocks;
+            let after = granted(terms.public_after_blocks, allowed)
+                .filter(|_| terms.max_block_number.is_none());
+            let (Some(after), Some(head)) = (after, found.head) else {
                 continue;
             };
             let Some(route) = self.accepted.route_mut(&hash) else {
@@ -370,6 +383,21 @@ impl Sender {
             Metric::new("tx_cancelled", "", "route")
                 .value("count", 1.0)
                 .field("nonce", nonce)
+                .field("tx_hash", hex::encode(hash)),
+        );
+    }
+
+    /// Transaction `hash` (`nonce`), not included, is past its `maxBlockNumber` at `head`: final
+    /// ([`Status::Expired`], `tx_expired` label `max_block_number`), not sent again, not counted,
+    /// not published.
+    pub(super) fn lapsed(&mut self, hash: &TxHash, nonce: u64, head: u64, now_ms: u64) {
+        self.accepted.finish(hash, Status::Expired, now_ms);
+        self.counters.expired += 1;
+        self.emit(
+            Metric::new("tx_expired", "", "max_block_number")
+                .value("count", 1.0)
+                .field("nonce", nonce)
+                .field("head", head)
                 .field("tx_hash", hex::encode(hash)),
         );
     }

@@ -30,6 +30,7 @@
 
 use crate::hex;
 use crate::ordering::row::RowError;
+use crate::ordering::row::RowMethod;
 use crate::ordering::sender::{Row, RowHeader};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -301,18 +302,23 @@ impl<S: Sql> Store<S> {
             None => self.schema_written.set(false),
         }
         let mut headers: Vec<(RowHeader, Table)> = Vec::new();
-        for (table, name) in [(Table::Sends, "sends"), (Table::Txs, "txs")] {
-            let rows = self
-                .select(
-                    "read_rows",
-                    &format!("SELECT hash, nonce, at_ms FROM {name}"),
-                )
-                .map_err(unreadable)?;
+        // An earlier release's rows hold no terms of a private send.
+        for (table, select) in [
+            (Table::Sends, "SELECT hash, nonce, at_ms, method FROM sends"),
+            (Table::Txs, "SELECT hash, nonce, at_ms, NULL FROM txs"),
+        ] {
+            let rows = self.select("read_rows", select).map_err(unreadable)?;
             headers.extend(rows.into_iter().filter_map(|row| {
+                let terms = row
+                    .get(3)
+                    .and_then(|method| RowMethod::read(method.text()?).ok())
+                    .map(|method| method.terms())
+                    .unwrap_or_default();
                 let header = RowHeader {
                     hash: hex::decode_array(row.first()?.text()?)?,
                     nonce: row.get(1)?.number()?,
                     at_ms: row.get(2)?.number()?,
+                    terms,
                 };
                 Some((header, table))
             }));

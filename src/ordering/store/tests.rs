@@ -115,6 +115,7 @@ fn tx(nonce: u64) -> Rc<SignedTx> {
         chain_id: Some(1),
         raw: format!("raw {nonce}").into_bytes(),
         method: SendMethod::Plain,
+        public_after_blocks: None,
     })
 }
 
@@ -136,6 +137,40 @@ fn stored() -> Sqlite {
         store.store(&row(n)).unwrap();
     }
     sql
+}
+
+/// What a sender asked of the private route (its opt-in, its `maxBlockNumber`) is kept in the
+/// row's method and read back with the row's header after a restart; a plain row has none.
+#[test]
+fn a_private_sends_terms_are_kept_in_its_row() {
+    let sql = stored();
+    let store = Store::open(sql.clone());
+    store.read().unwrap();
+    let mut private = (*tx(7)).clone();
+    private.method = SendMethod::Private {
+        max_block_number: Some(50),
+        preferences: Some(serde_json::json!({"fast": true})),
+    };
+    private.public_after_blocks = Some(3);
+    store
+        .store(&Row {
+            tx: Rc::new(private.clone()),
+            at_ms: 2_000,
+        })
+        .unwrap();
+    let snapshot = Store::open(sql.clone()).read().unwrap();
+    let terms = |nonce: u64| {
+        snapshot
+            .rows
+            .iter()
+            .find(|r| r.nonce == nonce)
+            .unwrap()
+            .terms
+    };
+    assert_eq!(terms(7), private.terms());
+    assert_eq!(terms(7).max_block_number, Some(50));
+    assert_eq!(terms(7).public_after_blocks, Some(3));
+    assert_eq!(terms(0), Default::default());
 }
 
 #[test]
@@ -342,6 +377,7 @@ impl Effects for Object {
         self.lookups.push((id, query));
     }
     fn publish(&mut self, _hashes: Vec<TxHash>, _deadline_ms: u64) {}
+    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _deadline_ms: u64) {}
     fn alarm(&mut self, _at_ms: Option<u64>) {}
     fn emit(&mut self, _metric: Metric) {}
 }

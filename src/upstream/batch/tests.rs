@@ -15,6 +15,7 @@ fn signed() -> SignedTx {
         chain_id: Some(1),
         raw: vec![0x02],
         method: SendMethod::Plain,
+        public_after_blocks: None,
     }
 }
 const REQUEST: &str =

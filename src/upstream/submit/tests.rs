@@ -91,6 +91,7 @@ fn signed() -> SignedTx {
         chain_id: Some(1),
         raw: vec![0x02],
         method: SendMethod::Plain,
+        public_after_blocks: None,
     }
 }
 const SENDER: &str = "0xsender";
@@ -471,4 +472,49 @@ fn behind_a_private_route_protects_racing_invalid_nonce_is_retried() {
     let up = upstream(vec![invalid()], vec![]);
     let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &no_retry, 30_000));
     assert_eq!((s.class, s.attempts), (AnswerClass::Unrecognized, 1));
+}
+
+/// `eth_sendPrivateTransaction` to a route that does not serve it (-32601): the same bytes as
+/// `eth_sendRawTransaction` at once, no retry spent; one that serves it gets that method.
+#[test]
+fn a_private_send_goes_plain_to_a_route_that_does_not_serve_it() {
+    let no_retry = RetryPolicy {
+        max_retries: Some(0),
+        ..POLICY
+    };
+    let mut private = signed();
+    private.method = SendMethod::Private {
+        max_block_number: Some(9),
+        preferences: None,
+    };
+    let unserved = || {
+        ok(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"the method eth_sendPrivateTransaction does not exist/is not available"}}"#,
+        )
+    };
+    let mut up = upstream(
+        vec![unserved(), ok(r#"{"id":1,"result":"0xabab"}"#)],
+        vec![],
+    );
+    up.route = true;
+    let s = run(submit(&up, &private, SENDER, MEMPOOL, &no_retry, 30_000));
+    assert_eq!(s.class, AnswerClass::Accepted);
+    let posts = up.posts.borrow();
+    assert!(
+        posts[0].0.contains("eth_sendPrivateTransaction"),
+        "{}",
+        posts[0].0
+    );
+    assert_eq!(posts[1].0, private.plain_request());
+    assert_eq!(up.now.get(), 20, "at once, no backoff");
+    assert!(up
+        .metrics
+        .borrow()
+        .iter()
+        .any(|m| m.contains("private_method_unserved")));
+    // A plain send's -32601 is the upstream's answer, not tried as anything else.
+    let up = upstream(vec![unserved()], vec![]);
+    let s = run(submit(&up, &signed(), SENDER, MEMPOOL, &no_retry, 30_000));
+    assert_eq!(up.posts.borrow().len(), 1);
+    assert!(s.answer.error_parts().is_some());
 }

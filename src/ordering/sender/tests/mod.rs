@@ -59,6 +59,8 @@ struct Recorded {
     lookups: Vec<(LookupId, Query)>,
     /// Each `Publish`'s hashes, in order.
     published: Vec<Vec<TxHash>>,
+    /// Each `Cancel`'s ticket and hash, in order.
+    cancels: Vec<(Ticket, TxHash)>,
     rows: BTreeMap<TxHash, Row>,
     chain: Option<String>,
     alarm: Option<u64>,
@@ -151,6 +153,10 @@ impl Effects for Recorded {
         self.log.push(format!("publish {}", hashes.len()));
         self.published.push(hashes);
     }
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, _deadline_ms: u64) {
+        self.log.push(format!("cancel {}", hash[0]));
+        self.cancels.push((ticket, hash));
+    }
     fn alarm(&mut self, at_ms: Option<u64>) {
         self.alarm = at_ms;
     }
@@ -187,6 +193,7 @@ fn tx(nonce: u64, variant: u8) -> Rc<SignedTx> {
         chain_id: Some(1),
         raw: format!("request {nonce}/{variant}").into_bytes(),
         method: SendMethod::Plain,
+        public_after_blocks: None,
     })
 }
 
@@ -228,6 +235,7 @@ impl Rig {
                 hash: row.tx.hash,
                 nonce: row.tx.nonce,
                 at_ms: row.at_ms,
+                terms: row.tx.terms(),
             })
             .collect();
         r.s.restore(Some("0xgenesis".into()), &stored, r.now);
@@ -273,9 +281,14 @@ impl Rig {
     fn arrive_sized(&mut self, nonce: u64, variant: u8, size: usize) -> Ticket {
         let mut big = (*tx(nonce, variant)).clone();
         big.raw.resize(size, 0);
+        self.arrive_tx(big)
+    }
+
+    /// `tx` arrives alone.
+    fn arrive_tx(&mut self, tx: SignedTx) -> Ticket {
         let ticket = self.ticket();
         let arrival = Arrival {
-            tx: Rc::new(big),
+            tx: Rc::new(tx),
             request_id: None,
         };
         self.s.arrive(ticket, arrival, self.now);

@@ -3,9 +3,32 @@
 
 use super::*;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
 use crate::ordering::sender::knowledge::MAX_RESENDS;
 use serde_json::Value;
+
+/// The transaction `nonce` (variant 0) sent with `terms`: `eth_sendPrivateTransaction` when it
+/// has a `maxBlockNumber`.
+fn with_terms(nonce: u64, terms: PrivateTerms) -> SignedTx {
+    let mut tx = (*tx(nonce, 0)).clone();
+    tx.public_after_blocks = terms.public_after_blocks;
+    if terms.max_block_number.is_some() {
+        tx.method = SendMethod::Private {
+            max_block_number: terms.max_block_number,
+            preferences: None,
+        };
+    }
+    tx
+}
+
+/// Opted in to the public mempool after `blocks` blocks.
+fn opted_in(blocks: u64) -> PrivateTerms {
+    PrivateTerms {
+        public_after_blocks: Some(blocks),
+        max_block_number: None,
+    }
+}
 
 const PRIVATE: Settings = Settings {
     track_interval_ms: 12_000,
@@ -18,9 +41,14 @@ const PRIVATE: Settings = Settings {
 
 /// n..n+9 (n = 0) arrive at once and the route accepts each.
 fn ten_accepted(settings: Settings) -> Rig {
+    ten_accepted_as(settings, PrivateTerms::default())
+}
+
+/// [`ten_accepted`], each sent with `terms` (its sender's opt-in, its `maxBlockNumber`).
+fn ten_accepted_as(settings: Settings, terms: PrivateTerms) -> Rig {
     let mut r = Rig::new(settings);
     for n in 0..10 {
-        r.arrive(n);
+        r.arrive_tx(with_terms(n, terms));
     }
     r.learn(0, 0);
     // Behind a private route one at a time (each next to one the route has); else the window.
@@ -160,7 +188,7 @@ fn a_transaction_the_route_says_is_cancelled_is_final_not_counted_and_never_sent
         public_after_blocks: Some(1),
         ..WITH_STATUS
     };
-    let mut r = ten_accepted(settings);
+    let mut r = ten_accepted_as(settings, opted_in(1));
     assert_eq!(pending_count(&mut r), 10);
     let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
     let said = [
@@ -208,10 +236,11 @@ fn without_a_status_url_the_route_is_not_asked() {
 #[test]
 fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_nonce_order() {
     let settings = Settings {
-        public_after_blocks: Some(3),
+        public_after_blocks: Some(25),
         ..PRIVATE
     };
-    let mut r = ten_accepted(settings);
+    // The senders' opt-in: 3 blocks (the operator allows up to 25).
+    let mut r = ten_accepted_as(settings, opted_in(3));
     let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
     // First seen pending at head 100; nonce 0 included at 101.
     let query = r.track_with(0, &missing, &[], Some(100));
@@ -263,7 +292,7 @@ fn what_the_route_says_is_included_or_cancelled_is_not_published() {
         route_status: true,
         ..PRIVATE
     };
-    let mut r = ten_accepted(settings);
+    let mut r = ten_accepted_as(settings, opted_in(1));
     let missing: Vec<(TxHash, Seen)> = (0..3).map(|n| (h(n, 0), Seen::Missing)).collect();
     let said = [
         (h(0, 0), RouteStatus::Included),
@@ -451,4 +480,161 @@ fn after_a_restart_the_route_is_asked_before_anything_is_sent_to_it_again() {
     // Only the one the route dropped goes to it again.
     assert_eq!(resend_turns(&mut r, 0), [1]);
     assert!(r.rows.contains_key(&h(4, 0)) && r.rows.contains_key(&h(5, 0)));
+}
+
+/// Publishing is the sender's choice (issue 41): without its opt-in a transaction the route never
+/// includes is never published, whatever the operator allows; with it, after its blocks, at most
+/// what the operator allows now.
+#[test]
+fn only_a_sender_that_opted_in_is_published_and_never_sooner_than_it_asked() {
+    let settings = Settings {
+        public_after_blocks: Some(2),
+        ..PRIVATE
+    };
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    let mut r = ten_accepted(settings);
+    for head in [100, 110, 1_000] {
+        let query = r.track_with(0, &missing, &[], Some(head));
+        assert!(!query.head, "nothing needs the head");
+    }
+    assert!(r.published.is_empty(), "no opt-in: never published");
+    // Opted in after 5, the operator allowing 2 (5 was capped to 2 at the Worker; the object
+    // caps again, for rows kept across a lowered setting).
+    let mut r = ten_accepted_as(settings, opted_in(5));
+    let query = r.track_with(0, &missing, &[], Some(100));
+    assert!(query.head);
+    r.track_with(0, &missing, &[], Some(101));
+    assert!(r.published.is_empty());
+    r.track_with(0, &missing, &[], Some(102));
+    assert_eq!(r.published.len(), 1);
+    assert_eq!(r.published[0].len(), 10);
+    // An operator that allows none now: stored opt-ins publish nothing.
+    let mut r = ten_accepted_as(
+        Settings {
+            public_after_blocks: None,
+            ..PRIVATE
+        },
+        opted_in(1),
+    );
+    r.track_with(0, &missing, &[], Some(100));
+    r.track_with(0, &missing, &[], Some(200));
+    assert!(r.published.is_empty());
+}
+
+/// `eth_sendPrivateTransaction` with `maxBlockNumber` 3 blocks ahead, not included: once the head
+/// passes it, final (`expired`), not counted, not sent again or published, its row gone.
+#[test]
+fn past_its_max_block_number_a_private_transaction_is_final_and_not_counted() {
+    let terms = PrivateTerms {
+        public_after_blocks: Some(1),
+        max_block_number: Some(103),
+    };
+    let settings = Settings {
+        public_after_blocks: Some(25),
+        ..WITH_STATUS
+    };
+    let mut r = ten_accepted_as(settings, terms);
+    assert_eq!(pending_count(&mut r), 10);
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    let dropped: Vec<(TxHash, RouteStatus)> =
+        (0..4).map(|n| (h(n, 0), RouteStatus::Failed)).collect();
+    let query = r.track_with(0, &missing, &[], Some(100));
+    assert!(query.head);
+    r.track_with(0, &missing, &[], Some(103));
+    assert_eq!(r.s.status(&h(0, 0), r.now).unwrap()["status"], "pending");
+    let published = r.published.len();
+    let sends = r.sends.len();
+    // Past it: the route's word that it dropped them sends nothing again.
+    r.track_with(0, &missing, &dropped, Some(104));
+    for n in 0..10 {
+        assert_eq!(
+            r.s.status(&h(n, 0), r.now).unwrap()["status"],
+            "expired",
+            "{n}"
+        );
+        assert!(!r.rows.contains_key(&h(n, 0)), "its row is gone");
+    }
+    assert_eq!(r.events("tx_expired").len(), 10);
+    assert_eq!(r.published.len(), published, "not published");
+    assert!(
+        r.published.is_empty(),
+        "a maxBlockNumber is never published, opt-in or not"
+    );
+    assert_eq!(r.sends.len(), sends, "not sent again");
+    assert!(
+        r.lookups.iter().all(|(_, q)| q.hashes.is_empty()),
+        "no resend's check"
+    );
+    assert_eq!(pending_count(&mut r), 0, "not counted");
+}
+
+/// The terms are kept in the row: a restart reads them back, and a `maxBlockNumber` that passed
+/// while the relay was down makes the stored transaction final before anything is sent again.
+#[test]
+fn after_a_restart_a_max_block_number_that_passed_sends_nothing_again() {
+    let terms = PrivateTerms {
+        public_after_blocks: None,
+        max_block_number: Some(50),
+    };
+    let stored = Row {
+        tx: Rc::new(with_terms(0, terms)),
+        at_ms: 900,
+    };
+    let hash = stored.tx.hash;
+    // Its row's header as the store reads it back: the terms with it.
+    let mut r = Rig::restored(WITH_STATUS, std::slice::from_ref(&stored));
+    let count = r.ticket();
+    r.s.count(count, r.now);
+    r.drain();
+    r.learn(0, 0);
+    let (verify, query) = r.lookup_for(|q| !q.hashes.is_empty());
+    assert!(query.head, "the head, for its maxBlockNumber: {query:?}");
+    let found = Found {
+        known: seen(&[(hash, false)]),
+        route: [(hash, RouteStatus::Failed)].into_iter().collect(),
+        head: Some(51),
+        ..Found::default()
+    };
+    r.reply(verify, Ok(found));
+    assert_eq!(r.s.status(&hash, r.now).unwrap()["status"], "expired");
+    assert!(r.sends.is_empty(), "never sent again");
+    assert!(r.lookups.iter().all(|(_, q)| q.hashes.is_empty()));
+    assert!(!r.rows.contains_key(&hash), "its row is gone");
+}
+
+/// `eth_cancelPrivateTransaction`: a pending private transaction is cancelled at the route, and on
+/// its `true` it is final (`cancelled`), its row gone, the pending count one lower; a `false`, an
+/// unknown hash or one already final change nothing.
+#[test]
+fn a_cancel_the_route_confirms_ends_the_transaction_and_the_count_drops_by_one() {
+    let mut r = ten_accepted(WITH_STATUS);
+    assert_eq!(pending_count(&mut r), 10);
+    let cancel = r.ticket();
+    r.s.cancel(cancel, h(9, 0), r.now);
+    r.drain();
+    assert_eq!(r.cancels, [(cancel, h(9, 0))]);
+    assert!(!r.answers.contains_key(&cancel), "waits for the route");
+    r.s.cancel_answered(cancel, h(9, 0), Answer::Result("true".into()), r.now);
+    r.drain();
+    assert_eq!(r.answer(cancel).0, Answer::Result("true".into()));
+    assert_eq!(r.s.status(&h(9, 0), r.now).unwrap()["status"], "cancelled");
+    assert!(!r.rows.contains_key(&h(9, 0)));
+    assert_eq!(r.events("tx_cancelled").len(), 1);
+    assert_eq!(pending_count(&mut r), 9, "the count drops by one");
+    // The route says no (already in a block, say): nothing changes.
+    let no = r.ticket();
+    r.s.cancel(no, h(8, 0), r.now);
+    r.drain();
+    r.s.cancel_answered(no, h(8, 0), Answer::Result("false".into()), r.now);
+    r.drain();
+    assert_eq!(r.answer(no).0, Answer::Result("false".into()));
+    assert_eq!(r.s.status(&h(8, 0), r.now).unwrap()["status"], "pending");
+    // Unknown, or final already: false at once, the route not asked.
+    for hash in [h(42, 0), h(9, 0)] {
+        let ticket = r.ticket();
+        r.s.cancel(ticket, hash, r.now);
+        r.drain();
+        assert_eq!(r.answer(ticket).0, Answer::Result("false".into()));
+    }
+    assert_eq!(r.cancels.len(), 2);
 }

@@ -147,6 +147,7 @@ fn state_of_another_chain_is_dropped_never_sent() {
         hash,
         nonce: 0,
         at_ms: 900,
+        terms: Default::default(),
     };
     r.s.restore(Some("0xold".into()), &[stored], r.now);
     r.drain();

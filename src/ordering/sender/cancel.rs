@@ -1,0 +1,49 @@
+//! A sender's cancel of a private transaction (`eth_cancelPrivateTransaction`, `[{"txHash"}]`),
+//! taken in the object's turn with its sends: a pending transaction the route holds is cancelled
+//! there ([`Action::Cancel`]), and once the route answers `true` it is final
+//! ([`Status::Cancelled`]): never sent again or published, not counted, its row deleted. The
+//! answer is the route's (`true` or `false`, Flashbots'); `false` at once for a transaction this
+//! object holds nothing pending of (unknown, already final, or still queued: not at the route yet).
+
+use super::{Action, Sender, Ticket};
+use crate::jsonrpc::Answer;
+use crate::ordering::accepted::Status;
+use crate::transaction::TxHash;
+
+impl Sender {
+    /// A client's cancel of transaction `hash`, answered through `ticket` (see the module
+    /// documentation).
+    pub fn cancel(&mut self, ticket: Ticket, hash: TxHash, now_ms: u64) {
+        let pending = self
+            .accepted
+            .get(&hash, now_ms)
+            .is_some_and(|tx| tx.status == Status::Pending);
+        if !pending || !self.settings.private_route {
+            self.answer(&[ticket], &Answer::Result("false".into()), None);
+        } else {
+            let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+            self.push(Action::Cancel {
+                ticket,
+                hash,
+                deadline_ms,
+            });
+        }
+        self.step(now_ms);
+    }
+
+    /// The route's `answer` to the cancel of `hash` asked for `ticket`: `true` makes it final
+    /// (see the module documentation); any answer goes to the client as it is.
+    pub fn cancel_answered(&mut self, ticket: Ticket, hash: TxHash, answer: Answer, now_ms: u64) {
+        let cancelled = matches!(&answer, Answer::Result(text) if text.trim() == "true");
+        let pending = self
+            .accepted
+            .get(&hash, now_ms)
+            .filter(|tx| tx.status == Status::Pending);
+        if let (true, Some(tx)) = (cancelled, pending) {
+            self.route_cancelled(&hash, tx.nonce, now_ms);
+            self.forget_rows(vec![hash]);
+        }
+        self.answer(&[ticket], &answer, None);
+        self.step(now_ms);
+    }
+}

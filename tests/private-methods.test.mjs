@@ -1,0 +1,144 @@
+// The private-send methods clients already use (issue 41), and publishing as the sender's choice:
+// the compiled relay on workerd, the stand-in private route (tests/support/private-route.mjs,
+// which serves `eth_sendPrivateTransaction` and `eth_cancelPrivateTransaction` unless told not to)
+// and a recording proxy as the read node, both before one anvil that mines only when the route
+// builds a block.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { devAccount, minedCount, post, rpc, signTransfer, sleep, startAnvil, startProxy, startRelay, until } from "./support/harness.mjs";
+import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
+
+/** The stack, its relay restarted with the route's status URL and `vars`. */
+async function stackWithStatus(vars = {}, route = {}) {
+  const s = await startPrivateStack({ route });
+  await s.relay.stop();
+  s.relay = await startRelay({ vars: { ...s.vars, SEND_STATUS_URL: s.route.statusUrl, TRACK_INTERVAL_S: "1", ...vars } });
+  return s;
+}
+
+const sendPrivate = (url, raw, extra = {}, id = 1) =>
+  post(url, { jsonrpc: "2.0", id, method: "eth_sendPrivateTransaction", params: [{ tx: raw, ...extra }] });
+const cancelPrivate = (url, hash, id = 1) => post(url, { jsonrpc: "2.0", id, method: "eth_cancelPrivateTransaction", params: [{ txHash: hash }] });
+const pendingCount = async (url, address) => Number(BigInt((await rpc(url, "eth_getTransactionCount", [address, "pending"])).result));
+const headNumber = async (url) => Number(BigInt((await rpc(url, "eth_blockNumber")).result));
+
+test("without a private route, eth_sendPrivateTransaction and eth_cancelPrivateTransaction are refused (-32004) and nothing reaches the read node", async () => {
+  const anvil = await startAnvil();
+  const read = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: read.url } });
+  try {
+    const raw = await signTransfer(devAccount(3), 0);
+    const sent = await sendPrivate(relay.url, raw);
+    assert.equal(sent.json?.error?.code, -32004, sent.text);
+    assert.match(sent.json.error.message, /needs a private route/);
+    const cancel = await cancelPrivate(relay.url, `0x${"ab".repeat(32)}`);
+    assert.equal(cancel.json?.error?.code, -32004, cancel.text);
+    assert.equal(sendsAt(read), 0, "nothing reached the read node");
+    assert.equal(sent.publicAfter, null, "no route: no word of publishing");
+    assert.equal(await minedCount(anvil.url, devAccount(3).address), 0);
+  } finally {
+    await relay.stop();
+    await read.stop();
+    anvil.stop();
+  }
+});
+
+test("eth_sendPrivateTransaction with maxBlockNumber 3 blocks ahead, never included: the route gets that method; past the block it is final (expired), out of the pending count, never sent again or published", async () => {
+  // The operator allows publishing, and the client opted in: a maxBlockNumber still wins (the
+  // public mempool would keep it past its bound); nonce 0, unbounded, goes public and is mined.
+  const s = await stackWithStatus({ SEND_PUBLIC_AFTER_BLOCKS: "1" });
+  try {
+    const account = devAccount(5);
+    const raws = await Promise.all([0, 1].map((n) => signTransfer(account, n)));
+    const first = await post(s.relay.url + "/?public_after_blocks=50", { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raws[0]] });
+    const max = (await headNumber(s.anvil.url)) + 3;
+    const sent = await sendPrivate(s.relay.url + "/?public_after_blocks=50", raws[1], { maxBlockNumber: `0x${max.toString(16)}`, preferences: { fast: true } }, 2);
+    const hash = sent.json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/, sent.text);
+    assert.equal(first.publicAfter, "1", "the opt-in, at most what the operator allows");
+    assert.equal(sent.publicAfter, "never", "bounded by maxBlockNumber: never published");
+    const atRoute = s.route.sends.find((r) => r.hash === hash);
+    assert.equal(atRoute?.method, "eth_sendPrivateTransaction");
+    assert.equal(atRoute?.maxBlock, max);
+    assert.equal(await pendingCount(s.relay.url, account.address), 2);
+    s.route.holdFor(hash, 1_000);
+    s.route.holdFor(first.json.result, 1_000);
+    // Blocks past maxBlockNumber, a tracking check in each.
+    for (let b = 0; b < 5; b += 1) {
+      await sleep(1_100);
+      await s.route.buildBlock();
+    }
+    assert.ok(await until(() => s.relay.events("tx_expired").some((e) => e.tx_hash === hash), 10_000), "final past its maxBlockNumber");
+    assert.equal(s.relay.events("tx_expired").find((e) => e.tx_hash === hash).label, "max_block_number");
+    assert.equal(s.route.status(hash), STATUS.FAILED, "the route gave it up too");
+    await sleep(2_500); // more checks: the route's FAILED sends nothing again
+    assert.equal(s.route.sends.filter((r) => r.hash === hash).length, 1, "never sent again");
+    assert.ok(
+      !s.relay.events("tx_sent_public").some((e) => e.tx_hash === hash),
+      "never published, though opted in",
+    );
+    assert.equal(await pendingCount(s.relay.url, account.address), 1, "not counted");
+    const status = await (await fetch(`${s.relay.url}/tx/${hash}?sender=${account.address}`)).json();
+    assert.equal(status.status, "expired");
+  } finally {
+    await s.stop();
+  }
+});
+
+test("eth_cancelPrivateTransaction: the route cancels it, the answer is true, the pending count drops by one, and it is never sent or mined; a route that does not serve the methods gets plain sends and the client a clear -32004 for a cancel", async () => {
+  const s = await stackWithStatus();
+  try {
+    const account = devAccount(6);
+    const raws = await Promise.all([0, 1].map((n) => signTransfer(account, n)));
+    const hashes = [];
+    for (const [i, raw] of raws.entries()) hashes.push((await sendPrivate(s.relay.url, raw, {}, i + 1)).json?.result);
+    assert.ok(hashes.every((h) => /^0x[0-9a-f]{64}$/.test(h ?? "")), JSON.stringify(hashes));
+    assert.equal(await pendingCount(s.relay.url, account.address), 2);
+    const cancel = await cancelPrivate(s.relay.url, hashes[1], 7);
+    assert.deepEqual(cancel.json, { jsonrpc: "2.0", id: 7, result: true });
+    assert.deepEqual(s.route.cancels, [{ hash: hashes[1], answer: true }]);
+    assert.equal(await pendingCount(s.relay.url, account.address), 1, "the count drops by one");
+    assert.equal(s.relay.events("tx_cancelled").length, 1);
+    // Cancelled already: false, the route not asked again.
+    assert.equal((await cancelPrivate(s.relay.url, hashes[1], 8)).json?.result, false);
+    assert.equal(s.route.cancels.length, 1);
+    await sleep(2_500); // tracking checks: nothing sent again
+    assert.deepEqual(await s.route.buildBlock(), [hashes[0]]);
+    assert.equal(await minedCount(s.anvil.url, account.address), 1);
+    assert.deepEqual(hashes.map((h) => s.route.sends.filter((r) => r.hash === h).length), [1, 1]);
+    assert.equal(sendsAt(s.read), 0, "nothing reached the read node");
+  } finally {
+    await s.stop();
+  }
+  const plain = await stackWithStatus({}, { servesPrivateMethods: false });
+  try {
+    const account = devAccount(7);
+    const raw = await signTransfer(account, 0);
+    const hash = (await sendPrivate(plain.relay.url, raw)).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    const methods = plain.route.sends.filter((r) => r.hash === hash).map((r) => r.method);
+    assert.deepEqual(methods, ["eth_sendRawTransaction"], "the same bytes, as a plain send");
+    const cancel = await cancelPrivate(plain.relay.url, hash);
+    assert.equal(cancel.json?.error?.code, -32004, cancel.text);
+    assert.match(cancel.json.error.message, /same nonce/);
+    assert.deepEqual(await plain.route.buildBlock(), [hash]);
+    assert.equal(sendsAt(plain.read), 0);
+  } finally {
+    await plain.stop();
+  }
+});
+
+test("an opt-in that is not a number of blocks is refused with HTTP 400 before anything is sent", async () => {
+  const s = await startPrivateStack();
+  try {
+    const raw = await signTransfer(devAccount(8), 0);
+    const bad = await post(s.relay.url + "/?public_after_blocks=soon", { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json?.error?.code, -32600, bad.text);
+    assert.match(bad.json.error.message, /public_after_blocks/);
+    assert.equal(s.route.sends.length, 0);
+    assert.equal(sendsAt(s.read), 0);
+  } finally {
+    await s.stop();
+  }
+});
