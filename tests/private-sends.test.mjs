@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { devAccount, minedCount, post, rpc, sendRaw, signTransfer, sleep, startProxy, startRelay, until } from "./support/harness.mjs";
-import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
+import { sendsAt, startPrivateRoute, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /** The stack of `startPrivateStack` with the relay's settings `vars`. */
 const privateStack = (vars = {}) => startPrivateStack({ vars });
@@ -213,5 +213,44 @@ test("five at once behind a route whose nonce cache is written after it answers 
     assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
   } finally {
     await s.stop();
+  }
+});
+
+test("two routes, each with its own status URL: a transaction the first route refused went to the second, whose status is asked (the first says UNKNOWN): held there, never sent again while it holds it; once it drops it, sent again", async () => {
+  const s = await privateStack();
+  const second = await startPrivateRoute({ chain: s.anvil.url });
+  const isSend = (req) => [req].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""));
+  // The first route refuses every send with a 503 (down for sends); its status endpoint answers.
+  const first = await startProxy({
+    upstream: s.route.url,
+    strictNonce: false,
+    fault: (req) => (isSend(req) ? { status: 503, headers: { "content-type": "text/html" }, body: "<html>503</html>" } : null),
+  });
+  await s.relay.stop();
+  s.relay = await startRelay({
+    vars: {
+      ...s.vars,
+      UPSTREAM_SEND_URL: `${first.url},${second.url}`,
+      SEND_STATUS_URL: `${s.route.statusUrl},${second.statusUrl}`,
+      TRACK_INTERVAL_S: "1",
+    },
+  });
+  try {
+    const account = devAccount(11);
+    const raw = await signTransfer(account, 0);
+    const hash = (await sendRaw(s.relay.url, raw)).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    assert.equal(arrivals(second, hash), 1, "at the second route");
+    assert.equal(arrivals(s.route, hash), 0, "the first never took it");
+    await sleep(3_500); // tracking checks: the first says UNKNOWN, the second PENDING
+    assert.equal(arrivals(second, hash), 1, "held at the second: not sent again");
+    second.forget(hash);
+    assert.ok(await until(() => arrivals(second, hash) === 2, 10_000), "dropped at the second: sent again");
+    assert.deepEqual(await second.buildBlock(), [hash]);
+    assert.equal(await minedCount(s.anvil.url, account.address), 1);
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+  } finally {
+    await s.stop();
+    await Promise.all([first.stop(), second.stop()]);
   }
 });

@@ -28,16 +28,21 @@ pub struct Config {
     /// ([`crate::upstream::route::RoutingTable`]). Empty: unset. Never shown in a response or a
     /// log line (`send#1 host`).
     pub upstream_send_urls: Vec<String>,
-    /// `SEND_STATUS_URL` (optional; only with `UPSTREAM_SEND_URL`): the private route's status
-    /// endpoint, an http(s) URL with `{hash}` where the transaction hash goes (Flashbots
-    /// Protect: `https://protect.flashbots.net/tx/{hash}`). Set, tracking asks it about each
-    /// pending transaction and sends one the route dropped (`FAILED`, `UNKNOWN`) to the route
-    /// again ([`crate::ordering::route_status`]). Never shown in a log line (it may carry a key).
-    pub send_status_url: Option<String>,
-    /// `SEND_PUBLIC_AFTER_BLOCKS` (optional, at least 1; only with `UPSTREAM_SEND_URL`): a
-    /// transaction the route has not had included this many blocks after tracking first saw it
-    /// pending is also sent to `UPSTREAM_RPC_URL`, the public mempool (Flashbots' `useMempool`,
-    /// bloXroute's `timeout`). Unset: never.
+    /// `SEND_STATUS_URL` (optional; only with `UPSTREAM_SEND_URL`): each private route's status
+    /// endpoint, in the order of `UPSTREAM_SEND_URL` (a comma-separated list of as many; an
+    /// empty entry for a route without one), an https URL with `{hash}` where the transaction
+    /// hash goes (Flashbots Protect: `https://protect.flashbots.net/tx/{hash}`). Set, tracking
+    /// asks them about each pending transaction (the first route that knows it answers) and
+    /// sends one the route dropped (`FAILED`, `UNKNOWN`) to the route again
+    /// ([`crate::ordering::route_status`]). Empty: unset. Never shown in a log line (it may carry
+    /// a key).
+    pub send_status_urls: Vec<Option<String>>,
+    /// `SEND_PUBLIC_AFTER_BLOCKS` (optional, at least 1; only with `UPSTREAM_SEND_URL`): the
+    /// longest a client may ask its private transactions be kept from the public mempool
+    /// (`?public_after_blocks=N`, [`crate::ordering::private_terms`]): one the route has not had
+    /// included N blocks after tracking first saw it pending is also sent to `UPSTREAM_RPC_URL`
+    /// (Flashbots' `useMempool`, bloXroute's `timeout`). Without the client's opt-in, never;
+    /// unset: never for anyone.
     pub send_public_after_blocks: Option<u64>,
     /// `SEND_BROADCAST` (`none`, the default, or `all`): with several upstreams, every
     /// transaction goes to every healthy one at once instead of to the best (hedged).
@@ -230,19 +235,34 @@ impl Config {
             Some(listed) => ROUTE_URLS.list("UPSTREAM_SEND_URL", &listed)?,
             None => Vec::new(),
         };
-        let send_status_url = match get("SEND_STATUS_URL") {
-            None => None,
-            Some(url) => {
-                let url = url.trim().to_string();
-                if !ROUTE_URLS.accepts(&url) || !url.contains("{hash}") {
-                    return Err(ConfigError {
-                        name: "SEND_STATUS_URL",
-                        problem: "must be an https:// URL (http:// only to 127.0.0.1, \
-                                  localhost or [::1]) with {hash} where the transaction hash goes"
-                            .into(),
-                    });
+        let send_status_urls = match get("SEND_STATUS_URL") {
+            None => Vec::new(),
+            Some(listed) => {
+                let urls: Vec<Option<String>> = listed
+                    .split(',')
+                    .map(|url| Some(url.trim().to_string()).filter(|u| !u.is_empty()))
+                    .collect();
+                let bad = |problem: String| ConfigError {
+                    name: "SEND_STATUS_URL",
+                    problem,
+                };
+                for url in urls.iter().flatten() {
+                    if !ROUTE_URLS.accepts(url) || !url.contains("{hash}") {
+                        return Err(bad("must be https:// URLs (http:// only to 127.0.0.1, \
+                                        localhost or [::1]) with {hash} where the transaction \
+                                        hash goes"
+                            .into()));
+                    }
                 }
-                Some(url)
+                if !upstream_send_urls.is_empty() && urls.len() != upstream_send_urls.len() {
+                    return Err(bad(format!(
+                        "lists {} status URLs for {} routes in UPSTREAM_SEND_URL: give one per \
+                         route, in the same order (an empty entry for a route without one)",
+                        urls.len(),
+                        upstream_send_urls.len()
+                    )));
+                }
+                urls
             }
         };
         let send_public_after_blocks = match get("SEND_PUBLIC_AFTER_BLOCKS") {
@@ -258,7 +278,7 @@ impl Config {
             },
         };
         for (name, set) in [
-            ("SEND_STATUS_URL", send_status_url.is_some()),
+            ("SEND_STATUS_URL", !send_status_urls.is_empty()),
             (
                 "SEND_PUBLIC_AFTER_BLOCKS",
                 send_public_after_blocks.is_some(),
@@ -411,9 +431,9 @@ impl Config {
                     upstream_send_urls.as_slice(),
                 ]
                 .concat(),
-                send_status_url.as_deref(),
+                &send_status_urls.iter().flatten().cloned().collect::<Vec<_>>(),
             ),
-            send_status_url,
+            send_status_urls,
             send_public_after_blocks,
             upstream_urls,
             upstream_send_urls,
@@ -456,6 +476,11 @@ impl Config {
         !self.upstream_send_urls.is_empty()
     }
 
+    /// Whether a private route has a status URL (`SEND_STATUS_URL`).
+    pub fn route_status(&self) -> bool {
+        self.send_status_urls.iter().any(Option::is_some)
+    }
+
     /// How logs name the upstream at `url`: `#2 node.example:8545` in `UPSTREAM_RPC_URL`,
     /// `send#1 relay.example` in `UPSTREAM_SEND_URL` (its host only, as [`Config::upstream_name`]).
     pub fn upstream_label(&self, url: &str) -> String {
@@ -488,7 +513,7 @@ impl Config {
             track_ttl_ms: self.track_ttl_ms,
             pool,
             private_route: self.private_route(),
-            route_status: self.send_status_url.is_some(),
+            route_status: self.route_status(),
             public_after_blocks: self.send_public_after_blocks,
         }
     }

@@ -27,9 +27,9 @@ impl Config {
 }
 
 /// The parts of every upstream URL and of the status URL that must not be shown, longest first.
-pub(super) fn secrets_of_all(urls: &[String], status_url: Option<&str>) -> Vec<String> {
+pub(super) fn secrets_of_all(urls: &[String], status_urls: &[String]) -> Vec<String> {
     let mut secrets: Vec<String> = urls.iter().flat_map(|u| secrets_of(u)).collect();
-    secrets.extend(status_url.into_iter().flat_map(status_secrets_of));
+    secrets.extend(status_urls.iter().flat_map(|u| status_secrets_of(u)));
     secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     secrets.dedup();
     secrets

@@ -495,3 +495,44 @@ fn the_routes_status_url_and_public_fallback_need_the_route_and_are_checked() {
         assert!(err.problem.contains("UPSTREAM_SEND_URL"), "{}", err.problem);
     }
 }
+
+/// Several routes, each with its own status URL (issue 41): `SEND_STATUS_URL` lists one per route
+/// of `UPSTREAM_SEND_URL`, in order, an empty entry for a route without one; another count is a
+/// configuration error naming the setting. Every one's key is redacted.
+#[test]
+fn each_route_has_its_own_status_url() {
+    let two = |status: &'static str| {
+        config(&[
+            ("UPSTREAM_RPC_URL", "http://read.example"),
+            ("UPSTREAM_SEND_URL", "https://a.example, https://b.example"),
+            ("SEND_STATUS_URL", status),
+        ])
+    };
+    let c = two("https://a.example/tx/{hash}?k=AKEY1234, https://b.example/s/{hash}?k=BKEY5678")
+        .unwrap();
+    assert_eq!(
+        c.send_status_urls,
+        [
+            Some("https://a.example/tx/{hash}?k=AKEY1234".to_string()),
+            Some("https://b.example/s/{hash}?k=BKEY5678".to_string())
+        ]
+    );
+    assert!(c.route_status());
+    assert!(!c.redact("AKEY1234 BKEY5678").contains("KEY"));
+    let c = two(", https://b.example/s/{hash}").unwrap();
+    assert_eq!(c.send_status_urls[0], None);
+    assert!(c.route_status());
+    let err = two("https://a.example/tx/{hash}").unwrap_err();
+    assert_eq!(err.name, "SEND_STATUS_URL");
+    assert!(
+        err.problem.contains("1 status URLs for 2 routes"),
+        "{}",
+        err.problem
+    );
+    assert_eq!(
+        two("https://a.example/tx/{hash}, http://b.example/{hash}")
+            .unwrap_err()
+            .name,
+        "SEND_STATUS_URL"
+    );
+}

@@ -6,7 +6,7 @@ use crate::edge::http::get_url;
 use crate::edge::race::{batch_limit, run, Call};
 use crate::edge::runtime::chain_ids;
 use crate::metrics::Metric;
-use crate::ordering::route_status::{status_url, MAX_STATUS_BYTES};
+use crate::ordering::route_status::{status_url, RouteStatus, MAX_STATUS_BYTES};
 use crate::transaction::TxHash;
 use crate::upstream::heads::BlockNeed;
 use crate::upstream::route::RoutingTable;
@@ -110,19 +110,41 @@ impl Platform for EdgePlatform<'_> {
         batch_limit(self.config.upstreams(route.upstreams))
     }
 
-    /// `SEND_STATUS_URL` with the hash ([`crate::edge::http::get_url`]).
+    /// Each route's `SEND_STATUS_URL` with the hash ([`crate::edge::http::get_url`]), in route
+    /// order, until one knows the transaction ([`RouteStatus::knows`]): a transaction is at the
+    /// route that took it, the first unless it failed over. When none knows it, a route that
+    /// could not be asked makes the answer that error (it may hold it: nothing is sent again on
+    /// a guess); else the last route's `UNKNOWN`.
     async fn get_status(
         &self,
         hash: &TxHash,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        let Some(template) = &self.config.send_status_url else {
-            return Err(UpstreamError::Unreachable(
+        let mut unknown = None;
+        let mut failed = None;
+        for template in self.config.send_status_urls.iter().flatten() {
+            let url = status_url(template, hash);
+            match get_url(self.config, &url, MAX_STATUS_BYTES, timeout_ms).await {
+                Ok(reply) if RouteStatus::knows(reply.status, &reply.body) => return Ok(reply),
+                Ok(reply) if (200..300).contains(&reply.status) => unknown = Some(reply),
+                Ok(reply) => {
+                    failed.get_or_insert(Err(UpstreamError::Status(
+                        reply.status,
+                        reply.retry_after_ms,
+                    )));
+                }
+                Err(e) => {
+                    failed.get_or_insert(Err(e));
+                }
+            }
+        }
+        match (failed, unknown) {
+            (Some(error), _) => error,
+            (None, Some(reply)) => Ok(reply),
+            (None, None) => Err(UpstreamError::Unreachable(
                 "SEND_STATUS_URL is not set".into(),
-            ));
-        };
-        let url = status_url(template, hash);
-        get_url(self.config, &url, MAX_STATUS_BYTES, timeout_ms).await
+            )),
+        }
     }
 
     async fn sleep(&self, ms: u64) {

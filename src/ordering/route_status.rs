@@ -92,6 +92,13 @@ impl RouteStatus {
         })
     }
 
+    /// Whether a status endpoint's answer (HTTP `status`, `body`) says the route knows the
+    /// transaction: a 2xx with a status other than [`RouteStatus::Unknown`].
+    pub fn knows(status: u16, body: &str) -> bool {
+        (200..300).contains(&status)
+            && RouteStatus::of_body(body).is_some_and(|s| s != RouteStatus::Unknown)
+    }
+
     /// The sender a status endpoint's answer names: `transaction.from` (Flashbots Protect's
     /// status API), or a top-level `from`; `None` when it names none.
     pub fn sender_of_body(body: &str) -> Option<crate::address::Address> {

@@ -82,7 +82,7 @@ impl<B: Backend> Relay<'_, B> {
     /// The sender of private transaction `hash`: from the route's status, else the read node.
     async fn private_sender(&self, hash: &TxHash) -> Option<Address> {
         let timeout_ms = self.config.upstream_timeout_ms;
-        if self.config.send_status_url.is_some() {
+        if self.config.route_status() {
             let status = self.backend.get_status(hash, timeout_ms).await;
             if let Some(sender) = status
                 .ok()

@@ -67,12 +67,14 @@ pub trait Platform {
         usize::MAX
     }
 
-    /// GETs the private route's status of transaction `hash` (`SEND_STATUS_URL` with the hash,
-    /// [`crate::ordering::route_status::status_url`]), waiting at most `timeout_ms`, the answer at most
+    /// GETs the private routes' status of transaction `hash` (each route's `SEND_STATUS_URL` with
+    /// the hash, [`crate::ordering::route_status::status_url`], in route order until one knows
+    /// it), waiting at most `timeout_ms` each, the answer at most
     /// [`crate::ordering::route_status::MAX_STATUS_BYTES`] and JSON; once, never retried.
     ///
     /// # Errors
-    /// [`UpstreamError`] as for `post`; `Unreachable` when no `SEND_STATUS_URL` is set.
+    /// [`UpstreamError`] as for `post` (a route that could not be asked, when none knows it);
+    /// `Unreachable` when no `SEND_STATUS_URL` is set.
     async fn get_status(
         &self,
         hash: &TxHash,
