@@ -142,3 +142,32 @@ test("an opt-in that is not a number of blocks is refused with HTTP 400 before a
     await s.stop();
   }
 });
+
+test("a client's copy of a private transaction (a wallet's retry) is sent to the route again only on its word that it dropped it: held, the hash and no send; cancelled at the route, -32000 and never sent again", async () => {
+  const s = await stackWithStatus({ TRACK_INTERVAL_S: "600" });
+  try {
+    const account = devAccount(9);
+    const raws = await Promise.all([0, 1, 2].map((n) => signTransfer(account, n)));
+    const hashes = [];
+    for (const [i, raw] of raws.entries()) hashes.push((await post(s.relay.url, { jsonrpc: "2.0", id: i + 1, method: "eth_sendRawTransaction", params: [raw] })).json?.result);
+    assert.ok(hashes.every((h) => /^0x[0-9a-f]{64}$/.test(h ?? "")), JSON.stringify(hashes));
+    const copy = (i) => post(s.relay.url, { jsonrpc: "2.0", id: 10 + i, method: "eth_sendRawTransaction", params: [raws[i]] });
+    // Held at the route: the hash, nothing sent again.
+    assert.equal((await copy(0)).json?.result, hashes[0]);
+    // Cancelled at the route (no tracking check between): the copy is refused, never sent.
+    s.route.cancel(hashes[1]);
+    const refused = await copy(1);
+    assert.equal(refused.json?.error?.code, -32000, refused.text);
+    assert.match(refused.json.error.message, /cancelled/);
+    assert.equal((await copy(1)).json?.error?.code, -32000, "known cancelled: refused at once");
+    // Dropped at the route: sent again.
+    s.route.forget(hashes[2]);
+    assert.equal((await copy(2)).json?.result, hashes[2]);
+    const arrivals = hashes.map((h) => s.route.sends.filter((r) => r.hash === h).length);
+    assert.deepEqual(arrivals, [1, 1, 2], "only the dropped one again");
+    assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
+    assert.equal(await pendingCount(s.relay.url, account.address), 1, "the cancelled nonce 1 frees the count above 0");
+  } finally {
+    await s.stop();
+  }
+});

@@ -98,6 +98,8 @@ impl Status {
 pub struct RouteTrack {
     /// The route's last word on it (`SEND_STATUS_URL`); `None` until one came.
     pub status: Option<RouteStatus>,
+    /// When tracking last asked the route's status of it, Unix ms; `None`: never.
+    pub asked_ms: Option<u64>,
     /// The head block at the first tracking check that found it pending:
     /// `SEND_PUBLIC_AFTER_BLOCKS` counts from it.
     pub since_block: Option<u64>,

@@ -20,13 +20,23 @@
 //! missing one again first, and everything goes in.
 
 use super::{tagged, Hole, Purpose, ReplacementPolicy, Sender};
-use crate::jsonrpc::Answer;
+use crate::jsonrpc::{Answer, RpcError};
 use crate::metrics::Metric;
 use crate::ordering::accepted::{Status, MAX_ACCEPTED};
 use crate::ordering::queue::{Check, QueuedTx, QueuedTxId, Stage};
+use crate::ordering::route_status::RouteStatus;
 use crate::ordering::sender::{Arrival, Found, Outcome, Query, Refusal, Seen, Ticket};
 use crate::transaction::TxHash;
 use std::rc::Rc;
+
+/// The answer to a copy of a transaction its sender cancelled at the private route: -32000, never
+/// sent again.
+fn cancelled_error() -> RpcError {
+    RpcError::new(
+        crate::jsonrpc::INVALID_INPUT,
+        "transaction cancelled at the private route by its sender: not sent again",
+    )
+}
 
 /// While client transactions above a hole are refused, how often the upstream's counts are asked
 /// whether its nonce was used meanwhile (sent around the relay), ms.
@@ -50,6 +60,12 @@ impl Sender {
         if accepted.is_some_and(|tx| matches!(tx.status, Status::Included { .. })) {
             self.deduplicated(tx.nonce, &tx.hash, "accepted", &request_id);
             self.answer(&[ticket], &Answer::hash(&tx.hash), None);
+            return;
+        }
+        // Cancelled at the private route by its sender: never sent again, anywhere.
+        if accepted.is_some_and(|tx| tx.status == Status::Cancelled) {
+            self.deduplicated(tx.nonce, &tx.hash, "cancelled", &request_id);
+            self.answer(&[ticket], &Answer::error(&cancelled_error()), None);
             return;
         }
         let mut entry = QueuedTx::new(tx, now_ms, request_id);
@@ -238,10 +254,16 @@ impl Sender {
             return;
         };
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+        // Behind a private route a copy of an accepted one is sent again only on the route's word
+        // that it dropped it: asked beside.
+        let ask_route = self.settings.private_route
+            && self.settings.route_status
+            && matches!(check, Check::Accepted);
         let query = Query {
             hashes: vec![hash],
             // A replacement's nonce may have been mined since the count was learned.
             latest: matches!(check, Check::Replacement { .. }),
+            route_statuses: if ask_route { vec![hash] } else { Vec::new() },
             ..Query::default()
         };
         let lookup = self.ask(Purpose::Admit(id), query, deadline_ms);
@@ -266,6 +288,33 @@ impl Sender {
             .and_then(|found: &Found| found.known.get(&hash).copied());
         let known = seen.map(|seen| seen != Seen::Missing);
         let latest = found.as_ref().and_then(|found| found.latest);
+        if self.settings.private_route && known == Some(false) && check == Check::Accepted {
+            // The read node never holds a private one: the route's word decides.
+            let word = found
+                .as_ref()
+                .and_then(|found| found.route.get(&hash).copied());
+            match word {
+                Some(RouteStatus::Cancelled) => {
+                    self.route_cancelled(&hash, nonce, now_ms);
+                    self.forget_rows(vec![hash]);
+                    if let Some(e) = self.queue.remove(id) {
+                        self.answer(&e.tickets, &Answer::error(&cancelled_error()), None);
+                    }
+                    return;
+                }
+                // Dropped: sent again below, as a copy the upstream forgot.
+                Some(status) if status.dropped() => {}
+                // Held, in a block, or no word (no status URL, or it could not be asked): the
+                // relay holds it; nothing is sent again on a guess.
+                _ => {
+                    if let Some(e) = self.queue.remove(id) {
+                        self.deduplicated(nonce, &hash, "route", &e.request_id);
+                        self.answer(&e.tickets, &Answer::hash(&hash), None);
+                    }
+                    return;
+                }
+            }
+        }
         match (known, check) {
             (Some(true), _) | (None, Check::Accepted) => {
                 let entry = self.queue.remove(id);

@@ -93,6 +93,33 @@ impl Sender {
             .collect()
     }
 
+    /// The [`MAX_STATUS_ASKED`] of `tracked` (nonce order) whose route status goes longest
+    /// unasked, lowest nonce first among equals: every pending one gets its turn, and a
+    /// decision that needs the route's word (a resend, publishing) waits for it.
+    fn statuses_to_ask(&mut self, tracked: &[TxHash], now_ms: u64) -> Vec<TxHash> {
+        let mut by_turn: Vec<(u64, usize, TxHash)> = tracked
+            .iter()
+            .enumerate()
+            .map(|(i, hash)| {
+                let asked = self.accepted.route_mut(hash).and_then(|r| r.asked_ms);
+                (asked.unwrap_or(0), i, *hash)
+            })
+            .collect();
+        by_turn.sort_unstable();
+        let mut asked: Vec<(usize, TxHash)> = by_turn
+            .into_iter()
+            .take(MAX_STATUS_ASKED)
+            .map(|(_, i, hash)| (i, hash))
+            .collect();
+        asked.sort_unstable();
+        for (_, hash) in &asked {
+            if let Some(route) = self.accepted.route_mut(hash) {
+                route.asked_ms = Some(now_ms);
+            }
+        }
+        asked.into_iter().map(|(_, hash)| hash).collect()
+    }
+
     /// Starts the tracking check when it is due and none runs: its first step, the counts (and
     /// behind a private route the head and the route's statuses).
     pub(super) fn want_track(&mut self, now_ms: u64) {
@@ -112,7 +139,7 @@ impl Sender {
         let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
         let private = self.settings.private_route;
         let route_statuses = match private && self.settings.route_status {
-            true => tracked.iter().take(MAX_STATUS_ASKED).copied().collect(),
+            true => self.statuses_to_ask(&tracked, now_ms),
             false => Vec::new(),
         };
         let query = Query {
@@ -340,10 +367,11 @@ impl Sender {
             };
             let since = *route.since_block.get_or_insert(head);
             // Not one the route says is in a block (the read node lags) or its sender cancelled.
+            // With a status URL, only on the route's word of this check: its turn comes.
             let held = !matches!(
                 route.status,
                 Some(RouteStatus::Included | RouteStatus::Cancelled)
-            );
+            ) && (!self.settings.route_status || found.route.contains_key(&hash));
             if held && !route.public && head >= since.saturating_add(after) {
                 route.public = true;
                 publish.push((tx.nonce, hash, head - since, route.status));

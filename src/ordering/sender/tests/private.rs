@@ -638,3 +638,95 @@ fn a_cancel_the_route_confirms_ends_the_transaction_and_the_count_drops_by_one()
     }
     assert_eq!(r.cancels.len(), 2);
 }
+
+/// Every pending one gets its turn at the route's status: each check asks the
+/// [`MAX_STATUS_ASKED`] asked longest ago (never first), lowest nonce first among equals; and
+/// with a status URL, one opted in to the public mempool is published only on the route's word
+/// of that check, so all ten go public over three checks, none the route cancelled.
+#[test]
+fn statuses_are_asked_in_turn_and_publishing_waits_for_the_routes_word() {
+    let settings = Settings {
+        public_after_blocks: Some(25),
+        ..WITH_STATUS
+    };
+    let mut r = ten_accepted_as(settings, opted_in(1));
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    // Each check's turn: the ones never asked first, then the ones asked longest ago.
+    let turns: [&[u64]; 4] = [&[0, 1, 2, 3], &[4, 5, 6, 7], &[0, 1, 8, 9], &[2, 3, 4, 5]];
+    for (head, turn) in (100..).zip(turns) {
+        // The route's word for those asked: held, but nonce 9 its sender cancelled.
+        let said: Vec<(TxHash, RouteStatus)> = turn
+            .iter()
+            .map(|&n| {
+                let status = match n {
+                    9 => RouteStatus::Cancelled,
+                    _ => RouteStatus::Pending,
+                };
+                (h(n, 0), status)
+            })
+            .collect();
+        let q = r.track_with(0, &missing, &said, Some(head));
+        let want: Vec<TxHash> = turn.iter().map(|&n| h(n, 0)).collect();
+        assert_eq!(q.route_statuses, want, "head {head}");
+    }
+    let mut published: Vec<u64> = r
+        .published
+        .iter()
+        .flatten()
+        .map(|hash| (0..10).find(|n| h(*n, 0) == *hash).unwrap())
+        .collect();
+    published.sort_unstable();
+    // 1 block after the first check (head 100): each on the route's word at its turn.
+    assert_eq!(
+        published,
+        [0, 1, 2, 3, 4, 5, 6, 7, 8],
+        "all but the cancelled one"
+    );
+    assert_eq!(
+        r.published[0],
+        (4..8).map(|n| h(n, 0)).collect::<Vec<_>>(),
+        "head 101: only those asked"
+    );
+    assert_eq!(r.s.status(&h(9, 0), r.now).unwrap()["status"], "cancelled");
+}
+
+/// A client's copy of a transaction it sent behind a private route (a wallet's retry): sent to
+/// the route again only on its word that it dropped it; held, or no word: the hash, nothing sent;
+/// cancelled (now, or known before): -32000, never sent again, anywhere.
+#[test]
+fn a_clients_copy_is_sent_again_only_on_the_routes_word_that_it_dropped_it() {
+    let copy = |r: &mut Rig, n: u64, word: Option<RouteStatus>| {
+        let ticket = r.arrive(n);
+        let (id, q) = r.lookup_for(|q| q.hashes == [h(n, 0)]);
+        assert_eq!(q.route_statuses, [h(n, 0)], "the route is asked beside");
+        let found = Found {
+            known: seen(&[(h(n, 0), false)]),
+            route: word.map(|w| (h(n, 0), w)).into_iter().collect(),
+            ..Found::default()
+        };
+        r.reply(id, Ok(found));
+        ticket
+    };
+    let mut r = ten_accepted(WITH_STATUS);
+    // Held: the hash, no send.
+    let held = copy(&mut r, 0, Some(RouteStatus::Pending));
+    assert_eq!(r.answer(held).0, Answer::hash(&h(0, 0)));
+    // No word (the status could not be had): the hash, no send.
+    let unknown = copy(&mut r, 1, None);
+    assert_eq!(r.answer(unknown).0, Answer::hash(&h(1, 0)));
+    assert!(r.sends.is_empty(), "nothing sent again on a guess");
+    // Cancelled: refused, final, never sent.
+    let cancelled = copy(&mut r, 2, Some(RouteStatus::Cancelled));
+    let (code, message) = r.answer(cancelled).0.error_parts().unwrap();
+    assert_eq!(code, -32000);
+    assert!(message.contains("cancelled"), "{message}");
+    assert_eq!(r.s.status(&h(2, 0), r.now).unwrap()["status"], "cancelled");
+    assert!(r.sends.is_empty());
+    // Known cancelled: refused at once, nothing asked.
+    let again = r.arrive(2);
+    assert!(r.answer(again).0.error_parts().is_some());
+    assert!(r.lookups.iter().all(|(_, q)| q.hashes != [h(2, 0)]));
+    // Dropped: sent to the route again.
+    copy(&mut r, 3, Some(RouteStatus::Failed));
+    assert_eq!(resend_turns(&mut r, 0), [3]);
+}
