@@ -171,3 +171,34 @@ test("a client's copy of a private transaction (a wallet's retry) is sent to the
     await s.stop();
   }
 });
+
+test("a route's own cancel (Flashbots Protect: same nonce, to yourself, empty data) through the relay: the route cancels the held one, neither is counted, and the wallet's next transaction at that nonce goes in and is mined", async () => {
+  const s = await stackWithStatus({ TRACK_INTERVAL_S: "600" });
+  try {
+    const account = devAccount(10);
+    const raws = await Promise.all([0, 1].map((n) => signTransfer(account, n)));
+    const hashes = [];
+    for (const [i, raw] of raws.entries()) hashes.push((await post(s.relay.url, { jsonrpc: "2.0", id: i + 1, method: "eth_sendRawTransaction", params: [raw] })).json?.result);
+    assert.equal(await pendingCount(s.relay.url, account.address), 2);
+    const cancelRaw = await signTransfer(account, 1, { to: account.address, value: 0n, maxFeePerGas: 40_000_000_000n, maxPriorityFeePerGas: 2_000_000_000n });
+    const cancel = await post(s.relay.url, { jsonrpc: "2.0", id: 3, method: "eth_sendRawTransaction", params: [cancelRaw] });
+    const cancelHash = cancel.json?.result;
+    assert.match(cancelHash ?? "", /^0x[0-9a-f]{64}$/, cancel.text);
+    assert.equal(s.route.status(hashes[1]), STATUS.CANCELLED, "the route cancelled the held one");
+    assert.ok(s.route.sends.find((r) => r.hash === cancelHash)?.cancelTx, "the route took it as its cancel");
+    assert.equal(await pendingCount(s.relay.url, account.address), 1, "neither is counted");
+    for (const hash of [hashes[1], cancelHash]) {
+      const status = await (await fetch(`${s.relay.url}/tx/${hash}?sender=${account.address}`)).json();
+      assert.equal(status.status, "cancelled", hash);
+    }
+    // The wallet's next transaction takes nonce 1.
+    const next = await signTransfer(account, 1, { value: 5n });
+    const nextHash = (await post(s.relay.url, { jsonrpc: "2.0", id: 4, method: "eth_sendRawTransaction", params: [next] })).json?.result;
+    assert.match(nextHash ?? "", /^0x[0-9a-f]{64}$/);
+    assert.deepEqual(await s.route.buildBlock(), [hashes[0], nextHash]);
+    assert.equal(await minedCount(s.anvil.url, account.address), 2);
+    assert.equal(sendsAt(s.read), 0);
+  } finally {
+    await s.stop();
+  }
+});

@@ -545,6 +545,7 @@ impl Model {
                 raw: format!("{nonce}/{variant}").into_bytes(),
                 method,
                 public_after_blocks: None,
+                self_cancel: false,
             }),
             request_id: None,
         };

@@ -198,6 +198,7 @@ mod tests {
             gas_limit,
             hash: [0; 32],
             sender: Address([0; 20]),
+            to: None,
             payload,
         }
     }

@@ -270,6 +270,7 @@ mod tests {
             raw: vec![variant],
             method: SendMethod::Plain,
             public_after_blocks: None,
+            self_cancel: false,
         };
         QueuedTx::new(Rc::new(tx), 0, None)
     }

@@ -126,6 +126,7 @@ impl SignedTx {
             raw,
             method,
             public_after_blocks: None,
+            self_cancel: tx.is_self_cancel(),
         })
     }
 

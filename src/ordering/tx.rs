@@ -70,6 +70,12 @@ pub struct SignedTx {
     /// without inclusion, as granted ([`crate::ordering::private_terms::granted`]); `None`: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_after_blocks: Option<u64>,
+    /// It is a cancel transaction by a private route's rule
+    /// ([`crate::transaction::Transaction::is_self_cancel`]; read again from the bytes of a
+    /// stored one). Behind a private route, taken at the nonce of one the route holds, both are
+    /// final ([`crate::ordering::accepted::Status::Cancelled`]), neither counted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub self_cancel: bool,
 }
 
 impl SendMethod {
@@ -190,6 +196,7 @@ mod tests {
             raw: vec![0x02, 0xf8],
             method,
             public_after_blocks: None,
+            self_cancel: false,
         }
     }
 

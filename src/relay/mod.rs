@@ -566,6 +566,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             public_after_blocks: self
                 .granted_opt_in()
                 .filter(|_| method.max_block_number().is_none()),
+            self_cancel: tx.is_self_cancel(),
             raw,
             method,
         };

@@ -252,6 +252,7 @@ mod tests {
             raw: vec![0x02, 0xf8, hash],
             method,
             public_after_blocks: None,
+            self_cancel: false,
         };
         let txs = vec![
             tx(7, 5, SendMethod::Plain),

@@ -18,6 +18,16 @@ pub enum TxType {
     SetCode,
 }
 
+impl Transaction {
+    /// Whether it is a private route's cancel transaction (Flashbots Protect's rule,
+    /// `server/request_sendrawtx.go`; MEV Blocker's soft cancellation): sent to its own sender
+    /// with at most 2 bytes of data. Sent at the nonce of a transaction the route holds, the route
+    /// cancels that one and sends neither.
+    pub fn is_self_cancel(&self) -> bool {
+        self.to == Some(self.sender) && self.payload.data_len <= 2
+    }
+}
+
 impl TxType {
     /// The type byte (0 for legacy).
     pub fn byte(self) -> u8 {
@@ -51,6 +61,8 @@ pub struct Transaction {
     pub hash: TxHash,
     /// The sender, recovered from the signature over the signing hash.
     pub sender: Address,
+    /// The recipient; `None` for a contract creation.
+    pub to: Option<Address>,
     /// What its intrinsic gas and the fork rules depend on.
     pub payload: Payload,
 }

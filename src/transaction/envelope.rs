@@ -58,6 +58,7 @@ pub(super) fn decode_typed(
         gas_limit: fields.gas,
         hash: keccak256(&envelope),
         sender,
+        to: fields.to,
         payload: fields.payload,
     })
 }

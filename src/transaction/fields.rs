@@ -20,6 +20,8 @@ pub(super) struct Fields<'a> {
     pub prices: Vec<&'a [u8]>,
     pub blob_hashes: Vec<&'a [u8; 32]>,
     pub payload: Payload,
+    /// The recipient; `None` for a contract creation.
+    pub to: Option<crate::address::Address>,
     pub v: &'a [u8],
     pub r: &'a [u8],
     pub s: &'a [u8],
@@ -57,6 +59,7 @@ pub(super) fn walk<'a>(items: &[Rlp<'a>], spec: &[Field]) -> Result<Fields<'a>, 
                         problem: RlpProblem::WrongLength(20, to.len()),
                     });
                 }
+                out.to = <[u8; 20]>::try_from(to).ok().map(crate::address::Address);
             }
             Value => {
                 crlp::uint(item, 32).map_err(at("value"))?;

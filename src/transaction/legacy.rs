@@ -64,6 +64,7 @@ pub(super) fn decode_legacy(raw: &[u8]) -> Result<Transaction, DecodeError> {
         gas_limit: fields.gas,
         hash: keccak256(raw),
         sender,
+        to: fields.to,
         payload: fields.payload,
     })
 }

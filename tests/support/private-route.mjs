@@ -22,6 +22,8 @@
 //   (CANCELLED, answer true; false for any other). With `servesPrivateMethods: false` both answer
 //   -32601, as Flashbots Protect's RPC and MEV Blocker do.
 // - The status answer names the transaction's `from` and `nonce` (`transaction`, as Protect's does).
+// - A cancel-tx (to its own sender, at most 2 bytes of data) at the nonce of one it holds cancels
+//   that one (CANCELLED) and is itself sent nowhere (Protect's rule); its record has `cancelTx`.
 // Every other method is forwarded to the chain (the routes answer reads, `eth_chainId` included).
 // `sends` records every `eth_sendRawTransaction` it received: { hash, sender, nonce, at (arrival,
 // before the latency), answeredAt } (performance.now(), ms).
@@ -87,6 +89,20 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
         return { jsonrpc: "2.0", id: request.id ?? null, error: { code: -32603, message: "invalid nonce" } };
       }
       setTimeout(() => cachedMax.set(sender, Math.max(cachedMax.get(sender) ?? -1, nonce)), nonceCacheLagMs);
+    }
+    // Flashbots Protect's cancel-tx (server/request_sendrawtx.go): to its own sender with at
+    // most 2 bytes of data, at the nonce of one it holds: that one is cancelled, and neither is
+    // sent anywhere; the answer is the cancel's hash.
+    if (!known && !priv) {
+      const parsed = parseTransaction(raw);
+      const selfCancel = parsed.to?.toLowerCase() === sender && (parsed.data ?? "0x").length <= 2 + 4;
+      const held = selfCancel && [...txs.values()].find((t) => t.sender === sender && t.nonce === nonce && t.status === STATUS.PENDING);
+      if (held) {
+        held.status = STATUS.CANCELLED;
+        record.cancelTx = true;
+        record.answeredAt = performance.now();
+        return { jsonrpc: "2.0", id: request.id ?? null, result: hash };
+      }
     }
     if (!known || known.status === STATUS.FAILED) {
       txs.set(hash, { raw, sender, nonce, maxBlock, status: STATUS.PENDING, holdBlocks: known?.holdBlocks ?? holds.get(hash) ?? 0 });

@@ -4,6 +4,11 @@
 //! ([`Status::Cancelled`]): never sent again or published, not counted, its row deleted. The
 //! answer is the route's (`true` or `false`, Flashbots'); `false` at once for a transaction this
 //! object holds nothing pending of (unknown, already final, or still queued: not at the route yet).
+//!
+//! A route's own cancel, a transaction to its sender with at most 2 bytes of data at the nonce of
+//! one the route holds (Flashbots Protect's rule, MEV Blocker's soft cancellation), ends both
+//! once the route took it ([`Sender::cancelled_by_route_rule`]): the route sends neither, so
+//! neither is counted.
 
 use super::{Action, Sender, Ticket};
 use crate::jsonrpc::Answer;
@@ -29,6 +34,20 @@ impl Sender {
             });
         }
         self.step(now_ms);
+    }
+
+    /// The route took `cancel`, a cancel transaction by its rule, at `nonce`, held by `held`:
+    /// both are final ([`Status::Cancelled`]), neither counted or sent again, their rows gone.
+    pub(super) fn cancelled_by_route_rule(
+        &mut self,
+        held: &TxHash,
+        cancel: &TxHash,
+        nonce: u64,
+        now_ms: u64,
+    ) {
+        self.route_cancelled(held, nonce, now_ms);
+        self.accepted.finish(cancel, Status::Cancelled, now_ms);
+        self.forget_rows(vec![*held, *cancel]);
     }
 
     /// The route's `answer` to the cancel of `hash` asked for `ticket`: `true` makes it final

@@ -18,6 +18,7 @@
 use super::{tagged, Action, Holding, Phase, PoolKind, Purpose, Sender, SessionKey};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
+use crate::ordering::accepted::Status;
 use crate::ordering::answer::{AnswerClass, NonceEffect};
 use crate::ordering::queue::Stage;
 use crate::ordering::sender::{Outcome, Query, Refusal, Sent};
@@ -60,6 +61,17 @@ impl Sender {
         let class = result.class;
         if class.went_in() {
             self.storage.resends.remove(&hash);
+            // A route's cancel transaction at the nonce of one the route holds: the route
+            // cancels that one and sends neither (Flashbots Protect, MEV Blocker).
+            let cancels = self
+                .accepted
+                .with_nonce(nonce, now_ms)
+                .filter(|held| *held != hash && self.settings.private_route && entry.tx.self_cancel)
+                .filter(|held| {
+                    self.accepted
+                        .get(held, now_ms)
+                        .is_some_and(|tx| tx.status == Status::Pending)
+                });
             let pruned = self.accepted.record(hash, nonce, now_ms, true);
             self.accepted.set_terms(&hash, entry.tx.terms());
             self.pruned(pruned, now_ms);
@@ -67,6 +79,9 @@ impl Sender {
                 .accepted
                 .sized(&hash, entry.tx.row_len() as u64, now_ms);
             self.pruned(pruned, now_ms);
+            if let Some(held) = cancels {
+                self.cancelled_by_route_rule(&held, &hash, nonce, now_ms);
+            }
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
             // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
             // and sends it again if the upstream does not have it.

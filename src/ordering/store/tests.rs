@@ -116,6 +116,7 @@ fn tx(nonce: u64) -> Rc<SignedTx> {
         raw: format!("raw {nonce}").into_bytes(),
         method: SendMethod::Plain,
         public_after_blocks: None,
+        self_cancel: false,
     })
 }
 

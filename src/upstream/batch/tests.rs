@@ -16,6 +16,7 @@ fn signed() -> SignedTx {
         raw: vec![0x02],
         method: SendMethod::Plain,
         public_after_blocks: None,
+        self_cancel: false,
     }
 }
 const REQUEST: &str =

@@ -92,6 +92,7 @@ fn signed() -> SignedTx {
         raw: vec![0x02],
         method: SendMethod::Plain,
         public_after_blocks: None,
+        self_cancel: false,
     }
 }
 const SENDER: &str = "0xsender";

@@ -194,6 +194,7 @@ fn tx(nonce: u64, variant: u8) -> Rc<SignedTx> {
         raw: format!("request {nonce}/{variant}").into_bytes(),
         method: SendMethod::Plain,
         public_after_blocks: None,
+        self_cancel: false,
     })
 }
 

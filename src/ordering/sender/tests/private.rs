@@ -730,3 +730,37 @@ fn a_clients_copy_is_sent_again_only_on_the_routes_word_that_it_dropped_it() {
     copy(&mut r, 3, Some(RouteStatus::Failed));
     assert_eq!(resend_turns(&mut r, 0), [3]);
 }
+
+/// A route's own cancel (Flashbots Protect's rule: to its sender, at most 2 bytes of data) at the
+/// nonce of one the route holds: once the route took it, both are final (`cancelled`) and
+/// neither is counted: the wallet's next transaction reuses the nonce. Without a private route
+/// the same transaction is an ordinary replacement, counted.
+#[test]
+fn a_routes_cancel_transaction_ends_both_and_neither_is_counted() {
+    let mut r = ten_accepted(WITH_STATUS);
+    assert_eq!(pending_count(&mut r), 10);
+    let mut cancel = (*tx(9, 1)).clone();
+    cancel.self_cancel = true;
+    let ticket = r.arrive_tx(cancel);
+    assert_eq!(resend_turns(&mut r, 0), [9], "checked at its turn, then to the route");
+    assert_eq!(r.answer(ticket).0, Answer::hash(&h(9, 1)));
+    for hash in [h(9, 0), h(9, 1)] {
+        assert_eq!(r.s.status(&hash, r.now).unwrap()["status"], "cancelled");
+        assert!(!r.rows.contains_key(&hash), "its row is gone");
+    }
+    assert_eq!(pending_count(&mut r), 9, "neither is counted");
+    // Without a route: a replacement like any, counted.
+    let mut r = ten_accepted(Settings {
+        private_route: false,
+        ..PRIVATE
+    });
+    let mut cancel = (*tx(9, 1)).clone();
+    cancel.self_cancel = true;
+    r.arrive_tx(cancel);
+    while let Some((id, _)) = r.lookups.pop() {
+        r.reply(id, known(&[(h(9, 1), false)]));
+    }
+    r.accept_next();
+    assert_eq!(r.s.status(&h(9, 0), r.now).unwrap()["status"], "replaced");
+    assert_eq!(r.s.status(&h(9, 1), r.now).unwrap()["status"], "pending");
+}
