@@ -5,7 +5,8 @@
 // builds a block.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { devAccount, minedCount, post, rpc, signTransfer, sleep, startAnvil, startProxy, startRelay, until } from "./support/harness.mjs";
+import WebSocket from "ws";
+import { devAccount, minedCount, openSocket, post, rpc, signTransfer, sleep, startAnvil, startProxy, startRelay, until } from "./support/harness.mjs";
 import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /** The stack, its relay restarted with the route's status URL and `vars`. */
@@ -198,6 +199,43 @@ test("a route's own cancel (Flashbots Protect: same nonce, to yourself, empty da
     assert.deepEqual(await s.route.buildBlock(), [hashes[0], nextHash]);
     assert.equal(await minedCount(s.anvil.url, account.address), 2);
     assert.equal(sendsAt(s.read), 0);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("over a WebSocket, the opt-in is the URL the client connected to: the upgrade says it (x-public-after-blocks), and the socket's private sends carry it", async () => {
+  const s = await stackWithStatus({ SEND_PUBLIC_AFTER_BLOCKS: "10" });
+  try {
+    const url = `${s.relay.url.replace(/^http/, "ws")}/?public_after_blocks=3`;
+    const header = await new Promise((resolve, reject) => {
+      const ws = new WebSocket(url);
+      ws.on("upgrade", (res) => resolve(res.headers["x-public-after-blocks"]));
+      ws.on("open", () => ws.close());
+      ws.on("error", reject);
+    });
+    assert.equal(header, "3");
+    const socket = await openSocket(url);
+    const account = devAccount(12);
+    const sent = await socket.call("eth_sendRawTransaction", [await signTransfer(account, 0)]);
+    assert.match(sent.result ?? "", /^0x[0-9a-f]{64}$/, JSON.stringify(sent));
+    const status = await (await fetch(`${s.relay.url}/tx/${sent.result}?sender=${account.address}`)).json();
+    assert.equal(status.public_after_blocks, 3, JSON.stringify(status));
+    socket.ws.close();
+    // Without it: never.
+    const plain = await openSocket(s.relay.url.replace(/^http/, "ws"));
+    const other = await plain.call("eth_sendRawTransaction", [await signTransfer(account, 1)]);
+    const otherStatus = await (await fetch(`${s.relay.url}/tx/${other.result}?sender=${account.address}`)).json();
+    assert.equal(otherStatus.public_after_blocks, null);
+    plain.ws.close();
+    // A bad one: HTTP 400, no socket.
+    const refused = await new Promise((resolve) => {
+      const ws = new WebSocket(`${s.relay.url.replace(/^http/, "ws")}/?public_after_blocks=x`);
+      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode));
+      ws.on("open", () => resolve("open"));
+      ws.on("error", () => {});
+    });
+    assert.equal(refused, 400);
   } finally {
     await s.stop();
   }

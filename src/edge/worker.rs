@@ -234,7 +234,9 @@ async fn handle_rpc(
 
 /// `GET /` with `Upgrade: websocket`: JSON-RPC over a WebSocket ([`websocket`]). The upgrade
 /// counts as one read against the client's rate limit (HTTP 429 over it); a page whose `Origin`
-/// `CORS_ORIGINS` does not allow gets HTTP 403.
+/// `CORS_ORIGINS` does not allow gets HTTP 403; a bad `?public_after_blocks=` HTTP 400. Behind a
+/// private route the upgrade's answer says whether the socket's sends may go public
+/// (`x-public-after-blocks`).
 async fn websocket_upgrade(
     req: &Request,
     env: &Env,
@@ -254,13 +256,27 @@ async fn websocket_upgrade(
     if backend.over_rate_limit(0, 1).await {
         return rate_limited(config);
     }
-    websocket::upgrade(
+    // The opt-in of the URL it connected to holds for every private send on the socket.
+    let opt_in = match private_terms::opt_in_of_query(req.url()?.query()) {
+        Ok(blocks) => blocks,
+        Err(bad) => return bad_request(&bad.to_string()),
+    };
+    let response = websocket::upgrade(
         env.clone(),
         Rc::new(config.clone()),
         chain_ids(),
         id.to_string(),
         client_ip(req),
-    )
+        opt_in,
+    )?;
+    if config.private_route() {
+        let granted = private_terms::granted(opt_in, config.send_public_after_blocks);
+        response.headers().set(
+            private_terms::PUBLIC_AFTER_HEADER,
+            &private_terms::header_value(granted),
+        )?;
+    }
+    Ok(response)
 }
 
 /// Bench-only route: decodes `raw` `iterations` times. Timed from outside against

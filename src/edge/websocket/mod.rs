@@ -61,6 +61,9 @@ struct Connection {
     /// The upgrade request's `X-Request-Id`; each message's work is logged as `{id}.{n}`.
     request_id: String,
     client_ip: String,
+    /// The opt-in to the public mempool of the URL it connected to (`?public_after_blocks=N`),
+    /// for its private sends.
+    opt_in: Option<u64>,
     /// Its subscriptions, and its memory (`WS_MAX_CONNECTION_BYTES`).
     subscriptions: RefCell<Subscriptions>,
     /// The missed `newHeads` being filled in.
@@ -95,6 +98,7 @@ pub fn upgrade(
     chain_ids: Rc<ChainIdCache>,
     request_id: String,
     client_ip: String,
+    opt_in: Option<u64>,
 ) -> worker::Result<Response> {
     let pair = WebSocketPair::new()?;
     pair.server.accept()?;
@@ -107,6 +111,7 @@ pub fn upgrade(
         chain_ids,
         request_id,
         client_ip,
+        opt_in,
         subscriptions: RefCell::new(Subscriptions::new(memory)),
         backfill: RefCell::new(Backfill::default()),
         resubscribing: Cell::new(0),
@@ -220,7 +225,7 @@ impl Connection {
         let request_id = format!("{}.{n}", self.request_id);
         let backend =
             WorkerBackend::new(&self.config, &self.env, &request_id, self.client_ip.clone());
-        let relay = Relay::new(&self.config, &backend, &self.chain_ids);
+        let relay = Relay::new(&self.config, &backend, &self.chain_ids).with_opt_in(self.opt_in);
         let answer = relay.handle_message(&body, &self).await;
         self.subscriptions.borrow().memory().give(body.len());
         drop(body);

@@ -520,11 +520,13 @@ impl Sender {
     /// with `status` one of `queued` (waiting for its turn, or asked by hash first), `sent` (its
     /// bytes with the upstream), `pending` (accepted, in the pool: `resubmitted` says how often
     /// it was sent again), `included` (`block`), `replaced` (`replaced_by` when the relay knows
-    /// the transaction that took its nonce), `expired` (not included within `TRACK_TTL_S`), or
-    /// `failed` (`error`: why). Behind a private route also `route`: `private`, or
-    /// `private_then_public` once `SEND_PUBLIC_AFTER_BLOCKS` sent it to the public mempool too;
-    /// and `route_status`: the route's last word on it ([`RouteStatus::label`]; null until
-    /// one came, or without `SEND_STATUS_URL`). `None` when the object knows nothing of it.
+    /// the transaction that took its nonce), `expired` (not included within `TRACK_TTL_S`, or by
+    /// its `maxBlockNumber`), `cancelled` (at the private route) or `failed` (`error`: why).
+    /// Behind a private route also `route`: `private`, or `private_then_public` once its
+    /// sender's opt-in sent it to the public mempool too; `route_status`: the route's last word
+    /// on it ([`RouteStatus::label`]; null until one came, or without `SEND_STATUS_URL`);
+    /// `public_after_blocks`: its opt-in as honoured (null: never published); and
+    /// `max_block_number` when it has one. `None` when the object knows nothing of it.
     pub fn status(&self, hash: &TxHash, now_ms: u64) -> Option<Value> {
         let mut v = self.describe(hash, now_ms)?;
         if self.settings.private_route {
@@ -540,6 +542,14 @@ impl Sender {
             }
             .into();
             v["route_status"] = route.status.map(RouteStatus::label).into();
+            // What its sender asked: publishing after N blocks (null: never), its bound.
+            let allowed = self.settings.public_after_blocks;
+            v["public_after_blocks"] = granted(route.terms.public_after_blocks, allowed)
+                .filter(|_| route.terms.max_block_number.is_none())
+                .into();
+            if let Some(max) = route.terms.max_block_number {
+                v["max_block_number"] = max.into();
+            }
         }
         Some(v)
     }

@@ -501,6 +501,11 @@ fn only_a_sender_that_opted_in_is_published_and_never_sooner_than_it_asked() {
     // Opted in after 5, the operator allowing 2 (5 was capped to 2 at the Worker; the object
     // caps again, for rows kept across a lowered setting).
     let mut r = ten_accepted_as(settings, opted_in(5));
+    assert_eq!(
+        r.s.status(&h(0, 0), r.now).unwrap()["public_after_blocks"],
+        2,
+        "as honoured"
+    );
     let query = r.track_with(0, &missing, &[], Some(100));
     assert!(query.head);
     r.track_with(0, &missing, &[], Some(101));
@@ -742,7 +747,11 @@ fn a_routes_cancel_transaction_ends_both_and_neither_is_counted() {
     let mut cancel = (*tx(9, 1)).clone();
     cancel.self_cancel = true;
     let ticket = r.arrive_tx(cancel);
-    assert_eq!(resend_turns(&mut r, 0), [9], "checked at its turn, then to the route");
+    assert_eq!(
+        resend_turns(&mut r, 0),
+        [9],
+        "checked at its turn, then to the route"
+    );
     assert_eq!(r.answer(ticket).0, Answer::hash(&h(9, 1)));
     for hash in [h(9, 0), h(9, 1)] {
         assert_eq!(r.s.status(&hash, r.now).unwrap()["status"], "cancelled");
