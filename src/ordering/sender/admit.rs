@@ -20,7 +20,7 @@
 //! missing one again first, and everything goes in.
 
 use super::{tagged, Hole, Purpose, ReplacementPolicy, Sender};
-use crate::jsonrpc::{Answer, RpcError};
+use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::accepted::{Status, MAX_ACCEPTED};
 use crate::ordering::queue::{Check, QueuedTx, QueuedTxId, Stage};
@@ -28,15 +28,6 @@ use crate::ordering::route_status::RouteStatus;
 use crate::ordering::sender::{Arrival, Found, Outcome, Query, Refusal, Seen, Ticket};
 use crate::transaction::TxHash;
 use std::rc::Rc;
-
-/// The answer to a copy of a transaction its sender cancelled at the private route: -32000, never
-/// sent again.
-fn cancelled_error() -> RpcError {
-    RpcError::new(
-        crate::jsonrpc::INVALID_INPUT,
-        "transaction cancelled at the private route by its sender: not sent again",
-    )
-}
 
 /// While client transactions above a hole are refused, how often the upstream's counts are asked
 /// whether its nonce was used meanwhile (sent around the relay), ms.
@@ -65,7 +56,8 @@ impl Sender {
         // Cancelled at the private route by its sender: never sent again, anywhere.
         if accepted.is_some_and(|tx| tx.status == Status::Cancelled) {
             self.deduplicated(tx.nonce, &tx.hash, "cancelled", &request_id);
-            self.answer(&[ticket], &Answer::error(&cancelled_error()), None);
+            let refusal = Refusal::Cancelled.to_rpc(self.address());
+            self.answer(&[ticket], &Answer::error(&refusal), None);
             return;
         }
         let mut entry = QueuedTx::new(tx, now_ms, request_id);
@@ -297,9 +289,7 @@ impl Sender {
                 Some(RouteStatus::Cancelled) => {
                     self.route_cancelled(&hash, nonce, now_ms);
                     self.forget_rows(vec![hash]);
-                    if let Some(e) = self.queue.remove(id) {
-                        self.answer(&e.tickets, &Answer::error(&cancelled_error()), None);
-                    }
+                    self.refuse(id, Refusal::Cancelled);
                     return;
                 }
                 // Dropped: sent again below, as a copy the upstream forgot.

@@ -10,12 +10,30 @@
 //! once the route took it ([`Sender::cancelled_by_route_rule`]): the route sends neither, so
 //! neither is counted.
 
+use super::Refusal;
 use super::{Action, Sender, Ticket};
 use crate::jsonrpc::Answer;
 use crate::ordering::accepted::Status;
+use crate::ordering::queue::Stage;
 use crate::transaction::TxHash;
 
 impl Sender {
+    /// A copy of `hash` waiting for its turn (a client's resend, the relay's own), now that the
+    /// route cancelled it: refused ([`Refusal::Cancelled`]). One holding the lock is refused at
+    /// its check (`on_holder_check`); one being sent is left to finish.
+    pub(super) fn drop_cancelled_copy(&mut self, hash: &TxHash) {
+        let Some(id) = self.queue.find(hash) else {
+            return;
+        };
+        if self
+            .queue
+            .get(id)
+            .is_some_and(|e| e.stage() != Stage::Granted)
+        {
+            self.refuse(id, Refusal::Cancelled);
+        }
+    }
+
     /// A client's cancel of transaction `hash`, answered through `ticket` (see the module
     /// documentation).
     pub fn cancel(&mut self, ticket: Ticket, hash: TxHash, now_ms: u64) {

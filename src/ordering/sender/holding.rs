@@ -316,6 +316,13 @@ impl Sender {
         if let Some(latest) = found.latest {
             self.mined_count(latest, now_ms);
         }
+        // Cancelled at the route while it waited for this check: never sent.
+        let cancelled = self.accepted.get(&hash, now_ms).map(|tx| tx.status);
+        if cancelled == Some(Status::Cancelled) {
+            self.release_refused(holding, Refusal::Cancelled, NonceEffect::Keep, now_ms);
+            self.forget_rows(vec![hash]);
+            return;
+        }
         match found.holds(&hash) {
             Some(true) => {
                 let result = Sent {

@@ -91,6 +91,9 @@ pub enum Refusal {
         /// That refusal's `Retry-After`, s.
         retry_after_s: u64,
     },
+    /// Its sender cancelled it at the private route (the route's `CANCELLED`, or a cancel through
+    /// the relay): never sent again, anywhere.
+    Cancelled,
     /// A send-and-wait call (EIP-7966) whose nonce is above the sender's next one when its turn
     /// came: not sent (the EIP forbids adding it to the pool).
     NonceGap {
@@ -160,6 +163,10 @@ impl Refusal {
                 ),
             ),
             Refusal::TooLarge(too_large) => RpcError::new(LIMIT_EXCEEDED, too_large.to_string()),
+            Refusal::Cancelled => RpcError::new(
+                INVALID_INPUT,
+                "transaction cancelled at the private route by its sender: not sent again",
+            ),
             Refusal::NotStored => RpcError::new(
                 INTERNAL_ERROR,
                 "the relay could not store the transaction before its send; it was not sent",
@@ -230,6 +237,7 @@ impl Refusal {
             Refusal::NonceGap { .. } => "nonce_gap",
             Refusal::TooLarge(_) => "too_large",
             Refusal::NotStored => "not_stored",
+            Refusal::Cancelled => "cancelled",
             Refusal::BytesFull { .. } => "bytes_full",
             Refusal::TrackedFull { .. } => "tracked_full",
             Refusal::AboveRefused { .. } => "above_refused",

@@ -403,10 +403,11 @@ impl Sender {
     }
 
     /// Transaction `hash` (nonce `nonce`), which the private route says its sender cancelled:
-    /// final ([`Status::Cancelled`]: never sent again, anywhere, not counted) and logged
-    /// (`tx_cancelled`). The caller deletes its row.
+    /// final ([`Status::Cancelled`]: never sent again, anywhere, not counted; a copy of it waiting
+    /// for its turn leaves the queue) and logged (`tx_cancelled`). The caller deletes its row.
     pub(super) fn route_cancelled(&mut self, hash: &TxHash, nonce: u64, now_ms: u64) {
         self.accepted.finish(hash, Status::Cancelled, now_ms);
+        self.drop_cancelled_copy(hash);
         self.emit(
             Metric::new("tx_cancelled", "", "route")
                 .value("count", 1.0)

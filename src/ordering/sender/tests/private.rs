@@ -773,3 +773,42 @@ fn a_routes_cancel_transaction_ends_both_and_neither_is_counted() {
     assert_eq!(r.s.status(&h(9, 0), r.now).unwrap()["status"], "replaced");
     assert_eq!(r.s.status(&h(9, 1), r.now).unwrap()["status"], "pending");
 }
+
+/// A copy of a transaction waiting for its turn (a client's resend behind another) when the
+/// route cancels it: it leaves the queue, its client gets -32000, and it is never sent.
+#[test]
+fn a_waiting_copy_of_a_transaction_the_route_cancels_is_never_sent() {
+    let mut r = ten_accepted(WITH_STATUS);
+    let ticket = r.ticket();
+    r.s.cancel(ticket, h(5, 0), r.now);
+    r.drain();
+    // Meanwhile the client sends it again, and the route's word says it dropped it: a copy waits
+    // for its turn (its check by mined count and hash).
+    let copy = r.arrive(5);
+    let (id, _) = r.lookup_for(|q| q.hashes == [h(5, 0)]);
+    r.reply(
+        id,
+        Ok(Found {
+            known: seen(&[(h(5, 0), false)]),
+            route: [(h(5, 0), RouteStatus::Failed)].into_iter().collect(),
+            ..Found::default()
+        }),
+    );
+    assert!(
+        r.s.queue.find(&h(5, 0)).is_some(),
+        "a copy holds the lock for its check"
+    );
+    r.s.cancel_answered(ticket, h(5, 0), Answer::Result("true".into()), r.now);
+    r.drain();
+    assert_eq!(r.answer(ticket).0, Answer::Result("true".into()));
+    // Its turn's check answered: refused, never sent.
+    while let Some((id, q)) = r.lookups.pop() {
+        r.reply(
+            id,
+            known(&q.hashes.iter().map(|h| (*h, false)).collect::<Vec<_>>()),
+        );
+    }
+    assert_eq!(r.answer(copy).0.error_parts().unwrap().0, -32000);
+    assert!(r.sends.is_empty(), "never sent");
+    assert!(!r.rows.contains_key(&h(5, 0)), "its row is gone");
+}
