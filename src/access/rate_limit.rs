@@ -8,7 +8,8 @@ use crate::jsonrpc::{self, Body, Id, ParsedRequest, Response, RpcError, LIMIT_EX
 /// Which limit a request counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bucket {
-    /// `eth_sendRawTransaction` and its send-and-wait and conditional forms.
+    /// `eth_sendRawTransaction`, its send-and-wait and conditional forms, and
+    /// `eth_sendPrivateTransaction` ([`jsonrpc::is_send`]); a private cancel counts as a read.
     Send,
     /// Any other request, malformed ones included.
     Read,

@@ -114,7 +114,8 @@ impl Platform for EdgePlatform<'_> {
     /// order, until one knows the transaction ([`RouteStatus::knows`]): a transaction is at the
     /// route that took it, the first unless it failed over. When none knows it, a route that
     /// could not be asked makes the answer that error (it may hold it: nothing is sent again on
-    /// a guess); else the last route's `UNKNOWN`.
+    /// a guess), as does a route without a status URL; else the last route's answer that did
+    /// not know it.
     async fn get_status(
         &self,
         hash: &TxHash,
@@ -137,6 +138,12 @@ impl Platform for EdgePlatform<'_> {
                     failed.get_or_insert(Err(e));
                 }
             }
+        }
+        // A route without a status URL may hold it: the others' UNKNOWN is no word.
+        if failed.is_none() && self.config.send_status_urls.iter().any(Option::is_none) {
+            failed = Some(Err(UpstreamError::Unreachable(
+                "a route without a status URL may hold it".into(),
+            )));
         }
         match (failed, unknown) {
             (Some(error), _) => error,

@@ -50,8 +50,8 @@ pub enum RouteStatus {
     /// Released to the public mempool by the route itself: the read node can see it now; not
     /// sent again.
     Public,
-    /// Cancelled by its sender (Protect's `CANCELLED`): not sent again (that would undo the
-    /// cancel); it ends when its nonce is used or it expires.
+    /// Cancelled by its sender (Protect's `CANCELLED`): final at once, never sent again (that
+    /// would undo the cancel), not counted, its row deleted.
     Cancelled,
     /// Given up by the route (Protect and MEV Blocker `FAILED`, Merkle's refusals and
     /// `expired`): dropped, sent to the route again from its original bytes. Not final: Protect

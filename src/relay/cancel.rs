@@ -64,9 +64,14 @@ impl<B: Backend> Relay<'_, B> {
             );
             return Response::error(&id, &unknown);
         };
-        let answer = match self.backend.cancel_private(&sender, &hash).await {
-            Ok(wire) => wire.answer,
-            Err(_) => {
+        // With ordering off no object follows it: the route straight.
+        let by_object = match self.config.enable_nonce_ordering {
+            true => self.backend.cancel_private(&sender, &hash).await.ok(),
+            false => None,
+        };
+        let answer = match by_object {
+            Some(wire) => wire.answer,
+            None => {
                 // Fail-open: the route straight; the object reads the route's word later.
                 let deadline_ms = self
                     .backend

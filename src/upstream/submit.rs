@@ -117,7 +117,12 @@ async fn send_until_final<P: Platform + ?Sized>(
     deadline_ms: u64,
     mut first: Option<Result<UpstreamReply, UpstreamError>>,
 ) -> Sent {
-    let mut request = tx.request();
+    // The public mempool gets the plain send: a node's `eth_sendPrivateTransaction` (Alchemy's)
+    // would keep it private again.
+    let mut request = match kind {
+        CallKind::SendPublic => tx.plain_request(),
+        _ => tx.request(),
+    };
     let mut attempts = 0;
     // Attempts the upstream did not turn away unattempted ([`rate_limited`]): the count
     // `UPSTREAM_RETRIES` caps.

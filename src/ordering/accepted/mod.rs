@@ -100,8 +100,8 @@ pub struct RouteTrack {
     pub status: Option<RouteStatus>,
     /// When tracking last asked the route's status of it, Unix ms; `None`: never.
     pub asked_ms: Option<u64>,
-    /// The head block at the first tracking check that found it pending:
-    /// `SEND_PUBLIC_AFTER_BLOCKS` counts from it.
+    /// The head block at the first tracking check that found it pending: its sender's opt-in
+    /// to the public mempool counts blocks from it.
     pub since_block: Option<u64>,
     /// Whether it was also sent to the public mempool (its sender's opt-in).
     pub public: bool,
@@ -430,10 +430,14 @@ impl Accepted {
         pruned
     }
 
-    /// Keeps what `hash`'s sender asked of the private route with it (when it is known).
+    /// Keeps what `hash`'s sender asked of the private route with it (when it is known), as the
+    /// first send that carried terms asked: a later copy of the same bytes (a plain resend, a
+    /// resend with another opt-in) neither lifts a `maxBlockNumber` nor opts it in.
     pub fn set_terms(&mut self, hash: &TxHash, terms: PrivateTerms) {
         if let Some(route) = self.route_mut(hash) {
-            route.terms = terms;
+            if route.terms == PrivateTerms::default() {
+                route.terms = terms;
+            }
         }
     }
 

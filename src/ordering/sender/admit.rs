@@ -53,8 +53,10 @@ impl Sender {
             self.answer(&[ticket], &Answer::hash(&tx.hash), None);
             return;
         }
-        // Cancelled at the private route by its sender: never sent again, anywhere.
-        if accepted.is_some_and(|tx| tx.status == Status::Cancelled) {
+        // Cancelled at the private route by its sender (or its cancel is out): never sent again,
+        // anywhere.
+        if accepted.is_some_and(|tx| tx.status == Status::Cancelled) || self.is_cancelling(&tx.hash)
+        {
             self.deduplicated(tx.nonce, &tx.hash, "cancelled", &request_id);
             let refusal = Refusal::Cancelled.to_rpc(self.address());
             self.answer(&[ticket], &Answer::error(&refusal), None);

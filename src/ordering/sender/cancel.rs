@@ -12,14 +12,14 @@
 
 use super::Refusal;
 use super::{Action, Sender, Ticket};
-use crate::jsonrpc::Answer;
+use crate::jsonrpc::{Answer, RpcError};
 use crate::ordering::accepted::Status;
 use crate::ordering::queue::Stage;
 use crate::transaction::TxHash;
 
 impl Sender {
-    /// A copy of `hash` waiting for its turn (a client's resend, the relay's own), now that the
-    /// route cancelled it: refused ([`Refusal::Cancelled`]). One holding the lock is refused at
+    /// A copy of `hash` waiting for its turn (a client's resend, the relay's own), now that its
+    /// cancel is out or done: refused ([`Refusal::Cancelled`]). One holding the lock is refused at
     /// its check (`on_holder_check`); one being sent is left to finish.
     pub(super) fn drop_cancelled_copy(&mut self, hash: &TxHash) {
         let Some(id) = self.queue.find(hash) else {
@@ -35,15 +35,30 @@ impl Sender {
     }
 
     /// A client's cancel of transaction `hash`, answered through `ticket` (see the module
-    /// documentation).
+    /// documentation). One this object holds as final gets `false` at once; one a copy of which
+    /// is being sent right now gets -32002 (cancel again once that send is answered: a cancel
+    /// ahead of it would be undone by it); any other goes to the route (one this object does not
+    /// know may have been sent around it: fail-open, a restart's lost storage), and nothing of
+    /// it is sent while the cancel is out.
     pub fn cancel(&mut self, ticket: Ticket, hash: TxHash, now_ms: u64) {
-        let pending = self
-            .accepted
-            .get(&hash, now_ms)
-            .is_some_and(|tx| tx.status == Status::Pending);
-        if !pending || !self.settings.private_route {
+        let known = self.accepted.get(&hash, now_ms);
+        let sending = self
+            .queue
+            .find(&hash)
+            .and_then(|id| self.queue.get(id))
+            .is_some_and(|e| e.stage() == Stage::Granted);
+        if !self.settings.private_route || known.is_some_and(|tx| tx.status.is_final()) {
             self.answer(&[ticket], &Answer::Result("false".into()), None);
+        } else if sending || self.cancelling.contains(&hash) {
+            let busy = RpcError::new(
+                crate::jsonrpc::RESOURCE_UNAVAILABLE,
+                "a copy of this transaction is being sent to the route, or cancelled, right now; \
+                 cancel again once that is answered",
+            );
+            self.answer(&[ticket], &Answer::error(&busy), Some(1));
         } else {
+            self.drop_cancelled_copy(&hash);
+            self.cancelling.insert(hash);
             let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
             self.push(Action::Cancel {
                 ticket,
@@ -51,6 +66,28 @@ impl Sender {
                 deadline_ms,
             });
         }
+        self.step(now_ms);
+    }
+
+    /// Whether a cancel of `hash` is with the route: nothing of it is sent meanwhile.
+    pub(super) fn is_cancelling(&self, hash: &TxHash) -> bool {
+        self.cancelling.contains(hash)
+    }
+
+    /// The route's `answer` to the cancel of `hash` asked for `ticket`: `true` makes a pending
+    /// one final (see the module documentation); any answer goes to the client as it is.
+    pub fn cancel_answered(&mut self, ticket: Ticket, hash: TxHash, answer: Answer, now_ms: u64) {
+        self.cancelling.remove(&hash);
+        let cancelled = matches!(&answer, Answer::Result(text) if text.trim() == "true");
+        let pending = self
+            .accepted
+            .get(&hash, now_ms)
+            .filter(|tx| tx.status == Status::Pending);
+        if let (true, Some(tx)) = (cancelled, pending) {
+            self.route_cancelled(&hash, tx.nonce, now_ms);
+            self.forget_rows(vec![hash]);
+        }
+        self.answer(&[ticket], &answer, None);
         self.step(now_ms);
     }
 
@@ -66,21 +103,5 @@ impl Sender {
         self.route_cancelled(held, nonce, now_ms);
         self.accepted.finish(cancel, Status::Cancelled, now_ms);
         self.forget_rows(vec![*held, *cancel]);
-    }
-
-    /// The route's `answer` to the cancel of `hash` asked for `ticket`: `true` makes it final
-    /// (see the module documentation); any answer goes to the client as it is.
-    pub fn cancel_answered(&mut self, ticket: Ticket, hash: TxHash, answer: Answer, now_ms: u64) {
-        let cancelled = matches!(&answer, Answer::Result(text) if text.trim() == "true");
-        let pending = self
-            .accepted
-            .get(&hash, now_ms)
-            .filter(|tx| tx.status == Status::Pending);
-        if let (true, Some(tx)) = (cancelled, pending) {
-            self.route_cancelled(&hash, tx.nonce, now_ms);
-            self.forget_rows(vec![hash]);
-        }
-        self.answer(&[ticket], &answer, None);
-        self.step(now_ms);
     }
 }

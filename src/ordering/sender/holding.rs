@@ -21,6 +21,7 @@ use crate::metrics::Metric;
 use crate::ordering::accepted::Status;
 use crate::ordering::answer::{AnswerClass, NonceEffect};
 use crate::ordering::queue::Stage;
+use crate::ordering::route_status::RouteStatus;
 use crate::ordering::sender::{Outcome, Query, Refusal, Sent};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -68,9 +69,12 @@ impl Sender {
                 .with_nonce(nonce, now_ms)
                 .filter(|held| *held != hash && self.settings.private_route && entry.tx.self_cancel)
                 .filter(|held| {
-                    self.accepted
-                        .get(held, now_ms)
-                        .is_some_and(|tx| tx.status == Status::Pending)
+                    // Still the route's alone: not sent to the public mempool, not in a block.
+                    self.accepted.get(held, now_ms).is_some_and(|tx| {
+                        tx.status == Status::Pending
+                            && !tx.route.public
+                            && tx.route.status != Some(RouteStatus::Included)
+                    })
                 });
             let pruned = self.accepted.record(hash, nonce, now_ms, true);
             self.accepted.set_terms(&hash, entry.tx.terms());

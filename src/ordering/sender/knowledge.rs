@@ -49,6 +49,7 @@ impl Sender {
                 .accepted
                 .get(&tx.hash, now_ms)
                 .is_some_and(|tx| tx.status.is_final())
+                || self.is_cancelling(&tx.hash)
             {
                 continue;
             }

@@ -94,6 +94,9 @@ pub struct Sender {
     alarm_until_ms: u64,
     /// Recent refusals and failures by hash (`GET /tx/{hash}`'s `failed`), newest last.
     failures: VecDeque<Failure>,
+    /// Transactions whose cancel is with the private route ([`Action::Cancel`]): nothing of them
+    /// is sent meanwhile. At most one entry per client cancel in flight.
+    cancelling: std::collections::HashSet<TxHash>,
     actions: VecDeque<Action>,
     lookup_ids: u64,
     /// What happened since the object started.
@@ -115,6 +118,7 @@ impl Sender {
             lookups: HashMap::new(),
             alarm_until_ms: 0,
             failures: VecDeque::new(),
+            cancelling: std::collections::HashSet::new(),
             actions: VecDeque::new(),
             lookup_ids: 0,
             counters: Counters::default(),

@@ -304,8 +304,10 @@ impl Sender {
     /// not hold: one the route dropped goes to `resend` (at most [`MAX_RESENDS`] times; dropped
     /// again after the last, it is final, [`Status::Failed`]); one the route says its sender
     /// cancelled is final ([`Status::Cancelled`]): neither is sent again or counted, and their
-    /// rows go; and one `SEND_PUBLIC_AFTER_BLOCKS` blocks past its first check goes to the public
-    /// mempool, unless the route says it is included (the read node lags).
+    /// rows go; one past its `maxBlockNumber` is final ([`Status::Expired`]); and one whose sender
+    /// opted in (`?public_after_blocks=N`, at most `SEND_PUBLIC_AFTER_BLOCKS`) goes to the
+    /// public mempool N blocks past its first check, on the route's word of that check (with a
+    /// status URL), unless the route says it is included (the read node lags) or cancelled.
     fn private_missing(
         &mut self,
         mut missing: Vec<(TxHash, AcceptedTx)>,

@@ -519,3 +519,19 @@ fn a_private_send_goes_plain_to_a_route_that_does_not_serve_it() {
     assert_eq!(up.posts.borrow().len(), 1);
     assert!(s.answer.error_parts().is_some());
 }
+
+/// Sent to the public mempool, an `eth_sendPrivateTransaction` goes as `eth_sendRawTransaction`:
+/// a node's own private method (Alchemy's) would keep it private again.
+#[test]
+fn a_private_send_is_published_as_a_plain_send() {
+    let mut private = signed();
+    private.method = SendMethod::Private {
+        max_block_number: None,
+        preferences: None,
+    };
+    let up = upstream(vec![ok(r#"{"id":1,"result":"0xabab"}"#)], vec![]);
+    let s = run(publish(&up, &private, SENDER, MEMPOOL, &POLICY, 30_000));
+    assert_eq!(s.class, AnswerClass::Accepted);
+    assert_eq!(up.posts.borrow()[0].0, private.plain_request());
+    assert_eq!(up.kinds.borrow()[0], CallKind::SendPublic);
+}

@@ -634,14 +634,17 @@ fn a_cancel_the_route_confirms_ends_the_transaction_and_the_count_drops_by_one()
     r.drain();
     assert_eq!(r.answer(no).0, Answer::Result("false".into()));
     assert_eq!(r.s.status(&h(8, 0), r.now).unwrap()["status"], "pending");
-    // Unknown, or final already: false at once, the route not asked.
-    for hash in [h(42, 0), h(9, 0)] {
-        let ticket = r.ticket();
-        r.s.cancel(ticket, hash, r.now);
-        r.drain();
-        assert_eq!(r.answer(ticket).0, Answer::Result("false".into()));
-    }
+    // Final already: false at once, the route not asked.
+    let again = r.ticket();
+    r.s.cancel(again, h(9, 0), r.now);
+    r.drain();
+    assert_eq!(r.answer(again).0, Answer::Result("false".into()));
     assert_eq!(r.cancels.len(), 2);
+    // One this object does not know (sent around it, fail-open): the route is asked.
+    let unknown = r.ticket();
+    r.s.cancel(unknown, h(42, 0), r.now);
+    r.drain();
+    assert_eq!(r.cancels.len(), 3);
 }
 
 /// Every pending one gets its turn at the route's status: each check asks the
@@ -774,41 +777,114 @@ fn a_routes_cancel_transaction_ends_both_and_neither_is_counted() {
     assert_eq!(r.s.status(&h(9, 1), r.now).unwrap()["status"], "pending");
 }
 
-/// A copy of a transaction waiting for its turn (a client's resend behind another) when the
-/// route cancels it: it leaves the queue, its client gets -32000, and it is never sent.
+/// While a cancel is with the route nothing of the transaction is sent: a client's copy arriving
+/// meanwhile is refused (-32000); and a cancel while a copy of it holds the lock for its send
+/// gets -32002 with Retry-After, since the send would undo it. A copy holding the lock when the
+/// cancel comes back `true` is refused at its check, never sent, its row gone.
 #[test]
-fn a_waiting_copy_of_a_transaction_the_route_cancels_is_never_sent() {
+fn nothing_of_a_transaction_is_sent_while_its_cancel_is_out() {
     let mut r = ten_accepted(WITH_STATUS);
     let ticket = r.ticket();
     r.s.cancel(ticket, h(5, 0), r.now);
     r.drain();
-    // Meanwhile the client sends it again, and the route's word says it dropped it: a copy waits
-    // for its turn (its check by mined count and hash).
     let copy = r.arrive(5);
-    let (id, _) = r.lookup_for(|q| q.hashes == [h(5, 0)]);
-    r.reply(
-        id,
-        Ok(Found {
-            known: seen(&[(h(5, 0), false)]),
-            route: [(h(5, 0), RouteStatus::Failed)].into_iter().collect(),
-            ..Found::default()
-        }),
-    );
+    assert_eq!(r.answer(copy).0.error_parts().unwrap().0, -32000);
     assert!(
-        r.s.queue.find(&h(5, 0)).is_some(),
-        "a copy holds the lock for its check"
+        r.lookups.iter().all(|(_, q)| q.hashes != [h(5, 0)]),
+        "not even asked"
     );
     r.s.cancel_answered(ticket, h(5, 0), Answer::Result("true".into()), r.now);
     r.drain();
     assert_eq!(r.answer(ticket).0, Answer::Result("true".into()));
-    // Its turn's check answered: refused, never sent.
+    assert!(r.sends.is_empty());
+    // A copy of nonce 6 the route dropped holds the lock for its check: a cancel now is -32002.
+    let resend = r.arrive(6);
+    let (id, _) = r.lookup_for(|q| q.hashes == [h(6, 0)] && !q.route_statuses.is_empty());
+    r.reply(
+        id,
+        Ok(Found {
+            known: seen(&[(h(6, 0), false)]),
+            route: [(h(6, 0), RouteStatus::Failed)].into_iter().collect(),
+            ..Found::default()
+        }),
+    );
+    let busy = r.ticket();
+    r.s.cancel(busy, h(6, 0), r.now);
+    r.drain();
+    let (answer, retry_after) = r.answer(busy).clone();
+    assert_eq!(answer.error_parts().unwrap().0, -32002);
+    assert_eq!(retry_after, Some(1));
+    // The route cancels it meanwhile (its status): the copy is refused at its check, unsent.
+    let ticket = r.ticket();
+    r.s.cancel_answered(ticket, h(6, 0), Answer::Result("true".into()), r.now);
+    r.drain();
     while let Some((id, q)) = r.lookups.pop() {
         r.reply(
             id,
             known(&q.hashes.iter().map(|h| (*h, false)).collect::<Vec<_>>()),
         );
     }
-    assert_eq!(r.answer(copy).0.error_parts().unwrap().0, -32000);
+    assert_eq!(r.answer(resend).0.error_parts().unwrap().0, -32000);
     assert!(r.sends.is_empty(), "never sent");
-    assert!(!r.rows.contains_key(&h(5, 0)), "its row is gone");
+    assert!(!r.rows.contains_key(&h(6, 0)), "its row is gone");
+}
+
+/// The first send's terms stay with the transaction: a later copy of the same bytes (a plain
+/// resend, another opt-in) neither lifts its `maxBlockNumber` nor opts it in. And a route's
+/// cancel transaction at the nonce of one already sent to the public mempool is an ordinary
+/// replacement (the route cannot cancel what the mempool has).
+#[test]
+fn a_copy_keeps_the_first_terms_and_a_public_one_is_not_cancelled_by_the_route_rule() {
+    let terms = PrivateTerms {
+        public_after_blocks: None,
+        max_block_number: Some(50),
+    };
+    let mut r = ten_accepted_as(WITH_STATUS, terms);
+    // A plain copy of the same bytes, through an opt-in URL, which the route had dropped: sent
+    // again, and taken.
+    let mut plain = (*tx(3, 0)).clone();
+    plain.public_after_blocks = Some(1);
+    let copy = r.arrive_tx(plain);
+    let (id, _) = r.lookup_for(|q| q.hashes == [h(3, 0)]);
+    r.reply(
+        id,
+        Ok(Found {
+            known: seen(&[(h(3, 0), false)]),
+            route: [(h(3, 0), RouteStatus::Failed)].into_iter().collect(),
+            ..Found::default()
+        }),
+    );
+    assert_eq!(resend_turns(&mut r, 0), [3]);
+    assert_eq!(r.answer(copy).0, Answer::hash(&h(3, 0)));
+    let status = r.s.status(&h(3, 0), r.now).unwrap();
+    assert_eq!(status["max_block_number"], 50, "{status}");
+    assert_eq!(status["public_after_blocks"], Value::Null);
+    // Published, then a cancel transaction by the route's rule at its nonce: a replacement.
+    let settings = Settings {
+        public_after_blocks: Some(1),
+        ..WITH_STATUS
+    };
+    let mut r = ten_accepted_as(settings, opted_in(1));
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    let said: Vec<(TxHash, RouteStatus)> =
+        (6..10).map(|n| (h(n, 0), RouteStatus::Pending)).collect();
+    r.track_with(0, &missing, &said, Some(100));
+    r.track_with(0, &missing, &said, Some(101));
+    assert!(
+        r.published.iter().flatten().any(|hash| *hash == h(9, 0)),
+        "{:?}",
+        r.published
+    );
+    let mut cancel = (*tx(9, 1)).clone();
+    cancel.self_cancel = true;
+    r.arrive_tx(cancel);
+    while let Some((id, q)) = r.lookups.pop() {
+        r.reply(
+            id,
+            known(&q.hashes.iter().map(|h| (*h, false)).collect::<Vec<_>>()),
+        );
+    }
+    r.accept_next();
+    assert_eq!(r.s.status(&h(9, 0), r.now).unwrap()["status"], "replaced");
+    assert_eq!(r.s.status(&h(9, 1), r.now).unwrap()["status"], "pending");
 }
