@@ -240,3 +240,19 @@ test("over a WebSocket, the opt-in is the URL the client connected to: the upgra
     await s.stop();
   }
 });
+
+test("with ENABLE_NONCE_ORDERING=false, eth_cancelPrivateTransaction goes from the Worker to the route, which cancels the transaction", async () => {
+  const s = await stackWithStatus({ ENABLE_NONCE_ORDERING: "false" });
+  try {
+    const account = devAccount(13);
+    const hash = (await sendPrivate(s.relay.url, await signTransfer(account, 0))).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    const cancel = await cancelPrivate(s.relay.url, hash, 5);
+    assert.deepEqual(cancel.json, { jsonrpc: "2.0", id: 5, result: true });
+    assert.deepEqual(s.route.cancels, [{ hash, answer: true }]);
+    assert.equal(s.route.status(hash), STATUS.CANCELLED);
+    assert.equal(sendsAt(s.read), 0);
+  } finally {
+    await s.stop();
+  }
+});
