@@ -115,7 +115,7 @@ impl Platform for EdgePlatform<'_> {
     /// route that took it, the first unless it failed over. When none knows it, a route that
     /// could not be asked makes the answer that error (it may hold it: nothing is sent again on
     /// a guess), as does a route without a status URL; else the last route's answer that did
-    /// not know it.
+    /// not know it. All of it within `timeout_ms`.
     async fn get_status(
         &self,
         hash: &TxHash,
@@ -123,9 +123,16 @@ impl Platform for EdgePlatform<'_> {
     ) -> Result<UpstreamReply, UpstreamError> {
         let mut unknown = None;
         let mut failed = None;
+        // One budget for all the routes asked, not `timeout_ms` each.
+        let until_ms = self.now_ms().saturating_add(timeout_ms);
         for template in self.config.send_status_urls.iter().flatten() {
+            let left_ms = until_ms.saturating_sub(self.now_ms());
+            if left_ms == 0 {
+                failed.get_or_insert(Err(UpstreamError::Timeout(timeout_ms)));
+                break;
+            }
             let url = status_url(template, hash);
-            match get_url(self.config, &url, MAX_STATUS_BYTES, timeout_ms).await {
+            match get_url(self.config, &url, MAX_STATUS_BYTES, left_ms).await {
                 Ok(reply) if RouteStatus::knows(reply.status, &reply.body) => return Ok(reply),
                 Ok(reply) if (200..300).contains(&reply.status) => unknown = Some(reply),
                 Ok(reply) => {
