@@ -2,16 +2,17 @@
 //! taken in the object's turn with its sends: a pending transaction the route holds is cancelled
 //! there ([`Action::Cancel`]), and once the route answers `true` it is final
 //! ([`Status::Cancelled`]): never sent again or published, not counted, its row deleted. The
-//! answer is the route's (`true` or `false`, Flashbots'); `false` at once for a transaction this
-//! object holds nothing pending of (unknown, already final, or still queued: not at the route yet).
+//! answer is the route's (`true` or `false`, Flashbots'); `false` at once for one this object
+//! holds as final; one it does not know still goes to the route (it may have been sent around
+//! the object). While the cancel is out nothing of the transaction is sent
+//! ([`Sender::is_cancelling`]).
 //!
 //! A route's own cancel, a transaction to its sender with at most 2 bytes of data at the nonce of
 //! one the route holds (Flashbots Protect's rule, MEV Blocker's soft cancellation), ends both
 //! once the route took it ([`Sender::cancelled_by_route_rule`]): the route sends neither, so
 //! neither is counted.
 
-use super::Refusal;
-use super::{Action, Sender, Ticket};
+use super::{Action, Refusal, Sender, Ticket};
 use crate::jsonrpc::{Answer, RpcError};
 use crate::ordering::accepted::Status;
 use crate::ordering::queue::Stage;
