@@ -29,6 +29,21 @@ pub struct PrivateTerms {
 }
 
 impl PrivateTerms {
+    /// The terms of a transaction sent with `method` and the opt-in `public_after_blocks`.
+    pub fn of(method: &crate::ordering::tx::SendMethod, public_after_blocks: Option<u64>) -> Self {
+        PrivateTerms {
+            public_after_blocks,
+            max_block_number: method.max_block_number(),
+        }
+    }
+
+    /// After how many blocks it may go to the public mempool now that the operator allows
+    /// `allowed` (`SEND_PUBLIC_AFTER_BLOCKS`): its opt-in, at most `allowed` ([`granted`]); never
+    /// one bounded by a `maxBlockNumber`, which the public mempool would not keep.
+    pub fn public_after(&self, allowed: Option<u64>) -> Option<u64> {
+        granted(self.public_after_blocks, allowed).filter(|_| self.max_block_number.is_none())
+    }
+
     /// Whether following it needs the chain's head (to count blocks, or to see its
     /// `maxBlockNumber` pass).
     pub fn needs_head(&self) -> bool {

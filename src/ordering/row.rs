@@ -175,10 +175,7 @@ impl RowMethod {
 
     /// What its sender asked of the private route ([`SignedTx::terms`]).
     pub fn terms(&self) -> PrivateTerms {
-        PrivateTerms {
-            public_after_blocks: self.public_after_blocks,
-            max_block_number: self.method.max_block_number(),
-        }
+        PrivateTerms::of(&self.method, self.public_after_blocks)
     }
 }
 

@@ -147,10 +147,7 @@ impl SignedTx {
     /// What its sender asked of the private route ([`PrivateTerms`]): its opt-in to the public
     /// mempool and its `maxBlockNumber`.
     pub fn terms(&self) -> PrivateTerms {
-        PrivateTerms {
-            public_after_blocks: self.public_after_blocks,
-            max_block_number: self.method.max_block_number(),
-        }
+        PrivateTerms::of(&self.method, self.public_after_blocks)
     }
 }
 

@@ -311,9 +311,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         entries: Vec<jsonrpc::ParsedRequest>,
         subscriptions: Option<&S>,
     ) -> (Vec<Response>, Option<u64>) {
-        let needs_chain_id = entries
-            .iter()
-            .any(|e| e.as_ref().is_ok_and(|r| jsonrpc::is_send(&r.method)));
+        let needs_chain_id = entries.iter().any(|e| is_send_entry(&e));
         let chain_id = if needs_chain_id {
             self.chain_id().await
         } else {

@@ -123,6 +123,10 @@ async fn send_until_final<P: Platform + ?Sized>(
         CallKind::SendPublic => tx.plain_request(),
         _ => tx.request(),
     };
+    // Whether a route that does not serve `eth_sendPrivateTransaction` may still make this a
+    // plain send: a private send, not plain yet.
+    let mut may_go_plain =
+        kind != CallKind::SendPublic && matches!(tx.method, SendMethod::Private { .. });
     let mut attempts = 0;
     // Attempts the upstream did not turn away unattempted ([`rate_limited`]): the count
     // `UPSTREAM_RETRIES` caps.
@@ -147,10 +151,7 @@ async fn send_until_final<P: Platform + ?Sized>(
         let (mut class, answer) = classify(&reply);
         // A route that does not serve `eth_sendPrivateTransaction` gets the same bytes as a
         // plain send, at once: the request was not attempted.
-        if matches!(tx.method, SendMethod::Private { .. })
-            && request != tx.plain_request()
-            && method_not_served(&reply)
-        {
+        if may_go_plain && method_not_served(&reply) {
             upstream.emit(
                 &Metric::new("private_method_unserved", sender, SEND_PRIVATE_TRANSACTION)
                     .value("count", 1.0)
@@ -158,6 +159,7 @@ async fn send_until_final<P: Platform + ?Sized>(
                     .field("tx_hash", hex::encode(&tx.hash)),
             );
             request = tx.plain_request();
+            may_go_plain = false;
             continue;
         }
         // Flashbots Protect writes its nonce cache after it answered: a fast n + 1 may meet

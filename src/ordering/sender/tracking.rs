@@ -38,7 +38,6 @@ use crate::metrics::Metric;
 use crate::ordering::accepted::AcceptedTx;
 use crate::ordering::accepted::Status;
 use crate::ordering::answer::AnswerClass;
-use crate::ordering::private_terms::granted;
 use crate::ordering::queue::Stage;
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
 use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen, Sent};
@@ -356,11 +355,8 @@ impl Sender {
                 }
                 continue;
             }
-            // The sender's opt-in, at most what the operator allows now; never one bounded by a
-            // `maxBlockNumber`, which the public mempool would not keep.
-            let allowed = self.settings.public_after_blocks;
-            let after = granted(terms.public_after_blocks, allowed)
-                .filter(|_| terms.max_block_number.is_none());
+            // The sender's opt-in, at most what the operator allows now.
+            let after = terms.public_after(self.settings.public_after_blocks);
             let (Some(after), Some(head)) = (after, found.head) else {
                 continue;
             };
@@ -546,9 +542,9 @@ impl Sender {
             .into();
             v["route_status"] = route.status.map(RouteStatus::label).into();
             // What its sender asked: publishing after N blocks (null: never), its bound.
-            let allowed = self.settings.public_after_blocks;
-            v["public_after_blocks"] = granted(route.terms.public_after_blocks, allowed)
-                .filter(|_| route.terms.max_block_number.is_none())
+            v["public_after_blocks"] = route
+                .terms
+                .public_after(self.settings.public_after_blocks)
                 .into();
             if let Some(max) = route.terms.max_block_number {
                 v["max_block_number"] = max.into();
