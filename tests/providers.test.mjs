@@ -225,7 +225,7 @@ for (const [name, make] of LIMITED) {
         console.log(
           `# ${name}${setting}: ${r.hashes}/40 hashes, ${r.errors} errors in ${r.wall.toFixed(0)} ms; ${r.mined}/40 mined; ` +
             `${r.sends} sends reached the node (${r.nonces} nonces, ${r.twice} more than once); ${r.batches} send batches, ` +
-            `${r.refused} refused by the profile${r.messages.length ? `; errors: ${r.messages.join(" | ")}` : ""}`,
+            `${r.refused} refused by the profile; ${r.s.anvil.mended.length} mended in anvil's pool${r.messages.length ? `; errors: ${r.messages.join(" | ")}` : ""}`,
         );
         assert.equal(r.errors, 0, r.messages.join("\n"));
         assert.equal(r.hashes, 40);
