@@ -1,14 +1,15 @@
-//! The relay's settings, read from the Worker's environment (wrangler.toml `[vars]` and secrets).
-//! Every setting, its default and its meaning are also in the README's table.
+//! The relay's settings, read from the Worker's environment (wrangler.toml `[vars]` and secrets):
+//! each one defined once in [`settings`] (name, default, meaning, how it is read), which the
+//! README's settings table lists exactly.
 
 /// The default `MAX_SENDER_BYTES`: 8 MiB, about ten six-blob transactions with their sidecars,
 /// or thousands of ordinary ones (a Worker isolate has 128 MB, shared by the objects it runs).
 pub const DEFAULT_MAX_SENDER_BYTES: u64 = 8 * 1024 * 1024;
 
 use crate::access::cors::CorsOrigins;
-use crate::access::methods::{MethodPolicy, Patterns};
+use crate::access::methods::MethodPolicy;
 use crate::hardfork::Hardfork;
-use crate::ordering::sender::{PoolKind, ReplacementPolicy, Settings, DEFAULT_GAP_WAIT_MS};
+use crate::ordering::sender::{PoolKind, ReplacementPolicy, Settings};
 use crate::upstream::retry::RetryPolicy;
 use crate::upstream::route::UpstreamSet;
 use crate::websocket::SocketLimits;
@@ -60,7 +61,7 @@ pub struct Config {
     /// `LOCK_MAX_HOLD_MS` (default 30000): a transaction's whole budget once it holds its sender's
     /// lock, ms: its sends and their retries end by then (and a lookup that blocks the queue).
     pub lock_max_hold_ms: u64,
-    /// `NONCE_GAP_WAIT_MS` (default [`DEFAULT_GAP_WAIT_MS`]): how long, in ms, a transaction whose
+    /// `NONCE_GAP_WAIT_MS` (default [`crate::ordering::sender::DEFAULT_GAP_WAIT_MS`]): how long, in ms, a transaction whose
     /// nonce is above the sender's next one waits for the missing ones before it is forwarded
     /// anyway.
     pub nonce_gap_wait_ms: u64,
@@ -162,59 +163,6 @@ impl std::error::Error for ConfigError {}
 /// The largest `SEND_WINDOW`: geth's queue of one account (`AccountQueue`, 64).
 pub const MAX_SEND_WINDOW: usize = 64;
 
-fn number<T: std::str::FromStr>(
-    get: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    default: T,
-) -> Result<T, ConfigError> {
-    match get(name) {
-        None => Ok(default),
-        Some(v) => v.trim().parse().map_err(|_| ConfigError {
-            name,
-            problem: format!("must be a whole number, got {v:?}"),
-        }),
-    }
-}
-
-fn flag(
-    get: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    default: bool,
-) -> Result<bool, ConfigError> {
-    match get(name).as_deref().map(str::trim) {
-        None => Ok(default),
-        Some("true" | "1") => Ok(true),
-        Some("false" | "0") => Ok(false),
-        Some(v) => Err(ConfigError {
-            name,
-            problem: format!("must be true or false, got {v:?}"),
-        }),
-    }
-}
-
-/// A setting with named values: `default` when unset, else the value of the matching name of
-/// `options`; any other value is an error naming them all (`must be a, b or c, got "x"`).
-fn choice<T: Copy>(
-    get: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    default: T,
-    options: &[(&str, T)],
-) -> Result<T, ConfigError> {
-    let Some(v) = get(name) else {
-        return Ok(default);
-    };
-    let v = v.trim();
-    if let Some((_, value)) = options.iter().find(|(option, _)| *option == v) {
-        return Ok(*value);
-    }
-    let names: Vec<&str> = options.iter().map(|(option, _)| *option).collect();
-    let (last, rest) = names.split_last().expect("at least one option");
-    Err(ConfigError {
-        name,
-        problem: format!("must be {} or {last}, got {v:?}", rest.join(", ")),
-    })
-}
-
 impl Config {
     /// Reads the settings through `get` (the variable's value, `None` when unset; an empty value
     /// counts as unset).
@@ -222,20 +170,16 @@ impl Config {
     /// # Errors
     /// [`ConfigError`] for a missing `UPSTREAM_RPC_URL` or a value that does not parse.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        let listed = get("UPSTREAM_RPC_URL").ok_or(ConfigError {
-            name: "UPSTREAM_RPC_URL",
-            problem: "is not set (wrangler secret put UPSTREAM_RPC_URL)".into(),
-        })?;
-        let upstream_urls = HTTP_URLS.list("UPSTREAM_RPC_URL", &listed)?;
+        use settings as s;
+        let upstream_urls = HTTP_URLS.list("UPSTREAM_RPC_URL", &s::UPSTREAM_RPC_URL.read(&get)?)?;
         if upstream_urls.is_empty() {
             return Err(HTTP_URLS.error("UPSTREAM_RPC_URL"));
         }
-        let upstream_send_urls = match get("UPSTREAM_SEND_URL") {
+        let upstream_send_urls = match s::UPSTREAM_SEND_URL.read(&get)? {
             Some(listed) => ROUTE_URLS.list("UPSTREAM_SEND_URL", &listed)?,
             None => Vec::new(),
         };
-        let send_status_urls = match get("SEND_STATUS_URL") {
+        let send_status_urls = match s::SEND_STATUS_URL.read(&get)? {
             None => Vec::new(),
             Some(listed) => {
                 let urls: Vec<Option<String>> = listed
@@ -265,18 +209,7 @@ impl Config {
                 urls
             }
         };
-        let send_public_after_blocks = match get("SEND_PUBLIC_AFTER_BLOCKS") {
-            None => None,
-            Some(_) => match number(&get, "SEND_PUBLIC_AFTER_BLOCKS", 0u64)? {
-                0 => {
-                    return Err(ConfigError {
-                        name: "SEND_PUBLIC_AFTER_BLOCKS",
-                        problem: "must be 1 or more (unset: never)".into(),
-                    })
-                }
-                blocks => Some(blocks),
-            },
-        };
+        let send_public_after_blocks = s::SEND_PUBLIC_AFTER_BLOCKS.read(&get)?;
         for (name, set) in [
             ("SEND_STATUS_URL", !send_status_urls.is_empty()),
             (
@@ -292,138 +225,52 @@ impl Config {
             }
         }
         let upstream_url = upstream_urls[0].clone();
-        let upstream_ws_urls: Vec<String> = match get("UPSTREAM_WS_URL") {
+        let upstream_ws_urls: Vec<String> = match s::UPSTREAM_WS_URL.read(&get)? {
             None => upstream_urls
                 .iter()
                 .map(|u| crate::websocket::ws_url_of(u))
                 .collect(),
             Some(listed) => WS_URLS.list("UPSTREAM_WS_URL", &listed)?,
         };
-        let socket_defaults = SocketLimits::default();
         let socket = SocketLimits {
-            max_subscriptions: number(
-                &get,
-                "WS_MAX_SUBSCRIPTIONS",
-                socket_defaults.max_subscriptions,
-            )?,
-            max_message_bytes: number(
-                &get,
-                "WS_MAX_MESSAGE_BYTES",
-                socket_defaults.max_message_bytes,
-            )?,
-            idle_timeout_ms: number::<u64>(
-                &get,
-                "WS_IDLE_TIMEOUT_S",
-                socket_defaults.idle_timeout_ms / 1_000,
-            )?
-            .saturating_mul(1_000),
-            upstream_reconnect_ms: number(
-                &get,
-                "WS_UPSTREAM_RECONNECT_MS",
-                socket_defaults.upstream_reconnect_ms,
-            )?,
-            max_connection_bytes: number(
-                &get,
-                "WS_MAX_CONNECTION_BYTES",
-                socket_defaults.max_connection_bytes,
-            )?,
-            max_isolate_bytes: number(
-                &get,
-                "WS_MAX_ISOLATE_BYTES",
-                socket_defaults.max_isolate_bytes,
-            )?,
+            max_subscriptions: s::WS_MAX_SUBSCRIPTIONS.read(&get)?,
+            max_message_bytes: s::WS_MAX_MESSAGE_BYTES.read(&get)?,
+            idle_timeout_ms: s::WS_IDLE_TIMEOUT_S.read(&get)?,
+            upstream_reconnect_ms: s::WS_UPSTREAM_RECONNECT_MS.read(&get)?,
+            max_connection_bytes: s::WS_MAX_CONNECTION_BYTES.read(&get)?,
+            max_isolate_bytes: s::WS_MAX_ISOLATE_BYTES.read(&get)?,
         };
-        let chain_id = match get("CHAIN_ID") {
-            None => None,
-            Some(v) => Some(parse_chain_id(&v).ok_or(ConfigError {
-                name: "CHAIN_ID",
-                problem: format!("must be a decimal or 0x-hex 64-bit number, got {v:?}"),
-            })?),
-        };
-        let lock_max_hold_ms = number(&get, "LOCK_MAX_HOLD_MS", 30_000u64)?;
-        if lock_max_hold_ms == 0 {
-            return Err(ConfigError {
-                name: "LOCK_MAX_HOLD_MS",
-                problem: "must be above 0".into(),
-            });
-        }
         Ok(Config {
-            chain_id,
-            allow_unprotected_txs: flag(&get, "ALLOW_UNPROTECTED_TXS", false)?,
-            enable_nonce_ordering: flag(&get, "ENABLE_NONCE_ORDERING", true)?,
-            lock_max_hold_ms,
-            nonce_gap_wait_ms: number(&get, "NONCE_GAP_WAIT_MS", DEFAULT_GAP_WAIT_MS)?,
-            max_batch: number(&get, "MAX_BATCH", 100)?,
-            max_request_bytes: number(&get, "MAX_REQUEST_BYTES", 4 << 20)?,
-            max_upstream_response_bytes: number(&get, "MAX_UPSTREAM_RESPONSE_BYTES", 16 << 20)?,
-            upstream_timeout_ms: number(&get, "UPSTREAM_TIMEOUT_MS", 60_000)?,
-            max_head_lag: number(&get, "MAX_HEAD_LAG", 2)?,
-            upstream_retries: match get("UPSTREAM_RETRIES").as_deref().map(str::trim) {
-                None | Some("deadline") => None,
-                Some(v) => Some(v.parse().map_err(|_| ConfigError {
-                    name: "UPSTREAM_RETRIES",
-                    problem: format!("must be deadline or a whole number, got {v:?}"),
-                })?),
-            },
-            idempotency_ttl_ms: number::<u64>(&get, "IDEMPOTENCY_TTL_S", 300)?
-                .saturating_mul(1_000),
-            replacement_policy: choice(
-                &get,
-                "REPLACEMENT_POLICY",
-                None,
-                &[
-                    ("forward", Some(ReplacementPolicy::Forward)),
-                    ("reject", Some(ReplacementPolicy::Reject)),
-                ],
-            )?,
-            upstream_pool: choice(
-                &get,
-                "UPSTREAM_POOL",
-                None,
-                &[
-                    ("auto", None),
-                    ("mempool", Some(PoolKind::Mempool)),
-                    ("strict", Some(PoolKind::Strict)),
-                ],
-            )?,
-            hardfork: match get("HARDFORK").as_deref().map(str::trim) {
-                None => Some(Hardfork::Osaka),
-                Some(v) if v.eq_ignore_ascii_case("none") => None,
-                Some(v) => Some(Hardfork::parse(v).ok_or(ConfigError {
-                    name: "HARDFORK",
-                    problem: format!(
-                        "must be none or a fork name (frontier ... cancun, prague, osaka), got {v:?}"
-                    ),
-                })?),
-            },
-            max_queue_per_sender: number(&get, "MAX_QUEUE_PER_SENDER", 64)?,
-            max_sender_bytes: number(&get, "MAX_SENDER_BYTES", DEFAULT_MAX_SENDER_BYTES)?,
-            send_window: match number(&get, "SEND_WINDOW", 16)? {
-                n @ 1..=MAX_SEND_WINDOW => n,
-                n => {
-                    return Err(ConfigError {
-                        name: "SEND_WINDOW",
-                        problem: format!("must be 1 to {MAX_SEND_WINDOW}, got {n}"),
-                    })
-                }
-            },
-            track_interval_ms: number::<u64>(&get, "TRACK_INTERVAL_S", 12)?.saturating_mul(1_000),
-            track_ttl_ms: number::<u64>(&get, "TRACK_TTL_S", 600)?.saturating_mul(1_000),
-            sync_timeout_ms: number(&get, "SYNC_TIMEOUT_MS", 2_000)?,
-            sync_timeout_max_ms: number(&get, "SYNC_TIMEOUT_MAX_MS", 30_000)?,
-            admin_token: get("ADMIN_TOKEN"),
-            cors_origins: CorsOrigins::parse(get("CORS_ORIGINS").as_deref()),
+            chain_id: s::CHAIN_ID.read(&get)?,
+            allow_unprotected_txs: s::ALLOW_UNPROTECTED_TXS.read(&get)?,
+            enable_nonce_ordering: s::ENABLE_NONCE_ORDERING.read(&get)?,
+            lock_max_hold_ms: s::LOCK_MAX_HOLD_MS.read(&get)?,
+            nonce_gap_wait_ms: s::NONCE_GAP_WAIT_MS.read(&get)?,
+            max_batch: s::MAX_BATCH.read(&get)?,
+            max_request_bytes: s::MAX_REQUEST_BYTES.read(&get)?,
+            max_upstream_response_bytes: s::MAX_UPSTREAM_RESPONSE_BYTES.read(&get)?,
+            upstream_timeout_ms: s::UPSTREAM_TIMEOUT_MS.read(&get)?,
+            max_head_lag: s::MAX_HEAD_LAG.read(&get)?,
+            upstream_retries: s::UPSTREAM_RETRIES.read(&get)?,
+            idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(&get)?,
+            replacement_policy: s::REPLACEMENT_POLICY.read(&get)?,
+            upstream_pool: s::UPSTREAM_POOL.read(&get)?,
+            hardfork: s::HARDFORK.read(&get)?,
+            max_queue_per_sender: s::MAX_QUEUE_PER_SENDER.read(&get)?,
+            max_sender_bytes: s::MAX_SENDER_BYTES.read(&get)?,
+            send_window: s::SEND_WINDOW.read(&get)?,
+            track_interval_ms: s::TRACK_INTERVAL_S.read(&get)?,
+            track_ttl_ms: s::TRACK_TTL_S.read(&get)?,
+            sync_timeout_ms: s::SYNC_TIMEOUT_MS.read(&get)?,
+            sync_timeout_max_ms: s::SYNC_TIMEOUT_MAX_MS.read(&get)?,
+            admin_token: s::ADMIN_TOKEN.read(&get)?,
+            cors_origins: s::CORS_ORIGINS.read(&get)?,
             methods: MethodPolicy {
-                allow: Patterns::parse(get("METHOD_ALLOWLIST").as_deref()),
-                deny: Patterns::parse(get("METHOD_DENYLIST").as_deref()),
+                allow: s::METHOD_ALLOWLIST.read(&get)?,
+                deny: s::METHOD_DENYLIST.read(&get)?,
             },
-            rate_limit_period_s: number(&get, "RATE_LIMIT_PERIOD_S", 60)?,
-            send_broadcast: choice(
-                &get,
-                "SEND_BROADCAST",
-                false,
-                &[("none", false), ("all", true)],
-            )?,
+            rate_limit_period_s: s::RATE_LIMIT_PERIOD_S.read(&get)?,
+            send_broadcast: s::SEND_BROADCAST.read(&get)?,
             secrets: redact::secrets_of_all(
                 &[
                     upstream_urls.as_slice(),
@@ -431,7 +278,11 @@ impl Config {
                     upstream_send_urls.as_slice(),
                 ]
                 .concat(),
-                &send_status_urls.iter().flatten().cloned().collect::<Vec<_>>(),
+                &send_status_urls
+                    .iter()
+                    .flatten()
+                    .cloned()
+                    .collect::<Vec<_>>(),
             ),
             send_status_urls,
             send_public_after_blocks,
@@ -623,14 +474,7 @@ fn url_list(listed: &str) -> Vec<String> {
         .collect()
 }
 
-fn parse_chain_id(v: &str) -> Option<u64> {
-    let v = v.trim();
-    match v.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => v.parse().ok(),
-    }
-}
-
 mod redact;
+pub mod settings;
 #[cfg(test)]
 mod tests;

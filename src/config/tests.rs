@@ -536,3 +536,101 @@ fn each_route_has_its_own_status_url() {
         "SEND_STATUS_URL"
     );
 }
+
+/// The names `from_lookup` asks for, with every variable set to a valid value.
+fn names_read() -> Vec<String> {
+    let asked = std::cell::RefCell::new(Vec::new());
+    Config::from_lookup(|name| {
+        asked.borrow_mut().push(name.to_string());
+        match name {
+            "UPSTREAM_RPC_URL" => Some("https://node.example/key".into()),
+            "UPSTREAM_SEND_URL" => Some("https://route.example".into()),
+            _ => None,
+        }
+    })
+    .unwrap();
+    let mut names = asked.into_inner();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn every_setting_read_is_in_the_table_and_every_one_in_the_table_is_read() {
+    let mut table: Vec<String> = settings::SETTINGS
+        .iter()
+        .map(|s| s.name.to_string())
+        .collect();
+    table.sort();
+    let unique = table.len();
+    table.dedup();
+    assert_eq!(table.len(), unique, "a name twice in SETTINGS");
+    assert_eq!(names_read(), table);
+}
+
+/// The README's settings table: (name, secret, default column) per row, in order.
+fn readme_rows() -> Vec<(String, bool, String)> {
+    let readme = include_str!("../../README.md");
+    let table = &readme[readme.find("## Settings").expect("a Settings section")..];
+    let table = &table[table.find("| name | default | meaning |").expect("its table")..];
+    table
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let first = cells[0].trim_start_matches("| ");
+            let name = first.split('`').nth(1).expect("a name in backticks");
+            (
+                name.to_string(),
+                first.ends_with("(secret)"),
+                cells[1].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_settings_table_lists_exactly_the_settings_with_their_defaults() {
+    let rows = readme_rows();
+    let table: Vec<(String, bool, String)> = settings::SETTINGS
+        .iter()
+        .map(|s| (s.name.to_string(), s.secret, s.default.to_string()))
+        .collect();
+    assert_eq!(rows, table);
+}
+
+#[test]
+fn wrangler_toml_sets_every_setting_to_its_default_and_names_every_secret() {
+    let toml = include_str!("../../wrangler.toml");
+    let vars = &toml[toml.find("[vars]").expect("[vars]")..];
+    let vars = &vars[..vars[1..].find("\n[").map_or(vars.len(), |i| i + 1)];
+    let set: Vec<(&str, &str)> = vars
+        .lines()
+        .filter_map(|l| l.split_once(" = "))
+        .map(|(k, v)| (k.trim(), v.trim().trim_matches('"')))
+        .collect();
+    let comments: String = toml.lines().filter(|l| l.starts_with('#')).collect();
+    for about in settings::SETTINGS {
+        let in_vars = set.iter().find(|(k, _)| *k == about.name);
+        if about.secret {
+            assert!(in_vars.is_none(), "{} is a secret, not a var", about.name);
+            assert!(comments.contains(about.name), "{} named as a secret", about.name);
+            continue;
+        }
+        let (_, value) = in_vars.unwrap_or_else(|| panic!("{} in [vars]", about.name));
+        // A default that is one literal (`30000`) is the var's value; any other is unset.
+        let literal = about
+            .default
+            .strip_prefix('`')
+            .and_then(|d| d.strip_suffix('`'))
+            .filter(|d| !d.contains('`'));
+        assert_eq!(*value, literal.unwrap_or(""), "{} in [vars]", about.name);
+    }
+    for (name, _) in set {
+        assert!(
+            settings::SETTINGS.iter().any(|s| s.name == name),
+            "[vars] {name} is a setting"
+        );
+    }
+}

@@ -1,0 +1,664 @@
+//! Every setting of the relay as one definition ([`Setting`]): its variable's name, whether it
+//! is a secret, whether it is the deployment's or a chain's ([`Scope`]), its default as the
+//! README's settings table gives it, what it means, and how its value is read. [`SETTINGS`]
+//! lists them all; [`crate::config::Config::from_lookup`] reads each through [`Setting::read`],
+//! and a test holds the README's table and `wrangler.toml` to this list.
+
+use super::ConfigError;
+use crate::access::cors::CorsOrigins;
+use crate::access::methods::Patterns;
+use crate::hardfork::Hardfork;
+use crate::ordering::sender::{PoolKind, ReplacementPolicy, DEFAULT_GAP_WAIT_MS};
+use crate::websocket::SocketLimits;
+
+/// Whose a setting is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The whole deployment's: one value for every request (the edge's limits, CORS, the admin
+    /// token, the WebSocket limits).
+    Deployment,
+    /// A chain's: its upstreams, its rules, its senders' settings.
+    Chain,
+}
+
+/// What a setting is, apart from how its value is read: one row of the README's settings table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct About {
+    /// The variable's name (wrangler.toml `[vars]`, or a secret).
+    pub name: &'static str,
+    /// Whether it is set with `wrangler secret put` (it may carry a key), never in `[vars]`.
+    pub secret: bool,
+    /// Whose it is.
+    pub scope: Scope,
+    /// The default, as the README's table gives it (its second column, Markdown).
+    pub default: &'static str,
+    /// What it means, in a line.
+    pub docs: &'static str,
+}
+
+/// One setting of type `T`: [`About`] it, its value when unset (`None`: required), and how a
+/// value is read (an error is the problem, said after the variable's name: `must be ...`).
+pub struct Setting<T> {
+    /// What it is.
+    pub about: About,
+    /// Its value when unset or empty; `None`: it must be set.
+    default: Option<fn() -> T>,
+    /// Reads a value that is set (not empty).
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl<T> Setting<T> {
+    /// Reads the setting through `get` (the variable's value, `None` when unset; an empty value
+    /// counts as unset).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the setting when its value does not parse, or when it must be set
+    /// and is not.
+    pub fn read(&self, get: &impl Fn(&str) -> Option<String>) -> Result<T, ConfigError> {
+        let name = self.about.name;
+        match get(name).filter(|v| !v.trim().is_empty()) {
+            Some(value) => (self.parse)(&value).map_err(|problem| ConfigError { name, problem }),
+            None => self.default.map(|default| default()).ok_or(ConfigError {
+                name,
+                problem: format!("is not set (wrangler secret put {name})"),
+            }),
+        }
+    }
+}
+
+/// A whole number (`must be a whole number, got "x"`).
+fn whole<N: std::str::FromStr>(v: &str) -> Result<N, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("must be a whole number, got {v:?}"))
+}
+
+/// A whole number of seconds, as ms.
+fn seconds_as_ms(v: &str) -> Result<u64, String> {
+    whole::<u64>(v).map(|s| s.saturating_mul(1_000))
+}
+
+/// `true`/`1` or `false`/`0`.
+fn truth(v: &str) -> Result<bool, String> {
+    match v.trim() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("must be true or false, got {v:?}")),
+    }
+}
+
+/// The value of the name `v` among `options`; any other value is an error naming them all
+/// (`must be a, b or c, got "x"`).
+fn pick<T: Copy>(v: &str, options: &[(&str, T)]) -> Result<T, String> {
+    let v = v.trim();
+    if let Some((_, value)) = options.iter().find(|(option, _)| *option == v) {
+        return Ok(*value);
+    }
+    let names: Vec<&str> = options.iter().map(|(option, _)| *option).collect();
+    let (last, rest) = names.split_last().expect("at least one option");
+    Err(format!("must be {} or {last}, got {v:?}", rest.join(", ")))
+}
+
+/// A decimal or 0x-hex 64-bit number.
+pub(super) fn parse_chain_id(v: &str) -> Option<u64> {
+    let v = v.trim();
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// An [`About`]: `secret` first for a secret, then the name, the [`Scope`], the default and the docs.
+macro_rules! about {
+    ($name:literal, $scope:ident, $default:literal, $docs:literal) => {
+        About {
+            name: $name,
+            secret: false,
+            scope: Scope::$scope,
+            default: $default,
+            docs: $docs,
+        }
+    };
+    (secret $name:literal, $scope:ident, $default:literal, $docs:literal) => {
+        About {
+            name: $name,
+            secret: true,
+            scope: Scope::$scope,
+            default: $default,
+            docs: $docs,
+        }
+    };
+}
+
+/// `UPSTREAM_RPC_URL`: the nodes every request goes to, the first preferred (checked with the
+/// other URL settings in [`crate::config::Config::from_lookup`]).
+pub const UPSTREAM_RPC_URL: Setting<String> = Setting {
+    about: about!(secret "UPSTREAM_RPC_URL", Chain, "none, required",
+        "HTTP(S) JSON-RPC endpoint every request goes to, or a comma-separated list"),
+    default: None,
+    parse: |v| Ok(v.to_string()),
+};
+
+/// `UPSTREAM_SEND_URL`: a private transaction route, or a list of them (as written; checked in
+/// [`crate::config::Config::from_lookup`]).
+pub const UPSTREAM_SEND_URL: Setting<Option<String>> = Setting {
+    about: about!(secret "UPSTREAM_SEND_URL", Chain, "unset",
+        "a private transaction route, or a comma-separated list: every transaction goes there"),
+    default: Some(|| None),
+    parse: |v| Ok(Some(v.to_string())),
+};
+
+/// `SEND_STATUS_URL`: each private route's status URL, one per route (as written).
+pub const SEND_STATUS_URL: Setting<Option<String>> = Setting {
+    about: about!(
+        "SEND_STATUS_URL",
+        Chain,
+        "unset",
+        "with UPSTREAM_SEND_URL: each route's status URL, `{hash}` where the hash goes"
+    ),
+    default: Some(|| None),
+    parse: |v| Ok(Some(v.to_string())),
+};
+
+/// `SEND_PUBLIC_AFTER_BLOCKS`: the most blocks a client may ask a private transaction wait
+/// before it is also sent to the public mempool (at least 1; unset: never).
+pub const SEND_PUBLIC_AFTER_BLOCKS: Setting<Option<u64>> = Setting {
+    about: about!("SEND_PUBLIC_AFTER_BLOCKS", Chain, "unset",
+        "with UPSTREAM_SEND_URL: the most blocks a client may ask before its transaction goes public"),
+    default: Some(|| None),
+    parse: |v| match whole::<u64>(v)? {
+        0 => Err("must be 1 or more (unset: never)".into()),
+        blocks => Ok(Some(blocks)),
+    },
+};
+
+/// `UPSTREAM_WS_URL`: the upstream WebSockets (as written; unset: derived from
+/// `UPSTREAM_RPC_URL`).
+pub const UPSTREAM_WS_URL: Setting<Option<String>> = Setting {
+    about: about!(secret "UPSTREAM_WS_URL", Chain, "`UPSTREAM_RPC_URL` with `ws://`/`wss://`",
+        "the upstream WebSocket(s) eth_subscribe is served from"),
+    default: Some(|| None),
+    parse: |v| Ok(Some(v.to_string())),
+};
+
+/// `SEND_BROADCAST`: `none` (hedged: `false`) or `all` (`true`).
+pub const SEND_BROADCAST: Setting<bool> = Setting {
+    about: about!(
+        "SEND_BROADCAST",
+        Chain,
+        "`none`",
+        "with several upstreams: `none` sends to the best, `all` to every healthy one"
+    ),
+    default: Some(|| false),
+    parse: |v| pick(v, &[("none", false), ("all", true)]),
+};
+
+/// `CHAIN_ID`: the only chain id accepted; unset: learned from the upstream.
+pub const CHAIN_ID: Setting<Option<u64>> = Setting {
+    about: about!(
+        "CHAIN_ID",
+        Chain,
+        "learned",
+        "the only chain id accepted; unset: asked once from the upstream"
+    ),
+    default: Some(|| None),
+    parse: |v| {
+        parse_chain_id(v)
+            .map(Some)
+            .ok_or_else(|| format!("must be a decimal or 0x-hex 64-bit number, got {v:?}"))
+    },
+};
+
+/// `ALLOW_UNPROTECTED_TXS`: accept legacy transactions without an EIP-155 chain id.
+pub const ALLOW_UNPROTECTED_TXS: Setting<bool> = Setting {
+    about: about!(
+        "ALLOW_UNPROTECTED_TXS",
+        Chain,
+        "`false`",
+        "accept legacy transactions without an EIP-155 chain id"
+    ),
+    default: Some(|| false),
+    parse: truth,
+};
+
+/// `ENABLE_NONCE_ORDERING`: route transactions through their sender's Durable Object.
+pub const ENABLE_NONCE_ORDERING: Setting<bool> = Setting {
+    about: about!(
+        "ENABLE_NONCE_ORDERING",
+        Chain,
+        "`true`",
+        "route transactions through the sender's Durable Object"
+    ),
+    default: Some(|| true),
+    parse: truth,
+};
+
+/// `LOCK_MAX_HOLD_MS`: a transaction's whole budget once it holds its sender's lock, ms (above 0).
+pub const LOCK_MAX_HOLD_MS: Setting<u64> = Setting {
+    about: about!(
+        "LOCK_MAX_HOLD_MS",
+        Chain,
+        "`30000`",
+        "a transaction's whole budget once it holds its sender's lock (ms)"
+    ),
+    default: Some(|| 30_000),
+    parse: |v| match whole::<u64>(v)? {
+        0 => Err("must be above 0".into()),
+        ms => Ok(ms),
+    },
+};
+
+/// `NONCE_GAP_WAIT_MS`: how long a transaction above the sender's next nonce waits, ms.
+pub const NONCE_GAP_WAIT_MS: Setting<u64> = Setting {
+    about: about!(
+        "NONCE_GAP_WAIT_MS",
+        Chain,
+        "`3000`",
+        "how long (ms) a transaction above the sender's next nonce waits for the missing ones"
+    ),
+    default: Some(|| DEFAULT_GAP_WAIT_MS),
+    parse: whole,
+};
+
+/// `UPSTREAM_POOL`: `auto` (`None`), `mempool` or `strict` ([`PoolKind`]).
+pub const UPSTREAM_POOL: Setting<Option<PoolKind>> = Setting {
+    about: about!(
+        "UPSTREAM_POOL",
+        Chain,
+        "`auto`",
+        "whether the upstream keeps a transaction above a nonce gap: `mempool`, `strict` or `auto`"
+    ),
+    default: Some(|| None),
+    parse: |v| {
+        pick(
+            v,
+            &[
+                ("auto", None),
+                ("mempool", Some(PoolKind::Mempool)),
+                ("strict", Some(PoolKind::Strict)),
+            ],
+        )
+    },
+};
+
+/// `HARDFORK`: the fork whose stateless rules a transaction must meet (`none`: `None`).
+pub const HARDFORK: Setting<Option<Hardfork>> = Setting {
+    about: about!("HARDFORK", Chain, "`osaka`",
+        "the fork whose stateless rules a transaction must meet; `none` leaves them to the upstream"),
+    default: Some(|| Some(Hardfork::Osaka)),
+    parse: |v| {
+        let v = v.trim();
+        if v.eq_ignore_ascii_case("none") {
+            return Ok(None);
+        }
+        Hardfork::parse(v).map(Some).ok_or_else(|| {
+            format!("must be none or a fork name (frontier ... cancun, prague, osaka), got {v:?}")
+        })
+    },
+};
+
+/// `UPSTREAM_TIMEOUT_MS`: how long one upstream request may take, ms.
+pub const UPSTREAM_TIMEOUT_MS: Setting<u64> = Setting {
+    about: about!(
+        "UPSTREAM_TIMEOUT_MS",
+        Chain,
+        "`60000`",
+        "how long one upstream request may take (ms)"
+    ),
+    default: Some(|| 60_000),
+    parse: whole,
+};
+
+/// `MAX_HEAD_LAG`: how many blocks an upstream may be behind the best before it gets no reads
+/// of the tip.
+pub const MAX_HEAD_LAG: Setting<u64> = Setting {
+    about: about!(
+        "MAX_HEAD_LAG",
+        Chain,
+        "`2`",
+        "how many blocks an upstream may be behind the best before it gets no reads of the tip"
+    ),
+    default: Some(|| 2),
+    parse: whole,
+};
+
+/// `UPSTREAM_RETRIES`: `deadline` (`None`) or at most this many more sends after an answer that
+/// says nothing.
+pub const UPSTREAM_RETRIES: Setting<Option<u32>> = Setting {
+    about: about!(
+        "UPSTREAM_RETRIES",
+        Chain,
+        "`deadline`",
+        "a transaction is sent again until its deadline, or at most this many more times"
+    ),
+    default: Some(|| None),
+    parse: |v| match v.trim() {
+        "deadline" => Ok(None),
+        n => n
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("must be deadline or a whole number, got {v:?}")),
+    },
+};
+
+/// `IDEMPOTENCY_TTL_S`: how long an accepted transaction's hash is answered again, read as ms.
+pub const IDEMPOTENCY_TTL_S: Setting<u64> = Setting {
+    about: about!(
+        "IDEMPOTENCY_TTL_S",
+        Chain,
+        "`300`",
+        "how long (s) an accepted transaction's hash is answered again without the upstream"
+    ),
+    default: Some(|| 300_000),
+    parse: seconds_as_ms,
+};
+
+/// `TRACK_INTERVAL_S`: how often a sender's pending transactions are checked, read as ms (0: off).
+pub const TRACK_INTERVAL_S: Setting<u64> = Setting {
+    about: about!(
+        "TRACK_INTERVAL_S",
+        Chain,
+        "`12`",
+        "how often (s) a sender's object asks what became of its accepted transactions"
+    ),
+    default: Some(|| 12_000),
+    parse: seconds_as_ms,
+};
+
+/// `TRACK_TTL_S`: how long an accepted transaction is followed, read as ms.
+pub const TRACK_TTL_S: Setting<u64> = Setting {
+    about: about!(
+        "TRACK_TTL_S",
+        Chain,
+        "`600`",
+        "how long (s) an accepted transaction is followed before it is given up"
+    ),
+    default: Some(|| 600_000),
+    parse: seconds_as_ms,
+};
+
+/// `SYNC_TIMEOUT_MS`: a send-and-wait call's wait when it gives none, ms (EIP-7966).
+pub const SYNC_TIMEOUT_MS: Setting<u64> = Setting {
+    about: about!(
+        "SYNC_TIMEOUT_MS",
+        Chain,
+        "`2000`",
+        "how long (ms) eth_sendRawTransactionSync waits when the call gives no timeout"
+    ),
+    default: Some(|| 2_000),
+    parse: whole,
+};
+
+/// `SYNC_TIMEOUT_MAX_MS`: the longest a send-and-wait call may ask to wait, ms.
+pub const SYNC_TIMEOUT_MAX_MS: Setting<u64> = Setting {
+    about: about!(
+        "SYNC_TIMEOUT_MAX_MS",
+        Chain,
+        "`30000`",
+        "the longest (ms) a send-and-wait call may ask to wait"
+    ),
+    default: Some(|| 30_000),
+    parse: whole,
+};
+
+/// `REPLACEMENT_POLICY`: `forward` or `reject` (unset: by the pool kind).
+pub const REPLACEMENT_POLICY: Setting<Option<ReplacementPolicy>> = Setting {
+    about: about!(
+        "REPLACEMENT_POLICY",
+        Chain,
+        "`forward`; `reject` when the upstream pool is strict",
+        "a different transaction with the nonce of an accepted one: `forward` or `reject`"
+    ),
+    default: Some(|| None),
+    parse: |v| {
+        pick(
+            v,
+            &[
+                ("forward", Some(ReplacementPolicy::Forward)),
+                ("reject", Some(ReplacementPolicy::Reject)),
+            ],
+        )
+    },
+};
+
+/// `MAX_QUEUE_PER_SENDER`: the most transactions that may wait per sender.
+pub const MAX_QUEUE_PER_SENDER: Setting<usize> = Setting {
+    about: about!(
+        "MAX_QUEUE_PER_SENDER",
+        Chain,
+        "`64`",
+        "most transactions waiting per sender"
+    ),
+    default: Some(|| 64),
+    parse: whole,
+};
+
+/// `MAX_SENDER_BYTES`: the most bytes of transactions one sender's object holds, bytes.
+pub const MAX_SENDER_BYTES: Setting<u64> = Setting {
+    about: about!(
+        "MAX_SENDER_BYTES",
+        Chain,
+        "`8388608`",
+        "most bytes of transactions one sender's object holds in memory"
+    ),
+    default: Some(|| super::DEFAULT_MAX_SENDER_BYTES),
+    parse: whole,
+};
+
+/// `SEND_WINDOW`: how many consecutive nonces of a sender may be with a mempool upstream at
+/// once (1 to [`super::MAX_SEND_WINDOW`]).
+pub const SEND_WINDOW: Setting<usize> = Setting {
+    about: about!(
+        "SEND_WINDOW",
+        Chain,
+        "`16`",
+        "how many consecutive nonces of one sender may be with a mempool upstream at once"
+    ),
+    default: Some(|| 16),
+    parse: |v| match whole::<usize>(v)? {
+        n @ 1..=super::MAX_SEND_WINDOW => Ok(n),
+        n => Err(format!("must be 1 to {}, got {n}", super::MAX_SEND_WINDOW)),
+    },
+};
+
+/// `METHOD_ALLOWLIST`: methods let through although refused by default.
+pub const METHOD_ALLOWLIST: Setting<Patterns> = Setting {
+    about: about!(
+        "METHOD_ALLOWLIST",
+        Chain,
+        "empty",
+        "methods let through although refused by default"
+    ),
+    default: Some(|| Patterns::parse(None)),
+    parse: |v| Ok(Patterns::parse(Some(v))),
+};
+
+/// `METHOD_DENYLIST`: more methods to refuse.
+pub const METHOD_DENYLIST: Setting<Patterns> = Setting {
+    about: about!("METHOD_DENYLIST", Chain, "empty", "more methods to refuse"),
+    default: Some(|| Patterns::parse(None)),
+    parse: |v| Ok(Patterns::parse(Some(v))),
+};
+
+/// `ADMIN_TOKEN`: the bearer token of `GET /senders/{address}`.
+pub const ADMIN_TOKEN: Setting<Option<String>> = Setting {
+    about: about!(secret "ADMIN_TOKEN", Deployment, "unset",
+        "bearer token of GET /senders/{address}; unset, that route does not exist"),
+    default: Some(|| None),
+    parse: |v| Ok(Some(v.to_string())),
+};
+
+/// `CORS_ORIGINS`: the origins whose pages may read the answers.
+pub const CORS_ORIGINS: Setting<CorsOrigins> = Setting {
+    about: about!(
+        "CORS_ORIGINS",
+        Deployment,
+        "`*`",
+        "origins whose pages may read the answers"
+    ),
+    default: Some(|| CorsOrigins::parse(None)),
+    parse: |v| Ok(CorsOrigins::parse(Some(v))),
+};
+
+/// `RATE_LIMIT_PERIOD_S`: the rate limit bindings' period, s (a refusal's `Retry-After`).
+pub const RATE_LIMIT_PERIOD_S: Setting<u64> = Setting {
+    about: about!(
+        "RATE_LIMIT_PERIOD_S",
+        Deployment,
+        "`60`",
+        "the Retry-After (s) of a rate-limited answer"
+    ),
+    default: Some(|| 60),
+    parse: whole,
+};
+
+/// `MAX_BATCH`: the most requests in one batch.
+pub const MAX_BATCH: Setting<usize> = Setting {
+    about: about!(
+        "MAX_BATCH",
+        Deployment,
+        "`100`",
+        "most requests in one JSON-RPC batch"
+    ),
+    default: Some(|| 100),
+    parse: whole,
+};
+
+/// `MAX_REQUEST_BYTES`: the largest request body, bytes.
+pub const MAX_REQUEST_BYTES: Setting<usize> = Setting {
+    about: about!(
+        "MAX_REQUEST_BYTES",
+        Deployment,
+        "`4194304`",
+        "largest request body (bytes)"
+    ),
+    default: Some(|| 4 << 20),
+    parse: whole,
+};
+
+/// `MAX_UPSTREAM_RESPONSE_BYTES`: the largest upstream answer relayed, bytes.
+pub const MAX_UPSTREAM_RESPONSE_BYTES: Setting<usize> = Setting {
+    about: about!(
+        "MAX_UPSTREAM_RESPONSE_BYTES",
+        Deployment,
+        "`16777216`",
+        "largest upstream answer relayed (bytes)"
+    ),
+    default: Some(|| 16 << 20),
+    parse: whole,
+};
+
+/// `WS_MAX_SUBSCRIPTIONS`: the most subscriptions of one WebSocket connection.
+pub const WS_MAX_SUBSCRIPTIONS: Setting<usize> = Setting {
+    about: about!(
+        "WS_MAX_SUBSCRIPTIONS",
+        Deployment,
+        "`100`",
+        "most subscriptions one WebSocket connection holds"
+    ),
+    default: Some(|| SocketLimits::default().max_subscriptions),
+    parse: whole,
+};
+
+/// `WS_MAX_MESSAGE_BYTES`: the largest WebSocket message a client may send, bytes.
+pub const WS_MAX_MESSAGE_BYTES: Setting<usize> = Setting {
+    about: about!(
+        "WS_MAX_MESSAGE_BYTES",
+        Deployment,
+        "`1000000`",
+        "largest WebSocket message a client may send (bytes)"
+    ),
+    default: Some(|| SocketLimits::default().max_message_bytes),
+    parse: whole,
+};
+
+/// `WS_IDLE_TIMEOUT_S`: how long a silent WebSocket connection stays, read as ms.
+pub const WS_IDLE_TIMEOUT_S: Setting<u64> = Setting {
+    about: about!(
+        "WS_IDLE_TIMEOUT_S",
+        Deployment,
+        "`600`",
+        "how long (s) a WebSocket connection with no message either way stays open"
+    ),
+    default: Some(|| SocketLimits::default().idle_timeout_ms),
+    parse: seconds_as_ms,
+};
+
+/// `WS_UPSTREAM_RECONNECT_MS`: how long a dropped upstream WebSocket is tried again, ms.
+pub const WS_UPSTREAM_RECONNECT_MS: Setting<u64> = Setting {
+    about: about!(
+        "WS_UPSTREAM_RECONNECT_MS",
+        Deployment,
+        "`30000`",
+        "how long (ms) the relay tries to get a dropped upstream WebSocket back"
+    ),
+    default: Some(|| SocketLimits::default().upstream_reconnect_ms),
+    parse: whole,
+};
+
+/// `WS_MAX_CONNECTION_BYTES`: what one WebSocket connection may keep in memory, bytes.
+pub const WS_MAX_CONNECTION_BYTES: Setting<usize> = Setting {
+    about: about!(
+        "WS_MAX_CONNECTION_BYTES",
+        Deployment,
+        "`4194304`",
+        "what one WebSocket connection may keep in the isolate's memory (bytes)"
+    ),
+    default: Some(|| SocketLimits::default().max_connection_bytes),
+    parse: whole,
+};
+
+/// `WS_MAX_ISOLATE_BYTES`: what all WebSocket connections of an isolate may keep, bytes.
+pub const WS_MAX_ISOLATE_BYTES: Setting<usize> = Setting {
+    about: about!(
+        "WS_MAX_ISOLATE_BYTES",
+        Deployment,
+        "`33554432`",
+        "what all the WebSocket connections of one isolate may keep together (bytes)"
+    ),
+    default: Some(|| SocketLimits::default().max_isolate_bytes),
+    parse: whole,
+};
+
+/// Every setting, in the README's order.
+pub const SETTINGS: &[About] = &[
+    UPSTREAM_RPC_URL.about,
+    SEND_BROADCAST.about,
+    CHAIN_ID.about,
+    ALLOW_UNPROTECTED_TXS.about,
+    ENABLE_NONCE_ORDERING.about,
+    LOCK_MAX_HOLD_MS.about,
+    NONCE_GAP_WAIT_MS.about,
+    UPSTREAM_POOL.about,
+    HARDFORK.about,
+    UPSTREAM_TIMEOUT_MS.about,
+    MAX_HEAD_LAG.about,
+    UPSTREAM_RETRIES.about,
+    IDEMPOTENCY_TTL_S.about,
+    TRACK_INTERVAL_S.about,
+    TRACK_TTL_S.about,
+    SYNC_TIMEOUT_MS.about,
+    SYNC_TIMEOUT_MAX_MS.about,
+    REPLACEMENT_POLICY.about,
+    MAX_QUEUE_PER_SENDER.about,
+    MAX_SENDER_BYTES.about,
+    SEND_WINDOW.about,
+    ADMIN_TOKEN.about,
+    CORS_ORIGINS.about,
+    METHOD_ALLOWLIST.about,
+    METHOD_DENYLIST.about,
+    RATE_LIMIT_PERIOD_S.about,
+    MAX_BATCH.about,
+    MAX_REQUEST_BYTES.about,
+    MAX_UPSTREAM_RESPONSE_BYTES.about,
+    SEND_STATUS_URL.about,
+    SEND_PUBLIC_AFTER_BLOCKS.about,
+    UPSTREAM_SEND_URL.about,
+    UPSTREAM_WS_URL.about,
+    WS_MAX_SUBSCRIPTIONS.about,
+    WS_MAX_MESSAGE_BYTES.about,
+    WS_IDLE_TIMEOUT_S.about,
+    WS_UPSTREAM_RECONNECT_MS.about,
+    WS_MAX_CONNECTION_BYTES.about,
+    WS_MAX_ISOLATE_BYTES.about,
+];
