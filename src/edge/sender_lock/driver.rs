@@ -55,6 +55,9 @@ pub struct Driver {
     pub(super) deferred: RefCell<Option<StorageSnapshot>>,
     /// A task is asking the upstream the chain id for `deferred`.
     pub(super) learning: Cell<bool>,
+    /// Whether the machine has run since the object started: what [`Driver::open`] restored
+    /// (its checks of the stored transactions) starts at the first event, whatever it is.
+    pub(super) started: Cell<bool>,
     /// The sends asked for in the machine's current turn ([`Driver::flush`]).
     pub(super) outbox: RefCell<Vec<Outgoing>>,
     /// The answers given in the machine's current turn, delivered once its sends have gone out
@@ -100,7 +103,11 @@ impl Driver {
         let sender = stored
             .sender
             .take()
-            .or_else(|| state.id().name())
+            .or_else(|| {
+                // `{chainId}:{sender}` on a served chain, the sender alone on the default one.
+                let name = state.id().name()?;
+                Some(name.rsplit(':').next().unwrap_or_default().to_string())
+            })
             .unwrap_or_default();
         machine.set_address(&sender);
         let chain_id_stored = stored.chain_id.is_some();
@@ -135,6 +142,7 @@ impl Driver {
             chain_id_stored: Cell::new(chain_id_stored),
             deferred: RefCell::new(deferred),
             learning: Cell::new(false),
+            started: Cell::new(false),
             outbox: RefCell::new(Vec::new()),
             replies: RefCell::new(Vec::new()),
             #[cfg(feature = "test-faults")]
@@ -151,8 +159,9 @@ impl Driver {
 
     /// Before any event: the chain id `hint` (the one the Worker checked a send against) is
     /// taken, and stored transactions held back for the chain id ([`Driver::new`]) wait for it
-    /// to be learned from the upstream (`eth_chainId`) before they go to the machine. False when
-    /// it could not be learned: nothing was restored and nothing is sent.
+    /// to be learned from the upstream (`eth_chainId`) before they go to the machine; the first
+    /// time, the machine runs (what was restored starts). False when the chain id could not be
+    /// learned: nothing was restored and nothing is sent.
     pub async fn ready(self: &Rc<Self>, hint: Option<u64>) -> bool {
         if let Some(chain_id) = hint {
             self.take_chain_id(chain_id);
@@ -168,6 +177,11 @@ impl Driver {
                 Ok(chain_id) => self.take_chain_id(chain_id),
                 Err(_) => return false,
             }
+        }
+        // A restarted object's checks of its stored transactions go out at its first event, a
+        // view or a status as much as a send or the alarm.
+        if !self.started.replace(true) {
+            self.pump();
         }
         true
     }
