@@ -139,22 +139,48 @@ pub struct Config {
     /// `WS_UPSTREAM_RECONNECT_MS`, `WS_MAX_CONNECTION_BYTES`, `WS_MAX_ISOLATE_BYTES`: the
     /// WebSocket connections' limits.
     pub socket: SocketLimits,
+    /// The served chain (`CHAINS`) these settings are, whose senders' Durable Objects are named
+    /// `{id}:{sender}` ([`Config::object_name`]); `None` for the default chain (`CHAIN_ID`,
+    /// served at `/`), whose objects keep the sender's address alone, as before chains.
+    pub named_chain: Option<u64>,
     /// The parts of the upstream URLs and `SEND_STATUS_URL` never to show (see [`Config::redact`]), longest first.
     secrets: Vec<String>,
 }
 
-/// A setting that could not be read: the variable's name and what was wrong.
+/// A setting that could not be read: the setting's name, the chain it was read for, and what
+/// was wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    /// The variable's name.
+    /// The setting's name ([`settings::About::name`]).
     pub name: &'static str,
+    /// The served chain whose setting it is (`CHAIN_<id>_NAME`, or `NAME` as its default);
+    /// `None`: the deployment's, or the default chain's.
+    pub chain: Option<u64>,
     /// What was wrong with it.
     pub problem: String,
 }
 
+impl ConfigError {
+    /// An error of setting `name` of the deployment or the default chain.
+    pub fn new(name: &'static str, problem: impl Into<String>) -> Self {
+        ConfigError {
+            name,
+            chain: None,
+            problem: problem.into(),
+        }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "relay misconfigured: {} {}", self.name, self.problem)
+        match self.chain {
+            None => write!(f, "relay misconfigured: {} {}", self.name, self.problem),
+            Some(id) => write!(
+                f,
+                "relay misconfigured: chain {id}: {} {}",
+                self.name, self.problem
+            ),
+        }
     }
 }
 
@@ -170,26 +196,48 @@ impl Config {
     /// # Errors
     /// [`ConfigError`] for a missing `UPSTREAM_RPC_URL` or a value that does not parse.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        Self::read(&settings::Vars::top(&get))
+    }
+
+    /// Reads the settings of served chain `id` (not the default chain) through `get`: each
+    /// chain's setting from `CHAIN_<id>_NAME`, else (for those [`settings::Scope::Chain`]) from
+    /// `NAME`; its upstreams and route only from its own; its `CHAIN_ID` is `id`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the chain and the setting.
+    pub fn for_chain(get: impl Fn(&str) -> Option<String>, id: u64) -> Result<Config, ConfigError> {
+        Self::read(&settings::Vars::chain(&get, id)).map(|mut config| {
+            config.named_chain = Some(id);
+            config
+        })
+    }
+
+    /// Reads one chain's settings ([`settings::Vars`]); an error names that chain.
+    fn read(vars: &settings::Vars) -> Result<Config, ConfigError> {
+        Self::read_unnamed(vars).map_err(|e| ConfigError {
+            chain: vars.chain_id(),
+            ..e
+        })
+    }
+
+    fn read_unnamed(get: &settings::Vars) -> Result<Config, ConfigError> {
         use settings as s;
-        let upstream_urls = HTTP_URLS.list("UPSTREAM_RPC_URL", &s::UPSTREAM_RPC_URL.read(&get)?)?;
+        let upstream_urls = HTTP_URLS.list("UPSTREAM_RPC_URL", &s::UPSTREAM_RPC_URL.read(get)?)?;
         if upstream_urls.is_empty() {
             return Err(HTTP_URLS.error("UPSTREAM_RPC_URL"));
         }
-        let upstream_send_urls = match s::UPSTREAM_SEND_URL.read(&get)? {
+        let upstream_send_urls = match s::UPSTREAM_SEND_URL.read(get)? {
             Some(listed) => ROUTE_URLS.list("UPSTREAM_SEND_URL", &listed)?,
             None => Vec::new(),
         };
-        let send_status_urls = match s::SEND_STATUS_URL.read(&get)? {
+        let send_status_urls = match s::SEND_STATUS_URL.read(get)? {
             None => Vec::new(),
             Some(listed) => {
                 let urls: Vec<Option<String>> = listed
                     .split(',')
                     .map(|url| Some(url.trim().to_string()).filter(|u| !u.is_empty()))
                     .collect();
-                let bad = |problem: String| ConfigError {
-                    name: "SEND_STATUS_URL",
-                    problem,
-                };
+                let bad = |problem: String| ConfigError::new("SEND_STATUS_URL", problem);
                 for url in urls.iter().flatten() {
                     if !ROUTE_URLS.accepts(url) || !url.contains("{hash}") {
                         return Err(bad("must be https:// URLs (http:// only to 127.0.0.1, \
@@ -209,7 +257,7 @@ impl Config {
                 urls
             }
         };
-        let send_public_after_blocks = s::SEND_PUBLIC_AFTER_BLOCKS.read(&get)?;
+        let send_public_after_blocks = s::SEND_PUBLIC_AFTER_BLOCKS.read(get)?;
         for (name, set) in [
             ("SEND_STATUS_URL", !send_status_urls.is_empty()),
             (
@@ -218,14 +266,14 @@ impl Config {
             ),
         ] {
             if set && upstream_send_urls.is_empty() {
-                return Err(ConfigError {
+                return Err(ConfigError::new(
                     name,
-                    problem: "is for a private route: set UPSTREAM_SEND_URL too".into(),
-                });
+                    "is for a private route: set UPSTREAM_SEND_URL too",
+                ));
             }
         }
         let upstream_url = upstream_urls[0].clone();
-        let upstream_ws_urls: Vec<String> = match s::UPSTREAM_WS_URL.read(&get)? {
+        let upstream_ws_urls: Vec<String> = match s::UPSTREAM_WS_URL.read(get)? {
             None => upstream_urls
                 .iter()
                 .map(|u| crate::websocket::ws_url_of(u))
@@ -233,44 +281,44 @@ impl Config {
             Some(listed) => WS_URLS.list("UPSTREAM_WS_URL", &listed)?,
         };
         let socket = SocketLimits {
-            max_subscriptions: s::WS_MAX_SUBSCRIPTIONS.read(&get)?,
-            max_message_bytes: s::WS_MAX_MESSAGE_BYTES.read(&get)?,
-            idle_timeout_ms: s::WS_IDLE_TIMEOUT_S.read(&get)?,
-            upstream_reconnect_ms: s::WS_UPSTREAM_RECONNECT_MS.read(&get)?,
-            max_connection_bytes: s::WS_MAX_CONNECTION_BYTES.read(&get)?,
-            max_isolate_bytes: s::WS_MAX_ISOLATE_BYTES.read(&get)?,
+            max_subscriptions: s::WS_MAX_SUBSCRIPTIONS.read(get)?,
+            max_message_bytes: s::WS_MAX_MESSAGE_BYTES.read(get)?,
+            idle_timeout_ms: s::WS_IDLE_TIMEOUT_S.read(get)?,
+            upstream_reconnect_ms: s::WS_UPSTREAM_RECONNECT_MS.read(get)?,
+            max_connection_bytes: s::WS_MAX_CONNECTION_BYTES.read(get)?,
+            max_isolate_bytes: s::WS_MAX_ISOLATE_BYTES.read(get)?,
         };
         Ok(Config {
-            chain_id: s::CHAIN_ID.read(&get)?,
-            allow_unprotected_txs: s::ALLOW_UNPROTECTED_TXS.read(&get)?,
-            enable_nonce_ordering: s::ENABLE_NONCE_ORDERING.read(&get)?,
-            lock_max_hold_ms: s::LOCK_MAX_HOLD_MS.read(&get)?,
-            nonce_gap_wait_ms: s::NONCE_GAP_WAIT_MS.read(&get)?,
-            max_batch: s::MAX_BATCH.read(&get)?,
-            max_request_bytes: s::MAX_REQUEST_BYTES.read(&get)?,
-            max_upstream_response_bytes: s::MAX_UPSTREAM_RESPONSE_BYTES.read(&get)?,
-            upstream_timeout_ms: s::UPSTREAM_TIMEOUT_MS.read(&get)?,
-            max_head_lag: s::MAX_HEAD_LAG.read(&get)?,
-            upstream_retries: s::UPSTREAM_RETRIES.read(&get)?,
-            idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(&get)?,
-            replacement_policy: s::REPLACEMENT_POLICY.read(&get)?,
-            upstream_pool: s::UPSTREAM_POOL.read(&get)?,
-            hardfork: s::HARDFORK.read(&get)?,
-            max_queue_per_sender: s::MAX_QUEUE_PER_SENDER.read(&get)?,
-            max_sender_bytes: s::MAX_SENDER_BYTES.read(&get)?,
-            send_window: s::SEND_WINDOW.read(&get)?,
-            track_interval_ms: s::TRACK_INTERVAL_S.read(&get)?,
-            track_ttl_ms: s::TRACK_TTL_S.read(&get)?,
-            sync_timeout_ms: s::SYNC_TIMEOUT_MS.read(&get)?,
-            sync_timeout_max_ms: s::SYNC_TIMEOUT_MAX_MS.read(&get)?,
-            admin_token: s::ADMIN_TOKEN.read(&get)?,
-            cors_origins: s::CORS_ORIGINS.read(&get)?,
+            chain_id: s::CHAIN_ID.read(get)?,
+            allow_unprotected_txs: s::ALLOW_UNPROTECTED_TXS.read(get)?,
+            enable_nonce_ordering: s::ENABLE_NONCE_ORDERING.read(get)?,
+            lock_max_hold_ms: s::LOCK_MAX_HOLD_MS.read(get)?,
+            nonce_gap_wait_ms: s::NONCE_GAP_WAIT_MS.read(get)?,
+            max_batch: s::MAX_BATCH.read(get)?,
+            max_request_bytes: s::MAX_REQUEST_BYTES.read(get)?,
+            max_upstream_response_bytes: s::MAX_UPSTREAM_RESPONSE_BYTES.read(get)?,
+            upstream_timeout_ms: s::UPSTREAM_TIMEOUT_MS.read(get)?,
+            max_head_lag: s::MAX_HEAD_LAG.read(get)?,
+            upstream_retries: s::UPSTREAM_RETRIES.read(get)?,
+            idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(get)?,
+            replacement_policy: s::REPLACEMENT_POLICY.read(get)?,
+            upstream_pool: s::UPSTREAM_POOL.read(get)?,
+            hardfork: s::HARDFORK.read(get)?,
+            max_queue_per_sender: s::MAX_QUEUE_PER_SENDER.read(get)?,
+            max_sender_bytes: s::MAX_SENDER_BYTES.read(get)?,
+            send_window: s::SEND_WINDOW.read(get)?,
+            track_interval_ms: s::TRACK_INTERVAL_S.read(get)?,
+            track_ttl_ms: s::TRACK_TTL_S.read(get)?,
+            sync_timeout_ms: s::SYNC_TIMEOUT_MS.read(get)?,
+            sync_timeout_max_ms: s::SYNC_TIMEOUT_MAX_MS.read(get)?,
+            admin_token: s::ADMIN_TOKEN.read(get)?,
+            cors_origins: s::CORS_ORIGINS.read(get)?,
             methods: MethodPolicy {
-                allow: s::METHOD_ALLOWLIST.read(&get)?,
-                deny: s::METHOD_DENYLIST.read(&get)?,
+                allow: s::METHOD_ALLOWLIST.read(get)?,
+                deny: s::METHOD_DENYLIST.read(get)?,
             },
-            rate_limit_period_s: s::RATE_LIMIT_PERIOD_S.read(&get)?,
-            send_broadcast: s::SEND_BROADCAST.read(&get)?,
+            rate_limit_period_s: s::RATE_LIMIT_PERIOD_S.read(get)?,
+            send_broadcast: s::SEND_BROADCAST.read(get)?,
             secrets: redact::secrets_of_all(
                 &[
                     upstream_urls.as_slice(),
@@ -284,6 +332,7 @@ impl Config {
                     .cloned()
                     .collect::<Vec<_>>(),
             ),
+            named_chain: None,
             send_status_urls,
             send_public_after_blocks,
             upstream_urls,
@@ -292,6 +341,15 @@ impl Config {
             socket,
             upstream_url,
         })
+    }
+
+    /// The name of `sender`'s Durable Object on this chain: the lowercase address on the
+    /// default chain (as before chains), `{id}:{address}` on another served chain.
+    pub fn object_name(&self, sender: &str) -> String {
+        match self.named_chain {
+            None => sender.to_string(),
+            Some(id) => format!("{id}:{sender}"),
+        }
     }
 
     /// The upstream pool when it is known: `UPSTREAM_POOL`, or for `auto` the pool of the chain
@@ -427,10 +485,7 @@ const WS_URLS: UrlKind = UrlKind {
 impl UrlKind {
     /// The error of setting `name`.
     fn error(&self, name: &'static str) -> ConfigError {
-        ConfigError {
-            name,
-            problem: self.problem.into(),
-        }
+        ConfigError::new(name, self.problem)
     }
 
     /// Whether `url` starts with one of the schemes (the loopback-only one with a loopback
@@ -474,6 +529,7 @@ fn url_list(listed: &str) -> Vec<String> {
         .collect()
 }
 
+pub mod chains;
 mod redact;
 pub mod settings;
 #[cfg(test)]

@@ -11,14 +11,68 @@ use crate::hardfork::Hardfork;
 use crate::ordering::sender::{PoolKind, ReplacementPolicy, DEFAULT_GAP_WAIT_MS};
 use crate::websocket::SocketLimits;
 
-/// Whose a setting is.
+/// Whose a setting is, and so where it is read ([`Vars`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// The whole deployment's: one value for every request (the edge's limits, CORS, the admin
-    /// token, the WebSocket limits).
+    /// The whole deployment's: one value for every request and every chain (the edge's limits,
+    /// CORS, the admin token, the WebSocket limits), read as `NAME` only.
     Deployment,
-    /// A chain's: its upstreams, its rules, its senders' settings.
+    /// A chain's, the top-level value its default: its rules and its senders' settings, read for
+    /// chain `id` as `CHAIN_<id>_NAME`, else `NAME`.
     Chain,
+    /// A chain's own, never another's: its upstreams and private route, read for chain `id` as
+    /// `CHAIN_<id>_NAME` only (`NAME` is the default chain's). A served chain's `CHAIN_ID` is its
+    /// id.
+    ChainOwn,
+}
+
+/// Where the settings of one chain are read: the default chain's (`CHAIN_ID`, served at `/`)
+/// from the top-level variables, another served chain's (`CHAINS`) as its [`Scope`] says.
+pub struct Vars<'a> {
+    get: &'a dyn Fn(&str) -> Option<String>,
+    chain: Option<u64>,
+}
+
+impl<'a> Vars<'a> {
+    /// The default chain's: every setting from its top-level variable.
+    pub fn top(get: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        Vars { get, chain: None }
+    }
+
+    /// Served chain `id`'s (not the default chain).
+    pub fn chain(get: &'a dyn Fn(&str) -> Option<String>, id: u64) -> Self {
+        Vars {
+            get,
+            chain: Some(id),
+        }
+    }
+
+    /// The chain these are, `None` for the default chain.
+    pub fn chain_id(&self) -> Option<u64> {
+        self.chain
+    }
+
+    /// The variable that sets `about` for this chain first: `CHAIN_<id>_NAME` for a served
+    /// chain's setting, else `NAME`.
+    pub fn variable(&self, about: &About) -> String {
+        match (self.chain, about.scope) {
+            (Some(id), Scope::Chain | Scope::ChainOwn) => format!("CHAIN_{id}_{}", about.name),
+            _ => about.name.to_string(),
+        }
+    }
+
+    /// The value of `about` for this chain, `None` when unset (an empty value counts as unset).
+    pub fn value(&self, about: &About) -> Option<String> {
+        let set = |name: &str| (self.get)(name).filter(|v| !v.trim().is_empty());
+        match (self.chain, about.scope) {
+            (Some(id), Scope::ChainOwn) if about.name == CHAIN_ID.about.name => {
+                Some(id.to_string())
+            }
+            (Some(_), Scope::ChainOwn) => set(&self.variable(about)),
+            (Some(_), Scope::Chain) => set(&self.variable(about)).or_else(|| set(about.name)),
+            _ => set(about.name),
+        }
+    }
 }
 
 /// What a setting is, apart from how its value is read: one row of the README's settings table.
@@ -48,19 +102,25 @@ pub struct Setting<T> {
 }
 
 impl<T> Setting<T> {
-    /// Reads the setting through `get` (the variable's value, `None` when unset; an empty value
-    /// counts as unset).
+    /// Reads the setting of one chain ([`Vars`]).
     ///
     /// # Errors
-    /// [`ConfigError`] naming the setting when its value does not parse, or when it must be set
-    /// and is not.
-    pub fn read(&self, get: &impl Fn(&str) -> Option<String>) -> Result<T, ConfigError> {
+    /// [`ConfigError`] naming the setting (and the chain) when its value does not parse, or when
+    /// it must be set and is not.
+    pub fn read(&self, vars: &Vars) -> Result<T, ConfigError> {
         let name = self.about.name;
-        match get(name).filter(|v| !v.trim().is_empty()) {
-            Some(value) => (self.parse)(&value).map_err(|problem| ConfigError { name, problem }),
-            None => self.default.map(|default| default()).ok_or(ConfigError {
-                name,
-                problem: format!("is not set (wrangler secret put {name})"),
+        let error = |problem| ConfigError {
+            name,
+            chain: vars.chain_id(),
+            problem,
+        };
+        match vars.value(&self.about) {
+            Some(value) => (self.parse)(&value).map_err(error),
+            None => self.default.map(|default| default()).ok_or_else(|| {
+                error(format!(
+                    "is not set (wrangler secret put {})",
+                    vars.variable(&self.about)
+                ))
             }),
         }
     }
@@ -133,7 +193,7 @@ macro_rules! about {
 /// `UPSTREAM_RPC_URL`: the nodes every request goes to, the first preferred (checked with the
 /// other URL settings in [`crate::config::Config::from_lookup`]).
 pub const UPSTREAM_RPC_URL: Setting<String> = Setting {
-    about: about!(secret "UPSTREAM_RPC_URL", Chain, "none, required",
+    about: about!(secret "UPSTREAM_RPC_URL", ChainOwn, "none, required",
         "HTTP(S) JSON-RPC endpoint every request goes to, or a comma-separated list"),
     default: None,
     parse: |v| Ok(v.to_string()),
@@ -142,7 +202,7 @@ pub const UPSTREAM_RPC_URL: Setting<String> = Setting {
 /// `UPSTREAM_SEND_URL`: a private transaction route, or a list of them (as written; checked in
 /// [`crate::config::Config::from_lookup`]).
 pub const UPSTREAM_SEND_URL: Setting<Option<String>> = Setting {
-    about: about!(secret "UPSTREAM_SEND_URL", Chain, "unset",
+    about: about!(secret "UPSTREAM_SEND_URL", ChainOwn, "unset",
         "a private transaction route, or a comma-separated list: every transaction goes there"),
     default: Some(|| None),
     parse: |v| Ok(Some(v.to_string())),
@@ -152,7 +212,7 @@ pub const UPSTREAM_SEND_URL: Setting<Option<String>> = Setting {
 pub const SEND_STATUS_URL: Setting<Option<String>> = Setting {
     about: about!(
         "SEND_STATUS_URL",
-        Chain,
+        ChainOwn,
         "unset",
         "with UPSTREAM_SEND_URL: each route's status URL, `{hash}` where the hash goes"
     ),
@@ -163,7 +223,7 @@ pub const SEND_STATUS_URL: Setting<Option<String>> = Setting {
 /// `SEND_PUBLIC_AFTER_BLOCKS`: the most blocks a client may ask a private transaction wait
 /// before it is also sent to the public mempool (at least 1; unset: never).
 pub const SEND_PUBLIC_AFTER_BLOCKS: Setting<Option<u64>> = Setting {
-    about: about!("SEND_PUBLIC_AFTER_BLOCKS", Chain, "unset",
+    about: about!("SEND_PUBLIC_AFTER_BLOCKS", ChainOwn, "unset",
         "with UPSTREAM_SEND_URL: the most blocks a client may ask before its transaction goes public"),
     default: Some(|| None),
     parse: |v| match whole::<u64>(v)? {
@@ -175,7 +235,7 @@ pub const SEND_PUBLIC_AFTER_BLOCKS: Setting<Option<u64>> = Setting {
 /// `UPSTREAM_WS_URL`: the upstream WebSockets (as written; unset: derived from
 /// `UPSTREAM_RPC_URL`).
 pub const UPSTREAM_WS_URL: Setting<Option<String>> = Setting {
-    about: about!(secret "UPSTREAM_WS_URL", Chain, "`UPSTREAM_RPC_URL` with `ws://`/`wss://`",
+    about: about!(secret "UPSTREAM_WS_URL", ChainOwn, "`UPSTREAM_RPC_URL` with `ws://`/`wss://`",
         "the upstream WebSocket(s) eth_subscribe is served from"),
     default: Some(|| None),
     parse: |v| Ok(Some(v.to_string())),
@@ -197,7 +257,7 @@ pub const SEND_BROADCAST: Setting<bool> = Setting {
 pub const CHAIN_ID: Setting<Option<u64>> = Setting {
     about: about!(
         "CHAIN_ID",
-        Chain,
+        ChainOwn,
         "learned",
         "the only chain id accepted; unset: asked once from the upstream"
     ),
@@ -620,8 +680,22 @@ pub const WS_MAX_ISOLATE_BYTES: Setting<usize> = Setting {
     parse: whole,
 };
 
+/// `CHAINS`: the chains served at `/evm/{id}` besides the default one (`CHAIN_ID`, at `/`),
+/// with their aliases ([`super::chains::ChainEntry`]).
+pub const CHAINS: Setting<Vec<super::chains::ChainEntry>> = Setting {
+    about: about!(
+        "CHAINS",
+        Deployment,
+        "unset",
+        "more chains served at /evm/{chainId}, comma-separated, each `id` or `id:alias`"
+    ),
+    default: Some(Vec::new),
+    parse: super::chains::parse_entries,
+};
+
 /// Every setting, in the README's order.
 pub const SETTINGS: &[About] = &[
+    CHAINS.about,
     UPSTREAM_RPC_URL.about,
     SEND_BROADCAST.about,
     CHAIN_ID.about,

@@ -540,7 +540,7 @@ fn each_route_has_its_own_status_url() {
 /// The names `from_lookup` asks for, with every variable set to a valid value.
 fn names_read() -> Vec<String> {
     let asked = std::cell::RefCell::new(Vec::new());
-    Config::from_lookup(|name| {
+    chains::Chains::from_lookup(|name| {
         asked.borrow_mut().push(name.to_string());
         match name {
             "UPSTREAM_RPC_URL" => Some("https://node.example/key".into()),
@@ -568,11 +568,14 @@ fn every_setting_read_is_in_the_table_and_every_one_in_the_table_is_read() {
     assert_eq!(names_read(), table);
 }
 
-/// The README's settings table: (name, secret, default column) per row, in order.
-fn readme_rows() -> Vec<(String, bool, String)> {
+/// The README's settings table: (name, secret, default column, per chain column) per row, in
+/// order.
+fn readme_rows() -> Vec<(String, bool, String, String)> {
     let readme = include_str!("../../README.md");
     let table = &readme[readme.find("## Settings").expect("a Settings section")..];
-    let table = &table[table.find("| name | default | meaning |").expect("its table")..];
+    let table = &table[table
+        .find("| name | default | per chain | meaning |")
+        .expect("its table")..];
     table
         .lines()
         .skip(2)
@@ -585,6 +588,7 @@ fn readme_rows() -> Vec<(String, bool, String)> {
                 name.to_string(),
                 first.ends_with("(secret)"),
                 cells[1].to_string(),
+                cells[2].to_string(),
             )
         })
         .collect()
@@ -593,9 +597,21 @@ fn readme_rows() -> Vec<(String, bool, String)> {
 #[test]
 fn the_readme_settings_table_lists_exactly_the_settings_with_their_defaults() {
     let rows = readme_rows();
-    let table: Vec<(String, bool, String)> = settings::SETTINGS
+    let table: Vec<(String, bool, String, String)> = settings::SETTINGS
         .iter()
-        .map(|s| (s.name.to_string(), s.secret, s.default.to_string()))
+        .map(|s| {
+            let scope = match s.scope {
+                settings::Scope::Deployment => "no",
+                settings::Scope::Chain => "yes",
+                settings::Scope::ChainOwn => "own",
+            };
+            (
+                s.name.to_string(),
+                s.secret,
+                s.default.to_string(),
+                scope.to_string(),
+            )
+        })
         .collect();
     assert_eq!(rows, table);
 }
@@ -615,7 +631,11 @@ fn wrangler_toml_sets_every_setting_to_its_default_and_names_every_secret() {
         let in_vars = set.iter().find(|(k, _)| *k == about.name);
         if about.secret {
             assert!(in_vars.is_none(), "{} is a secret, not a var", about.name);
-            assert!(comments.contains(about.name), "{} named as a secret", about.name);
+            assert!(
+                comments.contains(about.name),
+                "{} named as a secret",
+                about.name
+            );
             continue;
         }
         let (_, value) = in_vars.unwrap_or_else(|| panic!("{} in [vars]", about.name));

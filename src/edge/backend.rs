@@ -160,20 +160,21 @@ fn object_error(error: worker::Error) -> ObjectError {
 /// As [`call_object`], but for HTTP 404.
 pub async fn call_object_or_missing(
     env: &Env,
+    config: &Config,
     sender: &Address,
     method: Method,
     path: &str,
     headers: Headers,
 ) -> Result<Option<String>, ObjectError> {
-    let response = request_object(env, sender, method, path, None, headers).await?;
+    let response = request_object(env, config, sender, method, path, None, headers).await?;
     match response.status_code() {
         404 => Ok(None),
         _ => answer_text(response).await.map(Some),
     }
 }
 
-/// Calls `sender`'s Durable Object on a new stub: `method` on `path` (see [`wire`]) with an
-/// optional body; returns the answer's text.
+/// Calls `sender`'s Durable Object on the chain of `config` ([`Config::object_name`]) on a new
+/// stub: `method` on `path` (see [`wire`]) with an optional body; returns the answer's text.
 ///
 /// # Errors
 /// [`ObjectError`]: the runtime's error by its flags; HTTP 503 with
@@ -181,13 +182,14 @@ pub async fn call_object_or_missing(
 /// status than 200 fails.
 pub async fn call_object(
     env: &Env,
+    config: &Config,
     sender: &Address,
     method: Method,
     path: &str,
     body: Option<String>,
     headers: Headers,
 ) -> Result<String, ObjectError> {
-    let response = request_object(env, sender, method, path, body, headers).await?;
+    let response = request_object(env, config, sender, method, path, body, headers).await?;
     answer_text(response).await
 }
 
@@ -212,6 +214,7 @@ async fn answer_text(response: Response) -> Result<String, ObjectError> {
 /// [`ObjectError::Retryable`].
 async fn request_object(
     env: &Env,
+    config: &Config,
     sender: &Address,
     method: Method,
     path: &str,
@@ -221,7 +224,7 @@ async fn request_object(
     let failed = |e: worker::Error| ObjectError::Failed(e.to_string());
     let stub = env
         .durable_object(SENDER_LOCK_BINDING)
-        .and_then(|ns| ns.get_by_name(&sender.to_string()))
+        .and_then(|ns| ns.get_by_name(&config.object_name(&sender.to_string())))
         .map_err(failed)?;
     headers
         .set(SENDER_HEADER, &sender.to_string())
@@ -309,6 +312,7 @@ impl Backend for WorkerBackend<'_> {
         let body = wire::encode_send(chain_id, txs);
         let text = call_object(
             self.env,
+            self.upstream.config,
             sender,
             Method::Post,
             wire::SEND_PATH,
@@ -334,7 +338,15 @@ impl Backend for WorkerBackend<'_> {
         hash: &TxHash,
     ) -> Result<Option<String>, ObjectError> {
         let path = format!("{}{}", wire::TX_PREFIX, crate::hex::encode(hash));
-        call_object_or_missing(self.env, sender, Method::Get, &path, self.headers()?).await
+        call_object_or_missing(
+            self.env,
+            self.upstream.config,
+            sender,
+            Method::Get,
+            &path,
+            self.headers()?,
+        )
+        .await
     }
 
     async fn cancel_private(
@@ -344,6 +356,7 @@ impl Backend for WorkerBackend<'_> {
     ) -> Result<WireAnswer, ObjectError> {
         let text = call_object(
             self.env,
+            self.upstream.config,
             sender,
             Method::Post,
             wire::CANCEL_PATH,
@@ -358,6 +371,7 @@ impl Backend for WorkerBackend<'_> {
     async fn pending_count(&self, sender: &Address) -> Result<WireAnswer, ObjectError> {
         let text = call_object(
             self.env,
+            self.upstream.config,
             sender,
             Method::Get,
             wire::PENDING_COUNT_PATH,

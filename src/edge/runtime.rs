@@ -2,7 +2,8 @@
 //! environment, the clock, and metrics as log lines and Analytics Engine data points.
 
 use crate::chain_id::ChainIdCache;
-use crate::config::{Config, ConfigError};
+use crate::config::chains::Chains;
+use crate::config::ConfigError;
 use crate::metrics::Metric;
 use std::rc::Rc;
 use worker::wasm_bindgen::JsValue;
@@ -49,9 +50,12 @@ pub fn now_ms() -> u64 {
     worker::Date::now().as_millis()
 }
 
-/// Reads [`Config`] from the Worker's vars and secrets.
-pub fn config_from_env(env: &Env) -> Result<Config, ConfigError> {
-    Config::from_lookup(|name| {
+/// Reads every chain's settings ([`Chains`]) from the Worker's vars and secrets.
+///
+/// # Errors
+/// The deployment's own ([`Chains::from_lookup`]).
+pub fn chains_from_env(env: &Env) -> Result<Chains, ConfigError> {
+    Chains::from_lookup(|name| {
         env.secret(name)
             .ok()
             .map(|s| s.to_string())

@@ -3,14 +3,17 @@
 //!
 //! Routes: `POST /` (JSON-RPC), `GET /` with `Upgrade: websocket` (JSON-RPC over a WebSocket,
 //! [`websocket`]), `GET /health`, `GET /tx/{hash}` (what became of a transaction),
-//! `GET /senders/{address}` (with `ADMIN_TOKEN`), `OPTIONS` (CORS preflight) on any of them. Every answer, errors included, carries the CORS
-//! headers and the request's `X-Request-Id`.
+//! `GET /senders/{address}` (with `ADMIN_TOKEN`), `OPTIONS` (CORS preflight) on any of them: the
+//! default chain's. Each chain served ([`Chains`]) has the same routes under `/evm/{chainId}` (or
+//! its alias); a chain not served gets HTTP 404 with the list. Every answer, errors included,
+//! carries the CORS headers and the request's `X-Request-Id`.
 
 use crate::access::request_id::{self, request_id};
 use crate::admin;
+use crate::config::chains::Chains;
 use crate::config::{Config, ConfigError};
 use crate::edge::backend::{call_object, WorkerBackend};
-use crate::edge::runtime::{chain_ids, config_from_env};
+use crate::edge::runtime::{chain_ids, chains_from_env};
 use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
 use crate::ordering::private_terms;
@@ -21,15 +24,18 @@ use std::rc::Rc;
 use worker::{console_log, event, Context, Env, Headers, Method, Request, Response};
 
 thread_local! {
-    /// The settings, read by the isolate's first request: vars and secrets do not change during
-    /// an isolate's life (the Durable Object reads them once too).
-    static CONFIG: OnceCell<Rc<Result<Config, ConfigError>>> = const { OnceCell::new() };
+    /// Every chain's settings, read by the isolate's first request: vars and secrets do not
+    /// change during an isolate's life (the Durable Object reads them once too).
+    static CHAINS: OnceCell<Rc<Result<Chains, ConfigError>>> = const { OnceCell::new() };
 }
 
-/// The settings, read once per isolate.
-fn settings(env: &Env) -> Rc<Result<Config, ConfigError>> {
-    CONFIG.with(|cell| cell.get_or_init(|| Rc::new(config_from_env(env))).clone())
+/// Every chain's settings, read once per isolate.
+fn settings(env: &Env) -> Rc<Result<Chains, ConfigError>> {
+    CHAINS.with(|cell| cell.get_or_init(|| Rc::new(chains_from_env(env))).clone())
 }
+
+/// The prefix of a served chain's paths: `/evm/{chainId}` or `/evm/{alias}`.
+const CHAIN_PREFIX: &str = "/evm/";
 
 fn json_response(status: u16, body: String) -> worker::Result<Response> {
     let headers = Headers::new();
@@ -72,6 +78,7 @@ async fn sender_view(
     env: &Env,
     config: &Config,
     id: &str,
+    path: &str,
 ) -> worker::Result<Response> {
     let Some(token) = config.admin_token.as_deref() else {
         return Response::error("not found", 404);
@@ -89,13 +96,14 @@ async fn sender_view(
         response.headers().set("www-authenticate", "Bearer")?;
         return Ok(response);
     }
-    let sender = match admin::sender_of_path(&req.path()) {
+    let sender = match admin::sender_of_path(path) {
         Some(Ok(sender)) => sender,
         Some(Err(why)) => return bad_request(&why),
         None => return Response::error("not found", 404),
     };
     let state = call_object(
         env,
+        config,
         &sender,
         Method::Get,
         wire::STATE_PATH,
@@ -122,9 +130,9 @@ async fn tx_status(
     env: &Env,
     config: &Config,
     id: &str,
+    path: &str,
 ) -> worker::Result<Response> {
-    let path = req.path();
-    let hash = match status::hash_of_path(&path) {
+    let hash = match status::hash_of_path(path) {
         Some(Ok(hash)) => hash,
         Some(Err(why)) => return bad_request(&why),
         None => return Response::error("not found", 404),
@@ -300,46 +308,96 @@ async fn bench_decode(mut req: Request) -> worker::Result<Response> {
     )
 }
 
+/// The JSON answer to a request for a chain not served (`/evm/{segment}`): HTTP 404, JSON-RPC
+/// -32001 (EIP-1474 "resource not found") naming it, `data.chains` the chains served
+/// ([`Chains::listing`]).
+fn chain_not_served(chains: &Chains, segment: &str) -> worker::Result<Response> {
+    let served: Vec<String> = chains.served.iter().map(|c| c.id.to_string()).collect();
+    let message = if served.is_empty() {
+        format!("chain {segment:?} is not served here: this relay serves one chain, at /")
+    } else {
+        format!(
+            "chain {segment:?} is not served here; served: {}",
+            served.join(", ")
+        )
+    };
+    let error = RpcError {
+        data: Some(serde_json::json!({ "chains": chains.listing() })),
+        ..RpcError::new(jsonrpc::RESOURCE_NOT_FOUND, message)
+    };
+    json_response(404, error.response(&jsonrpc::Id::null()))
+}
+
+/// The answer to a request for a chain whose settings can't be read: HTTP 500 with the error
+/// (naming the chain and the setting), logged as `config_error`.
+fn misconfigured(e: &ConfigError, id: &str) -> worker::Result<Response> {
+    console_log!(
+        "{}",
+        crate::log::line(
+            "config_error",
+            &[
+                ("error", e.to_string().into()),
+                (
+                    "chain_id",
+                    e.chain.map_or(serde_json::Value::Null, Into::into)
+                ),
+                ("request_id", id.into())
+            ]
+        )
+    );
+    let error = RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string());
+    json_response(500, error.response(&jsonrpc::Id::null()))
+}
+
 async fn route(
     req: Request,
     env: &Env,
-    settings: &Result<Config, ConfigError>,
+    settings: &Result<Chains, ConfigError>,
     id: &str,
 ) -> worker::Result<Response> {
-    let config = match (req.method(), settings) {
-        (Method::Options, _) => return Ok(Response::empty()?.with_status(204)),
-        (_, Ok(config)) => config,
-        (_, Err(e)) => {
-            console_log!(
-                "{}",
-                crate::log::line(
-                    "config_error",
-                    &[("error", e.to_string().into()), ("request_id", id.into())]
-                )
-            );
-            let error = RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string());
-            return json_response(500, error.response(&jsonrpc::Id::null()));
+    if req.method() == Method::Options {
+        return Ok(Response::empty()?.with_status(204));
+    }
+    let chains = match settings {
+        Ok(chains) => chains,
+        Err(e) => return misconfigured(e, id),
+    };
+    let full = req.path();
+    // `/evm/{chain}` and what follows it, or today's paths for the default chain.
+    let (config, path) = match full.strip_prefix(CHAIN_PREFIX) {
+        Some(rest) => {
+            let (segment, within) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let Some(served) = chains.find(segment) else {
+                return chain_not_served(chains, segment);
+            };
+            let within = if within.is_empty() { "/" } else { within };
+            (&served.config, within.to_string())
         }
+        None => (&chains.default, full),
+    };
+    let config = match config {
+        Ok(config) => config.as_ref(),
+        Err(e) => return misconfigured(e, id),
     };
     let upgrade = req.headers().get("upgrade")?;
-    match (req.method(), req.path().as_str()) {
+    match (req.method(), path.as_str()) {
         (Method::Post, "/") => handle_rpc(req, env, config, id).await,
         (Method::Get, "/") if upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) => {
             websocket_upgrade(&req, env, config, id).await
         }
         (Method::Get, "/health") => json_response(200, r#"{"status":"ok"}"#.into()),
         (Method::Get, path) if path.starts_with(admin::SENDERS_PREFIX) => {
-            sender_view(&req, env, config, id).await
+            sender_view(&req, env, config, id, path).await
         }
         (Method::Get, path) if path.starts_with(status::TX_PREFIX) => {
-            tx_status(&req, env, config, id).await
+            tx_status(&req, env, config, id, path).await
         }
         #[cfg(feature = "bench")]
         (Method::Post, "/__bench/decode") => bench_decode(req).await,
         (_, "/") => {
             let error = RpcError::new(
                 jsonrpc::INVALID_REQUEST,
-                "JSON-RPC requests are POSTed to /",
+                "JSON-RPC requests are POSTed to / (or /evm/{chainId})",
             );
             let response = json_response(405, error.response(&jsonrpc::Id::null()))?;
             response.headers().set("allow", "POST, OPTIONS")?;
@@ -355,8 +413,14 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let id = request_id(req.headers().get(request_id::HEADER)?.as_deref());
     let origin = req.headers().get("origin")?;
     let preflight = req.method() == Method::Options;
+    // CORS is the deployment's: any chain's settings that could be read carry it.
     let cors = match settings.as_ref() {
-        Ok(config) => config.cors_origins.clone(),
+        Ok(chains) => std::iter::once(&chains.default)
+            .chain(chains.served.iter().map(|c| &c.config))
+            .find_map(|c| c.as_ref().ok())
+            .map_or(crate::access::cors::CorsOrigins::Any, |c| {
+                c.cors_origins.clone()
+            }),
         Err(_) => crate::access::cors::CorsOrigins::Any,
     };
     let response = route(req, &env, &settings, &id).await?;

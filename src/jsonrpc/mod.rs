@@ -27,6 +27,9 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// Invalid input: here, a transaction the chain would refuse (EIP-1474; geth uses it too).
 pub const INVALID_INPUT: i64 = -32000;
+/// Requested resource not found (EIP-1474): here, a chain the relay does not serve
+/// (`/evm/{chainId}`).
+pub const RESOURCE_NOT_FOUND: i64 = -32001;
 /// Requested resource not available: here, the upstream node (EIP-1474).
 pub const RESOURCE_UNAVAILABLE: i64 = -32002;
 /// Method not supported (EIP-1474): here, a send method the private route does not serve.

@@ -41,7 +41,7 @@ pub mod store;
 use crate::access::request_id;
 use crate::config::ConfigError;
 use crate::edge::backend::SENDER_HEADER;
-use crate::edge::runtime::{config_from_env, now_ms};
+use crate::edge::runtime::{chains_from_env, now_ms};
 use crate::log;
 use crate::ordering::store::ReadError;
 use crate::relay::wire;
@@ -76,6 +76,29 @@ enum Unusable {
 }
 
 /// One sender's lock. See the module documentation.
+/// The settings of the chain whose sender this object is, by its name: `{chainId}:{sender}` for
+/// a served chain, the sender's address alone for the default chain (as before chains, and when
+/// the runtime gives no name).
+///
+/// # Errors
+/// [`Unusable::Config`]: that chain's settings can't be read, or its chain is no longer served
+/// (`CHAINS`).
+fn config_of_object(env: &Env, name: Option<&str>) -> Result<crate::config::Config, Unusable> {
+    let chains = chains_from_env(env).map_err(Unusable::Config)?;
+    match chains.of_object(name.unwrap_or_default()) {
+        Some(Ok(config)) => Ok(config.as_ref().clone()),
+        Some(Err(e)) => Err(Unusable::Config(e.clone())),
+        None => Err(Unusable::Config(ConfigError::new(
+            "CHAINS",
+            format!(
+                "does not list the chain of this sender's Durable Object {:?}: its stored \
+                 transactions wait until the chain is served again",
+                name.unwrap_or_default()
+            ),
+        ))),
+    }
+}
+
 #[durable_object]
 pub struct SenderLock {
     state: Rc<State>,
@@ -89,7 +112,7 @@ impl SenderLock {
     /// A driver on the stored state, or why there is none (a storage that cannot be used is
     /// logged: `storage_unusable`).
     fn start(state: &Rc<State>, env: &Env) -> Result<Rc<Driver>, Unusable> {
-        let config = config_from_env(env).map_err(Unusable::Config)?;
+        let config = config_of_object(env, state.id().name().as_deref())?;
         Driver::open(state.clone(), env.clone(), config)
             .map(Rc::new)
             .map_err(|e| {

@@ -1,0 +1,159 @@
+//! The chains one deployment serves: the default chain (`CHAIN_ID` and the top-level settings,
+//! at `/` and `/evm/{CHAIN_ID}`) and each chain of `CHAINS` at `/evm/{chainId}` or its alias,
+//! with its own settings ([`Config::for_chain`]). One chain's bad setting is that chain's error
+//! ([`Served::config`]); the others serve. eRPC serves `/{project}/evm/{chainId}` with network
+//! aliases; Cloudflare's Ethereum gateway `/v1/mainnet`.
+
+use super::{settings, Config, ConfigError};
+use std::rc::Rc;
+
+/// One chain of `CHAINS`: `8453` or `8453:base`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainEntry {
+    /// Its chain id (EIP-155).
+    pub id: u64,
+    /// Its alias in paths (`/evm/base`): lowercase letters, digits and `-`, not only digits.
+    pub alias: Option<String>,
+}
+
+/// Reads `CHAINS`: comma-separated `id` or `id:alias`, ids decimal, each id and alias once.
+///
+/// # Errors
+/// The problem, said after the setting's name.
+pub fn parse_entries(v: &str) -> Result<Vec<ChainEntry>, String> {
+    let mut entries: Vec<ChainEntry> = Vec::new();
+    for item in v.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (id, alias) = match item.split_once(':') {
+            Some((id, alias)) => (id.trim(), Some(alias.trim().to_ascii_lowercase())),
+            None => (item, None),
+        };
+        let id: u64 = id.parse().ok().filter(|&id| id > 0).ok_or_else(|| {
+            format!("must list decimal chain ids, each `id` or `id:alias`, got {item:?}")
+        })?;
+        if let Some(alias) = &alias {
+            let fits = !alias.is_empty()
+                && alias.len() <= 64
+                && alias
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !alias.chars().all(|c| c.is_ascii_digit());
+            if !fits {
+                return Err(format!(
+                    "aliases are lowercase letters, digits and -, not only digits, got {item:?}"
+                ));
+            }
+        }
+        let twice = entries
+            .iter()
+            .any(|e| e.id == id || (alias.is_some() && e.alias == alias));
+        if twice {
+            return Err(format!("lists a chain id or alias twice: {item:?}"));
+        }
+        entries.push(ChainEntry { id, alias });
+    }
+    Ok(entries)
+}
+
+/// One chain served at `/evm/{id}`.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// Its chain id.
+    pub id: u64,
+    /// Its alias, if `CHAINS` gives one.
+    pub alias: Option<String>,
+    /// Its settings, or the error that keeps it from serving (that chain's alone).
+    pub config: Result<Rc<Config>, ConfigError>,
+}
+
+/// The chains of a deployment ([`Chains::from_lookup`]).
+#[derive(Debug, Clone)]
+pub struct Chains {
+    /// The default chain's settings (`/` and today's paths), or their error.
+    pub default: Result<Rc<Config>, ConfigError>,
+    /// The chains served at `/evm/{id}`: the default chain first when `CHAIN_ID` is set (its
+    /// alias from `CHAINS` if listed there), then the others of `CHAINS` in their order.
+    pub served: Vec<Served>,
+}
+
+impl Chains {
+    /// Reads every chain's settings through `get` (the variable's value, `None` when unset).
+    ///
+    /// # Errors
+    /// Only a deployment's error: `CHAINS` unreadable, or set without `CHAIN_ID` (the default
+    /// chain must have an id when others are served beside it). A chain's own error is kept in
+    /// its [`Served::config`].
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Chains, ConfigError> {
+        let entries = settings::CHAINS.read(&settings::Vars::top(&get))?;
+        let default = Config::from_lookup(&get).map(Rc::new);
+        let default_id = settings::CHAIN_ID
+            .read(&settings::Vars::top(&get))
+            .ok()
+            .flatten();
+        if !entries.is_empty() && default_id.is_none() {
+            return Err(ConfigError::new(
+                "CHAINS",
+                "needs CHAIN_ID: the default chain's id, served at / and /evm/{CHAIN_ID}",
+            ));
+        }
+        let mut served = Vec::new();
+        if let Some(id) = default_id {
+            let alias = entries
+                .iter()
+                .find(|e| e.id == id)
+                .and_then(|e| e.alias.clone());
+            served.push(Served {
+                id,
+                alias,
+                config: default.clone(),
+            });
+        }
+        for entry in entries.into_iter().filter(|e| Some(e.id) != default_id) {
+            served.push(Served {
+                id: entry.id,
+                alias: entry.alias,
+                config: Config::for_chain(&get, entry.id).map(Rc::new),
+            });
+        }
+        Ok(Chains { default, served })
+    }
+
+    /// The chain a path segment names (`/evm/{segment}`): by decimal chain id or alias.
+    pub fn find(&self, segment: &str) -> Option<&Served> {
+        let segment = segment.to_ascii_lowercase();
+        self.served
+            .iter()
+            .find(|c| c.id.to_string() == segment || c.alias.as_deref() == Some(segment.as_str()))
+    }
+
+    /// The settings of the chain whose senders' Durable Object is named `name` (`{id}:{sender}`
+    /// for a served chain, the sender's address alone for the default chain); `None` when the
+    /// name's chain is not served.
+    pub fn of_object(&self, name: &str) -> Option<&Result<Rc<Config>, ConfigError>> {
+        match name.split_once(':') {
+            None => Some(&self.default),
+            Some((id, _)) => {
+                let id: u64 = id.parse().ok()?;
+                self.served.iter().find(|c| c.id == id).map(|c| &c.config)
+            }
+        }
+    }
+
+    /// The chains served, for a client that named another: `[{"chainId": 1, "path": "/evm/1",
+    /// "alias": "/evm/ethereum"}, ...]` (`alias` only where there is one).
+    pub fn listing(&self) -> serde_json::Value {
+        self.served
+            .iter()
+            .map(|c| {
+                let mut entry =
+                    serde_json::json!({ "chainId": c.id, "path": format!("/evm/{}", c.id) });
+                if let Some(alias) = &c.alias {
+                    entry["alias"] = format!("/evm/{alias}").into();
+                }
+                entry
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
