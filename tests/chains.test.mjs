@@ -88,6 +88,10 @@ test("one key's 20 transactions on each chain at once, interleaved: each chain's
   assert.equal(localView.upstream_pool, "mempool");
   assert.equal(hederaView.next_nonce, 20);
   assert.equal(localView.next_nonce, 20);
+  // Every log line and data point carries the chain id it is about.
+  const forwarded = c.relay.events("tx_forwarded").filter((e) => e.sender === sender);
+  const byChain = (id) => forwarded.filter((e) => e.chain === id).length;
+  assert.deepEqual([byChain(31337), byChain(296), forwarded.length], [20, 20, 40], "tx_forwarded per chain");
 });
 
 test("reads go to their chain's node, and a WebSocket's newHeads on each path follows its own chain", async () => {

@@ -298,7 +298,12 @@ impl Platform for WorkerBackend<'_> {
     }
 
     fn emit(&self, metric: &Metric) {
-        emit(self.env, metric, self.upstream.request_id);
+        emit(
+            self.env,
+            crate::edge::runtime::chain_of(self.upstream.config),
+            metric,
+            self.upstream.request_id,
+        );
     }
 }
 

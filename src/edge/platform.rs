@@ -174,6 +174,11 @@ impl Platform for EdgePlatform<'_> {
     }
 
     fn emit(&self, metric: &Metric) {
-        crate::edge::runtime::emit(self.env, metric, self.request_id);
+        crate::edge::runtime::emit(
+            self.env,
+            crate::edge::runtime::chain_of(self.config),
+            metric,
+            self.request_id,
+        );
     }
 }

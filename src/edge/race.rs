@@ -22,7 +22,7 @@
 use crate::chain_id;
 use crate::config::Config;
 use crate::edge::http::post_url;
-use crate::edge::runtime::{chain_ids, emit, now_ms};
+use crate::edge::runtime::{chain_ids, chain_of, emit, now_ms};
 use crate::metrics::Metric;
 use crate::upstream::batch::{self, BatchAnswer, BatchLimits};
 use crate::upstream::heads::{self, BlockNeed, Heads};
@@ -72,6 +72,7 @@ fn record(config: &Config, env: &Env, key: &str, attempt: Attempt) {
     if with(|s| s.rotation.record(key, attempt, now_ms())) {
         emit(
             env,
+            chain_of(config),
             &Metric::new("upstream_cooling", "", "failures")
                 .value("count", 1.0)
                 .field("upstream", config.upstream_label(key)),
@@ -202,6 +203,7 @@ async fn check_chain(config: &Config, env: &Env, set: &[String], index: usize) {
     if let Some((id, want)) = excluded {
         emit(
             env,
+            chain_of(config),
             &Metric::new("upstream_excluded", "", "other_chain")
                 .value("count", 1.0)
                 .field("upstream", config.upstream_label(key))
@@ -256,6 +258,7 @@ fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamRepl
     if let Some(lag) = lag {
         emit(
             env,
+            chain_of(config),
             &Metric::new("upstream_lagging", "", "behind")
                 .value("count", 1.0)
                 .value("lag", lag as f64)
@@ -323,6 +326,7 @@ fn learn_batch(
     };
     emit(
         env,
+        chain_of(config),
         &Metric::new("upstream_batch_limit", "", label)
             .value("count", 1.0)
             .value("members", members as f64)
@@ -520,6 +524,7 @@ fn disagreement(config: &Config, env: &Env, kind: Disagreement, first: &str, sec
     let (label, first_field, second_field) = kind.label();
     emit(
         env,
+        chain_of(config),
         &Metric::new("upstream_disagreement", "", label)
             .value("count", 1.0)
             .field(first_field, config.upstream_label(first))

@@ -23,17 +23,24 @@ pub fn chain_ids() -> Rc<ChainIdCache> {
 /// The Analytics Engine dataset binding for metrics (optional).
 pub const METRICS_BINDING: &str = "METRICS";
 
-/// Records `metric`, with the `request_id` of the request it belongs to when there is one:
-/// always a JSON log line; a data point too when `METRICS` is bound.
-pub fn emit(env: &Env, metric: &Metric, request_id: Option<&str>) {
-    match request_id {
-        Some(id) => console_log!("{}", metric.clone().field("request_id", id).log_line()),
-        None => console_log!("{}", metric.log_line()),
+/// Records `metric` of chain `chain` (the chain id served, `None` while the default chain's is
+/// not yet learned), with the `request_id` of the request it belongs to when there is one: always
+/// a JSON log line (with `chain`); a data point too when `METRICS` is bound (blob3 = the chain
+/// id, empty when unknown).
+pub fn emit(env: &Env, chain: Option<u64>, metric: &Metric, request_id: Option<&str>) {
+    let mut line = metric.clone();
+    if let Some(chain) = chain {
+        line = line.field("chain", chain);
     }
+    if let Some(id) = request_id {
+        line = line.field("request_id", id);
+    }
+    console_log!("{}", line.log_line());
     if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
+        let chain = chain.map(|c| c.to_string()).unwrap_or_default();
         let written = AnalyticsEngineDataPointBuilder::new()
             .indexes([metric.index()])
-            .blobs([metric.event, metric.label.as_str()])
+            .blobs([metric.event, metric.label.as_str(), chain.as_str()])
             .doubles(metric.doubles())
             .write_to(&dataset);
         if let Err(e) = written {
@@ -43,6 +50,12 @@ pub fn emit(env: &Env, metric: &Metric, request_id: Option<&str>) {
             );
         }
     }
+}
+
+/// The chain id `config` serves: its `CHAIN_ID` (a served chain's is its id), or the one the
+/// isolate learned for the default chain; `None` while unknown.
+pub fn chain_of(config: &crate::config::Config) -> Option<u64> {
+    config.chain_id.or_else(|| chain_ids().known())
 }
 
 /// The time, Unix ms. The Workers clock advances across I/O, not while code computes.

@@ -257,7 +257,8 @@ impl Effects for Carry<'_> {
 
     fn emit(&mut self, metric: Metric) {
         if self.live() {
-            emit(&self.driver.env, &metric, None);
+            let chain = self.driver.config.chain_id.or(self.driver.chain_id.get());
+            emit(&self.driver.env, chain, &metric, None);
         }
     }
 }
