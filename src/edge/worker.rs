@@ -309,9 +309,11 @@ async fn bench_decode(mut req: Request) -> worker::Result<Response> {
 }
 
 /// The JSON answer to a request for a chain not served (`/evm/{segment}`): HTTP 404, JSON-RPC
-/// -32001 (EIP-1474 "resource not found") naming it, `data.chains` the chains served
-/// ([`Chains::listing`]).
+/// -32001 (EIP-1474 "resource not found") naming it (its first 66 characters), `data.chains` the
+/// chains served ([`Chains::listing`]).
 fn chain_not_served(chains: &Chains, segment: &str) -> worker::Result<Response> {
+    // The client's own text, said back at most 66 characters long.
+    let segment: String = segment.chars().take(66).collect();
     let served: Vec<String> = chains.served.iter().map(|c| c.id.to_string()).collect();
     let message = if served.is_empty() {
         format!("chain {segment:?} is not served here: this relay serves one chain, at /")
