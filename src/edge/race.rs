@@ -28,7 +28,7 @@ use crate::upstream::batch::{self, BatchAnswer, BatchLimits};
 use crate::upstream::heads::{self, BlockNeed, Heads};
 use crate::upstream::race::{Disagreement, Race, RaceAction};
 use crate::upstream::rotation::{judge, Attempt, Rotation};
-use crate::upstream::route::Usage;
+use crate::upstream::route::{UpstreamSet, Usage};
 use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -254,7 +254,11 @@ fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamRepl
     else {
         return;
     };
-    let lag = with(|s| s.heads.learn(key, block, config.max_head_lag, now_ms()));
+    let set = config.upstreams(UpstreamSet::Rpc);
+    let lag = with(|s| {
+        s.heads
+            .learn(key, set, block, config.max_head_lag, now_ms())
+    });
     if let Some(lag) = lag {
         emit(
             env,
@@ -269,14 +273,16 @@ fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamRepl
     }
 }
 
-/// `outcome` of an `eth_blockNumber` made to say at least the highest head known
-/// ([`Heads::at_least`]): through an isolate it never goes backwards.
+/// `outcome` of an `eth_blockNumber` made to say at least the highest head known of the
+/// upstreams of `set`, its chain's ([`Heads::at_least`]): through an isolate it never goes
+/// backwards.
 fn at_least_best(
     outcome: Result<UpstreamReply, UpstreamError>,
+    set: &[String],
 ) -> Result<UpstreamReply, UpstreamError> {
     match outcome {
         Ok(mut reply) if (200..300).contains(&reply.status) => {
-            if let Some(body) = with(|s| s.heads.at_least(&reply.body, now_ms())) {
+            if let Some(body) = with(|s| s.heads.at_least(&reply.body, set, now_ms())) {
                 reply.body = body;
             }
             Ok(reply)
@@ -349,6 +355,7 @@ pub async fn run(
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
     let usable: Vec<String>;
+    let chain_set = set;
     let set = match call.need {
         BlockNeed::Tip | BlockNeed::Number(_) if set.len() > 1 => {
             usable = with(|s| {
@@ -361,7 +368,7 @@ pub async fn run(
     };
     let outcome = race_over(config, env, set, &call, timeout_ms).await;
     if call.need == BlockNeed::Head {
-        return at_least_best(outcome);
+        return at_least_best(outcome, chain_set);
     }
     outcome
 }
@@ -388,7 +395,10 @@ async fn race_over(
             )
         })
     };
-    if set.len() < 2 {
+    // One upstream is not asked its chain id first (the upstream is the chain), but a served
+    // chain's is: its id is the one its path named (README, "Several chains"), and the URL
+    // beside it may be another chain's.
+    if set.len() < 2 && config.named_chain.is_none() {
         let body = call.body;
         let post = |index: usize| -> Attempting<'_> {
             let url = &set[index];

@@ -112,9 +112,17 @@ pub struct Heads {
 }
 
 impl Heads {
-    /// Learns that upstream `key` is at `block` at `now_ms`. Returns its lag behind the best
-    /// head when it has just begun lagging by more than `max_lag` blocks (to be logged once).
-    pub fn learn(&mut self, key: &str, block: u64, max_lag: u64, now_ms: u64) -> Option<u64> {
+    /// Learns that upstream `key` (one of `set`, its chain's upstreams) is at `block` at
+    /// `now_ms`. Returns its lag behind the best head of `set` when it has just begun lagging by
+    /// more than `max_lag` blocks (to be logged once).
+    pub fn learn(
+        &mut self,
+        key: &str,
+        set: &[String],
+        block: u64,
+        max_lag: u64,
+        now_ms: u64,
+    ) -> Option<u64> {
         let before = self.heads.get(key).is_some_and(|h| h.lagging);
         self.heads.insert(
             key.to_string(),
@@ -124,7 +132,10 @@ impl Heads {
                 lagging: before,
             },
         );
-        let lag = self.best(now_ms).unwrap_or(block).saturating_sub(block);
+        let lag = self
+            .best(set, now_ms)
+            .unwrap_or(block)
+            .saturating_sub(block);
         let lagging = lag > max_lag;
         if let Some(head) = self.heads.get_mut(key) {
             head.lagging = lagging;
@@ -132,15 +143,11 @@ impl Heads {
         (lagging && !before).then_some(lag)
     }
 
-    /// The highest head believed at `now_ms`.
-    pub fn best(&self, now_ms: u64) -> Option<u64> {
-        self.fresh(now_ms).map(|(_, h)| h.block).max()
-    }
-
-    fn fresh(&self, now_ms: u64) -> impl Iterator<Item = (&String, &Head)> {
-        self.heads
-            .iter()
-            .filter(move |(_, h)| now_ms.saturating_sub(h.at_ms) <= HEAD_FRESH_MS)
+    /// The highest head of the upstreams of `set` believed at `now_ms`. Only `set`'s: an
+    /// isolate serving several chains (README, "Several chains") keeps every chain's heads
+    /// here, and one chain's height says nothing of another's.
+    pub fn best(&self, set: &[String], now_ms: u64) -> Option<u64> {
+        set.iter().filter_map(|key| self.head(key, now_ms)).max()
     }
 
     /// The head of upstream `key` believed at `now_ms`.
@@ -162,7 +169,7 @@ impl Heads {
         max_lag: u64,
         now_ms: u64,
     ) -> Vec<String> {
-        let best = self.best(now_ms);
+        let best = self.best(set, now_ms);
         let keep = |key: &String| match (need, self.head(key, now_ms), best) {
             (BlockNeed::Tip, Some(head), Some(best)) => best.saturating_sub(head) <= max_lag,
             (BlockNeed::Number(n), Some(head), Some(best)) => head >= n || best < n,
@@ -176,10 +183,11 @@ impl Heads {
         }
     }
 
-    /// The answer `body` to `eth_blockNumber` made to say at least the best head at `now_ms`
-    /// (eRPC's `enforceHighestBlock`); `None` when it already does, or is not a quantity result.
-    pub fn at_least(&self, body: &str, now_ms: u64) -> Option<String> {
-        let best = self.best(now_ms)?;
+    /// The answer `body` to `eth_blockNumber` made to say at least the best head of `set` (the
+    /// chain's upstreams) at `now_ms` (eRPC's `enforceHighestBlock`); `None` when it already
+    /// does, or is not a quantity result.
+    pub fn at_least(&self, body: &str, set: &[String], now_ms: u64) -> Option<String> {
+        let best = self.best(set, now_ms)?;
         let mut answer: Value = serde_json::from_str(body).ok()?;
         let said = hex::decode_quantity(answer.get("result")?.as_str()?).ok()?;
         if said >= best {

@@ -182,7 +182,9 @@ impl Race {
             outcome: None,
             taken: false,
         };
-        if set.len() == 1 {
+        // One upstream is the chain's alone, whatever its health; unless it was found on
+        // another chain (a served chain's is asked, README "Several chains").
+        if set.len() == 1 && rotation.excluded(&set[0]).is_none() {
             race.order = vec![0];
             race.post_next(now_ms);
             return race;

@@ -76,10 +76,14 @@ fn what_each_read_needs_of_the_head() {
 #[test]
 fn a_stuck_upstream_gets_no_reads_of_the_tip_or_of_blocks_above_its_head() {
     let mut heads = Heads::default();
-    assert_eq!(heads.learn("healthy", 100, 2, 0), None);
-    assert_eq!(heads.learn("stuck", 70, 2, 0), Some(30), "logged once");
+    assert_eq!(heads.learn("healthy", &set(), 100, 2, 0), None);
     assert_eq!(
-        heads.learn("stuck", 70, 2, 10),
+        heads.learn("stuck", &set(), 70, 2, 0),
+        Some(30),
+        "logged once"
+    );
+    assert_eq!(
+        heads.learn("stuck", &set(), 70, 2, 10),
         None,
         "not again while it lags"
     );
@@ -100,17 +104,17 @@ fn a_stuck_upstream_gets_no_reads_of_the_tip_or_of_blocks_above_its_head() {
         "none known to"
     );
     // Within the lag allowed, both serve the tip.
-    heads.learn("stuck", 98, 2, 20);
+    heads.learn("stuck", &set(), 98, 2, 20);
     assert_eq!(heads.usable(&set(), BlockNeed::Tip, 2, 20), set());
     // An answer below the best head is raised to it; one at it is left alone.
     let behind = r#"{"jsonrpc":"2.0","id":7,"result":"0x46"}"#;
-    let raised: Value = serde_json::from_str(&heads.at_least(behind, 20).unwrap()).unwrap();
+    let raised: Value = serde_json::from_str(&heads.at_least(behind, &set(), 20).unwrap()).unwrap();
     assert_eq!(
         (raised["result"].as_str(), raised["id"].as_i64()),
         (Some("0x64"), Some(7))
     );
     assert_eq!(
-        heads.at_least(r#"{"jsonrpc":"2.0","id":7,"result":"0x64"}"#, 20),
+        heads.at_least(r#"{"jsonrpc":"2.0","id":7,"result":"0x64"}"#, &set(), 20),
         None
     );
     assert_eq!(head_of(behind), Some(70));
@@ -121,15 +125,40 @@ fn a_stuck_upstream_gets_no_reads_of_the_tip_or_of_blocks_above_its_head() {
 #[test]
 fn heads_are_believed_while_fresh_and_a_reset_is_believed() {
     let mut heads = Heads::default();
-    heads.learn("healthy", 100, 2, 0);
-    heads.learn("stuck", 70, 2, 0);
-    assert_eq!(heads.best(HEAD_FRESH_MS), Some(100));
-    assert_eq!(heads.best(HEAD_FRESH_MS + 1), None);
+    heads.learn("healthy", &set(), 100, 2, 0);
+    heads.learn("stuck", &set(), 70, 2, 0);
+    assert_eq!(heads.best(&set(), HEAD_FRESH_MS), Some(100));
+    assert_eq!(heads.best(&set(), HEAD_FRESH_MS + 1), None);
     assert_eq!(
         heads.usable(&set(), BlockNeed::Tip, 2, HEAD_FRESH_MS + 1),
         set()
     );
-    heads.learn("healthy", 3, 2, 50_000);
-    heads.learn("stuck", 3, 2, 50_000);
-    assert_eq!(heads.best(50_000), Some(3));
+    heads.learn("healthy", &set(), 3, 2, 50_000);
+    heads.learn("stuck", &set(), 3, 2, 50_000);
+    assert_eq!(heads.best(&set(), 50_000), Some(3));
+}
+
+/// Two chains' upstreams in one isolate: a chain's head is the best of its own upstreams alone,
+/// so one chain's height never raises another's `eth_blockNumber`, makes its nodes look behind,
+/// or keeps its reads from them.
+#[test]
+fn one_chains_heads_say_nothing_of_anothers() {
+    let mut heads = Heads::default();
+    let base = vec!["base".to_string()];
+    let hedera = vec!["hedera".to_string(), "hedera-2".to_string()];
+    assert_eq!(heads.learn("base", &base, 30_000_000, 2, 0), None);
+    assert_eq!(
+        heads.learn("hedera", &hedera, 900, 2, 0),
+        None,
+        "not behind Base"
+    );
+    assert_eq!(heads.learn("hedera-2", &hedera, 899, 2, 0), None);
+    assert_eq!(heads.best(&hedera, 0), Some(900));
+    let answer = r#"{"jsonrpc":"2.0","id":1,"result":"0x384"}"#;
+    assert_eq!(heads.at_least(answer, &hedera, 0), None, "900 stays 900");
+    assert_eq!(heads.usable(&hedera, BlockNeed::Tip, 2, 0), hedera);
+    assert_eq!(
+        heads.usable(&hedera, BlockNeed::Number(900), 2, 0),
+        vec!["hedera"]
+    );
 }

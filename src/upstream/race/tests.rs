@@ -505,3 +505,19 @@ proptest! {
         }
     }
 }
+
+/// One upstream is posted to whatever its health, but not once it was found on another chain
+/// (a served chain's one upstream is asked its chain id): the call is unreachable, unsent.
+#[test]
+fn a_lone_upstream_on_another_chain_gets_nothing() {
+    let mut healthy = rotation(1, 10);
+    let mut lone = race(CallKind::Read, Usage::Once, &healthy, 1);
+    assert_eq!(posts(&mut lone), vec![0]);
+    healthy.exclude("a", "eth_chainId 31337, the relay's chain is 10");
+    let mut elsewhere = race(CallKind::Read, Usage::Once, &healthy, 1);
+    assert_eq!(posts(&mut elsewhere), Vec::<usize>::new());
+    assert!(matches!(
+        elsewhere.poll_outcome(),
+        Some(Err(UpstreamError::Unreachable(_)))
+    ));
+}
