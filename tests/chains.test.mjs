@@ -13,7 +13,8 @@ import { startAnvil, startProxy, startRelay, post, rpc, sendRaw, devAccount, sig
 const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
 const view = async (url, address) => (await fetch(`${url}/senders/${address}`, { headers: { authorization: "Bearer t" } })).json();
 
-/** Two anvils, 296 behind the strict proxy, and the relay serving both; `vars` added. */
+/** Two anvils, 296 behind the strict proxy, and the relay serving both; `vars` added (or made
+ * from the proxies: `vars({ localProxy, hederaProxy })`). */
 async function twoChains(vars = {}, { persist, noMining = false } = {}) {
   const mining = noMining ? ["--no-mining"] : [];
   const local = await startAnvil({ accounts: 4, extraArgs: mining });
@@ -25,7 +26,7 @@ async function twoChains(vars = {}, { persist, noMining = false } = {}) {
     CHAINS: "296:hedera-testnet",
     CHAIN_296_UPSTREAM_RPC_URL: hederaProxy.url,
     ADMIN_TOKEN: "t",
-    ...vars,
+    ...(typeof vars === "function" ? vars({ localProxy, hederaProxy }) : vars),
   };
   const relay = await startRelay({ vars: chainVars, persist });
   return {
@@ -103,6 +104,12 @@ test("reads go to their chain's node, and a WebSocket's newHeads on each path fo
   assert.equal(await chainIdOf("/evm/Hedera-Testnet"), "0x128");
   // Different heights, so a head names its chain.
   await rpc(c.hedera.url, "anvil_mine", ["0x20"]);
+  // One chain's height never raises another's eth_blockNumber (the isolate keeps both chains'
+  // heads).
+  for (const [path, node] of [["/evm/296", c.hedera.url], ["", c.local.url], ["/evm/31337", c.local.url]]) {
+    const said = (await post(`${c.relay.url}${path}`, call("eth_blockNumber"))).json.result;
+    assert.equal(said, (await rpc(node, "eth_blockNumber")).result, `${path || "/"}: its own chain's height`);
+  }
   const heads = async (path, node) => {
     const socket = new WebSocket(`${c.relay.url.replace(/^http/, "ws")}${path}`);
     const messages = [];
@@ -125,20 +132,23 @@ test("reads go to their chain's node, and a WebSocket's newHeads on each path fo
 });
 
 test("a chain not served: HTTP 404 and the list; a chain with a broken setting: that chain's error, the others serve", async () => {
-  const c = await twoChains({
-    CHAINS: "296:hedera-testnet, 5",
+  const c = await twoChains(({ localProxy }) => ({
+    CHAINS: "296:hedera-testnet, 5, 10",
     CHAIN_5_UPSTREAM_RPC_URL: "http://127.0.0.1:9",
     CHAIN_5_UPSTREAM_POOL: "gapless",
-  });
+    // Chain 10's one upstream is another chain's node (31337's).
+    CHAIN_10_UPSTREAM_RPC_URL: localProxy.url,
+  }));
   try {
     const unknown = await post(`${c.relay.url}/evm/7`, call("eth_chainId"));
     assert.equal(unknown.status, 404);
     assert.equal(unknown.json.error.code, -32001);
-    assert.match(unknown.json.error.message, /chain "7" is not served here; served: 31337, 296, 5/);
+    assert.match(unknown.json.error.message, /chain "7" is not served here; served: 31337, 296, 5, 10/);
     assert.deepEqual(unknown.json.error.data.chains, [
       { chainId: 31337, path: "/evm/31337" },
       { chainId: 296, path: "/evm/296", alias: "/evm/hedera-testnet" },
       { chainId: 5, path: "/evm/5" },
+      { chainId: 10, path: "/evm/10" },
     ]);
     assert.equal((await post(`${c.relay.url}/evm/base`, call("eth_chainId"))).status, 404, "an alias not served");
     const broken = await post(`${c.relay.url}/evm/5`, call("eth_chainId"));
@@ -154,6 +164,12 @@ test("a chain not served: HTTP 404 and the list; a chain with a broken setting: 
     const refused = await sendRaw(`${c.relay.url}/evm/296`, wrong);
     assert.ok(refused.json.error, `refused: ${refused.text}`);
     assert.ok(!c.hederaProxy.seen.some((r) => r.hash === keccak256(wrong)), "never at 296's node");
+    // A chain whose one upstream is another chain's node: excluded once asked, never used.
+    const elsewhere = await post(`${c.relay.url}/evm/10`, call("eth_blockNumber"));
+    console.log(`# /evm/10 on 31337's node: HTTP ${elsewhere.status} ${elsewhere.text.slice(0, 160)}`);
+    assert.ok(elsewhere.json?.error, "no answer from another chain's node");
+    const excluded = c.relay.events("upstream_excluded");
+    assert.ok(excluded.some((e) => e.chain_id === 31337 && e.want === 10 && e.chain === 10), JSON.stringify(excluded));
     const config = c.relay.logs.filter((l) => l.includes('"config_error"'));
     assert.ok(config.some((l) => l.includes('"chain_id":5')), "logged with its chain id");
   } finally {

@@ -85,10 +85,12 @@ impl Chains {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Chains, ConfigError> {
         let entries = settings::CHAINS.read(&settings::Vars::top(&get))?;
         let default = Config::from_lookup(&get).map(Rc::new);
-        let default_id = settings::CHAIN_ID
-            .read(&settings::Vars::top(&get))
-            .ok()
-            .flatten();
+        let default_id = match settings::CHAIN_ID.read(&settings::Vars::top(&get)) {
+            Ok(id) => id,
+            // Beside other chains a bad CHAIN_ID is the deployment's error, said as it is.
+            Err(e) if !entries.is_empty() => return Err(e),
+            Err(_) => None,
+        };
         if !entries.is_empty() && default_id.is_none() {
             return Err(ConfigError::new(
                 "CHAINS",

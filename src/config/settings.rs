@@ -20,9 +20,10 @@ pub enum Scope {
     /// A chain's, the top-level value its default: its rules and its senders' settings, read for
     /// chain `id` as `CHAIN_<id>_NAME`, else `NAME`.
     Chain,
-    /// A chain's own, never another's: its upstreams and private route, read for chain `id` as
-    /// `CHAIN_<id>_NAME` only (`NAME` is the default chain's). A served chain's `CHAIN_ID` is its
-    /// id.
+    /// A chain's own, never another's: its upstreams, its private route, and what its upstreams
+    /// and its chain are (the pool kind, the hard fork), read for chain `id` as `CHAIN_<id>_NAME`
+    /// only (`NAME` is the default chain's; unset, the setting's default). A served chain's
+    /// `CHAIN_ID` is its id.
     ChainOwn,
 }
 
@@ -324,7 +325,7 @@ pub const NONCE_GAP_WAIT_MS: Setting<u64> = Setting {
 pub const UPSTREAM_POOL: Setting<Option<PoolKind>> = Setting {
     about: about!(
         "UPSTREAM_POOL",
-        Chain,
+        ChainOwn,
         "`auto`",
         "whether the upstream keeps a transaction above a nonce gap: `mempool`, `strict` or `auto`"
     ),
@@ -343,7 +344,7 @@ pub const UPSTREAM_POOL: Setting<Option<PoolKind>> = Setting {
 
 /// `HARDFORK`: the fork whose stateless rules a transaction must meet (`none`: `None`).
 pub const HARDFORK: Setting<Option<Hardfork>> = Setting {
-    about: about!("HARDFORK", Chain, "`osaka`",
+    about: about!("HARDFORK", ChainOwn, "`osaka`",
         "the fork whose stateless rules a transaction must meet; `none` leaves them to the upstream"),
     default: Some(|| Some(Hardfork::Osaka)),
     parse: |v| {

@@ -19,6 +19,8 @@ const TWO: &[(&str, &str)] = &[
     ("UPSTREAM_RPC_URL", "http://127.0.0.1:8545"),
     ("UPSTREAM_SEND_URL", "https://route.example"),
     ("HARDFORK", "prague"),
+    ("UPSTREAM_POOL", "strict"),
+    ("NONCE_GAP_WAIT_MS", "500"),
     ("CHAINS", "296:hedera-testnet"),
     (
         "CHAIN_296_UPSTREAM_RPC_URL",
@@ -79,16 +81,25 @@ fn each_chain_reads_its_own_variables_then_the_top_level_ones_but_never_anothers
         "the default chain's route is its own"
     );
     assert_eq!(
-        hedera.hardfork,
-        Some(Hardfork::Prague),
-        "a chain's rule defaults to the top level"
+        hedera.nonce_gap_wait_ms, 500,
+        "a chain's setting defaults to the top level"
     );
+    assert_eq!(
+        hedera.hardfork,
+        Some(Hardfork::Osaka),
+        "its fork is its own: the default"
+    );
+    assert_eq!(hedera.upstream_pool, None, "its pool is its own: auto...");
     assert_eq!(
         hedera.known_pool_kind(None),
         Some(PoolKind::Strict),
-        "auto on Hedera's id"
+        "...strict on Hedera's id"
     );
-    assert_eq!(default.known_pool_kind(None), Some(PoolKind::Mempool));
+    assert_eq!(
+        default.known_pool_kind(None),
+        Some(PoolKind::Strict),
+        "as the top level says"
+    );
     assert_eq!(hedera.object_name("0xab"), "296:0xab");
     assert_eq!(
         default.object_name("0xab"),
@@ -101,14 +112,19 @@ fn each_chain_reads_its_own_variables_then_the_top_level_ones_but_never_anothers
         &[
             ("CHAIN_296_HARDFORK", "cancun"),
             ("CHAIN_296_SEND_WINDOW", "1"),
+            ("CHAIN_296_NONCE_GAP_WAIT_MS", "9"),
         ],
     ]
     .concat();
     let c = chains(&own).unwrap();
     let hedera = c.served[1].config.as_ref().unwrap();
     assert_eq!(
-        (hedera.hardfork, hedera.send_window),
-        (Some(Hardfork::Cancun), 1)
+        (
+            hedera.hardfork,
+            hedera.send_window,
+            hedera.nonce_gap_wait_ms
+        ),
+        (Some(Hardfork::Cancun), 1, 9)
     );
     assert_eq!(c.default.as_ref().unwrap().hardfork, Some(Hardfork::Prague));
 }
@@ -167,6 +183,12 @@ fn chains_needs_the_default_chains_id_and_a_bad_list_is_the_deployments_error() 
         .filter(|(k, _)| *k != "CHAIN_ID")
         .collect();
     assert_eq!(chains(&no_id).unwrap_err().name, "CHAINS");
+    let bad_id = [no_id.as_slice(), &[("CHAIN_ID", "mainnet")]].concat();
+    assert_eq!(
+        chains(&bad_id).unwrap_err().name,
+        "CHAIN_ID",
+        "said as it is"
+    );
     let bad = [TWO, &[("CHAINS", "296,296")]].concat();
     let map: HashMap<&str, &str> = bad.iter().copied().collect();
     assert_eq!(

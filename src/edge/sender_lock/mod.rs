@@ -75,7 +75,6 @@ enum Unusable {
     Storage(ReadError),
 }
 
-/// One sender's lock. See the module documentation.
 /// The settings of the chain whose sender this object is, by its name: `{chainId}:{sender}` for
 /// a served chain, the sender's address alone for the default chain (as before chains, and when
 /// the runtime gives no name).
@@ -99,6 +98,7 @@ fn config_of_object(env: &Env, name: Option<&str>) -> Result<crate::config::Conf
     }
 }
 
+/// One sender's lock. See the module documentation.
 #[durable_object]
 pub struct SenderLock {
     state: Rc<State>,
@@ -235,9 +235,9 @@ impl DurableObject for SenderLock {
     async fn alarm(&self) -> worker::Result<Response> {
         let driver = match self.driver() {
             Ok(driver) => driver,
-            Err(Unusable::Config(_)) => return Response::ok(""),
-            Err(Unusable::Storage(_)) => {
-                // Its storage is left as it is; the alarm comes back for it.
+            Err(Unusable::Config(_) | Unusable::Storage(_)) => {
+                // Its storage is left as it is; the alarm comes back for it (a setting put
+                // right, or its chain served again, by a redeploy).
                 let at = now_ms().saturating_add(ALARM_UNUSABLE_RETRY_MS);
                 let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
                 let _ = self
