@@ -133,27 +133,34 @@ test("reads go to their chain's node, and a WebSocket's newHeads on each path fo
 
 test("a chain not served: HTTP 404 and the list; a chain with a broken setting: that chain's error, the others serve", async () => {
   const c = await twoChains(({ localProxy }) => ({
-    CHAINS: "296:hedera-testnet, 5, 10",
+    CHAINS: "296:hedera-testnet, 5, 10, 11",
     CHAIN_5_UPSTREAM_RPC_URL: "http://127.0.0.1:9",
     CHAIN_5_UPSTREAM_POOL: "gapless",
     // Chain 10's one upstream is another chain's node (31337's).
     CHAIN_10_UPSTREAM_RPC_URL: localProxy.url,
+    // Chain 11's operator mistyped a setting's name: not ignored.
+    CHAIN_11_UPSTREAM_RPC_URL: localProxy.url,
+    CHAIN_11_SEND_WINDOWS: "4",
   }));
   try {
     const unknown = await post(`${c.relay.url}/evm/7`, call("eth_chainId"));
     assert.equal(unknown.status, 404);
     assert.equal(unknown.json.error.code, -32001);
-    assert.match(unknown.json.error.message, /chain "7" is not served here; served: 31337, 296, 5, 10/);
+    assert.match(unknown.json.error.message, /chain "7" is not served here; served: 31337, 296, 5, 10, 11/);
     assert.deepEqual(unknown.json.error.data.chains, [
       { chainId: 31337, path: "/evm/31337" },
       { chainId: 296, path: "/evm/296", alias: "/evm/hedera-testnet" },
       { chainId: 5, path: "/evm/5" },
       { chainId: 10, path: "/evm/10" },
+      { chainId: 11, path: "/evm/11" },
     ]);
     assert.equal((await post(`${c.relay.url}/evm/base`, call("eth_chainId"))).status, 404, "an alias not served");
     const broken = await post(`${c.relay.url}/evm/5`, call("eth_chainId"));
     assert.equal(broken.status, 500);
     assert.match(broken.json.error.message, /relay misconfigured: chain 5: UPSTREAM_POOL must be auto, mempool or strict, got "gapless"/);
+    const typo = await post(`${c.relay.url}/evm/11`, call("eth_chainId"));
+    assert.equal(typo.status, 500);
+    assert.match(typo.json.error.message, /chain 11: CHAINS CHAIN_11_SEND_WINDOWS is set, but SEND_WINDOWS is no setting/);
     assert.equal((await post(`${c.relay.url}/evm/296`, call("eth_chainId"))).json.result, "0x128", "296 serves");
     assert.equal((await post(c.relay.url, call("eth_chainId"))).json.result, "0x7a69", "the default chain serves");
     const account = devAccount(2);

@@ -119,6 +119,57 @@ impl Chains {
         Ok(Chains { default, served })
     }
 
+    /// Holds the variables the deployment sets (`names`, every one of them) to what a chain
+    /// reads: a `CHAIN_<id>_NAME` of a chain served whose `NAME` is no setting of a chain (a
+    /// typo, or a deployment's setting such as `MAX_BATCH`) is that chain's error, never
+    /// ignored; the default chain's (`CHAIN_<CHAIN_ID>_NAME`) too, since it reads the top-level
+    /// `NAME` instead. A chain not served is not asked (a chain taken out of `CHAINS` may leave
+    /// its secrets behind).
+    pub fn check_names(mut self, names: &[String]) -> Chains {
+        for name in names {
+            let Some(rest) = name.strip_prefix("CHAIN_") else {
+                continue;
+            };
+            let Some((id, setting)) = rest.split_once('_') else {
+                continue;
+            };
+            let Ok(id) = id.parse::<u64>() else {
+                continue;
+            };
+            let Some(at) = self.served.iter().position(|c| c.id == id) else {
+                continue;
+            };
+            // The default chain is served first (`CHAINS` needs `CHAIN_ID`).
+            let default = at == 0;
+            let problem = match settings::SETTINGS.iter().find(|s| s.name == setting) {
+                _ if default => format!(
+                    "{name} is set, but chain {id} is the default chain (CHAIN_ID): set {setting} \
+                     instead"
+                ),
+                Some(about) if about.scope == settings::Scope::Deployment => format!(
+                    "{name} is set, but {setting} is the deployment's, not a chain's: set {setting}"
+                ),
+                Some(about) if about.name == settings::CHAIN_ID.about.name => {
+                    format!("{name} is set, but a served chain's id is the one CHAINS lists")
+                }
+                Some(_) => continue,
+                None => format!(
+                    "{name} is set, but {setting} is no setting (README, Settings, \"per chain\")"
+                ),
+            };
+            let error = ConfigError {
+                name: "CHAINS",
+                chain: Some(id),
+                problem,
+            };
+            if default {
+                self.default = Err(error.clone());
+            }
+            self.served[at].config = Err(error);
+        }
+        self
+    }
+
     /// The chain a path segment names (`/evm/{segment}`): by decimal chain id or alias.
     pub fn find(&self, segment: &str) -> Option<&Served> {
         let segment = segment.to_ascii_lowercase();

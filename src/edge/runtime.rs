@@ -6,9 +6,9 @@ use crate::config::chains::Chains;
 use crate::config::ConfigError;
 use crate::metrics::Metric;
 use std::rc::Rc;
-use worker::wasm_bindgen::JsValue;
+use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{console_log, web_sys, AnalyticsEngineDataPointBuilder, Env};
+use worker::{console_log, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Env};
 
 thread_local! {
     /// The chain id learned from the upstreams, for this isolate's lifetime.
@@ -63,17 +63,24 @@ pub fn now_ms() -> u64 {
     worker::Date::now().as_millis()
 }
 
-/// Reads every chain's settings ([`Chains`]) from the Worker's vars and secrets.
+/// Reads every chain's settings ([`Chains`]) from the Worker's vars and secrets, every
+/// `CHAIN_<id>_NAME` held to what a chain reads ([`Chains::check_names`]).
 ///
 /// # Errors
 /// The deployment's own ([`Chains::from_lookup`]).
 pub fn chains_from_env(env: &Env) -> Result<Chains, ConfigError> {
-    Chains::from_lookup(|name| {
+    let chains = Chains::from_lookup(|name| {
         env.secret(name)
             .ok()
             .map(|s| s.to_string())
             .or_else(|| env.var(name).ok().map(|v| v.to_string()))
-    })
+    })?;
+    // Every variable and binding the deployment has, for the chains' own to be checked.
+    let names: Vec<String> = js_sys::Object::keys(env.unchecked_ref::<js_sys::Object>())
+        .iter()
+        .filter_map(|name| name.as_string())
+        .collect();
+    Ok(chains.check_names(&names))
 }
 
 /// A response's whole body as text, in one `text()` call (workers-rs's `Response::text` reads the

@@ -243,3 +243,51 @@ fn paths_and_object_names_find_their_chain() {
         ])
     );
 }
+
+#[test]
+fn a_chains_variable_that_is_no_chains_setting_is_that_chains_error() {
+    let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let c = chains(TWO).unwrap().check_names(&names(&[
+        "CHAIN_296_UPSTREAM_RPC_URL",
+        "CHAIN_296_SEND_WINDOW",
+        "CHAIN_ID",
+        "CHAINS",
+        "CHAIN_8453_UPSTREAM_RPC_ULR", // a chain not served: not asked
+    ]));
+    assert!(c.served.iter().all(|s| s.config.is_ok()) && c.default.is_ok());
+
+    for (stray, says) in [
+        (
+            "CHAIN_296_UPSTREAM_RPC_ULR",
+            "UPSTREAM_RPC_ULR is no setting",
+        ),
+        (
+            "CHAIN_296_MAX_BATCH",
+            "MAX_BATCH is the deployment's, not a chain's",
+        ),
+        (
+            "CHAIN_296_CHAIN_ID",
+            "a served chain's id is the one CHAINS lists",
+        ),
+    ] {
+        let c = chains(TWO).unwrap().check_names(&names(&[stray]));
+        let err = c.served[1].config.as_ref().unwrap_err();
+        assert_eq!(err.chain, Some(296));
+        assert!(err.problem.contains(says), "{stray}: {}", err.problem);
+        assert!(
+            c.default.is_ok() && c.served[0].config.is_ok(),
+            "the others serve"
+        );
+    }
+    // The default chain reads the top level: its own prefix would be silently ignored.
+    let c = chains(TWO)
+        .unwrap()
+        .check_names(&names(&["CHAIN_31337_HARDFORK"]));
+    assert!(c
+        .default
+        .as_ref()
+        .unwrap_err()
+        .problem
+        .contains("set HARDFORK instead"));
+    assert!(c.served[0].config.is_err() && c.served[1].config.is_ok());
+}
