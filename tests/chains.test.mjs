@@ -15,7 +15,7 @@ const view = async (url, address) => (await fetch(`${url}/senders/${address}`, {
 
 /** Two anvils, 296 behind the strict proxy, and the relay serving both; `vars` added (or made
  * from the proxies: `vars({ localProxy, hederaProxy })`). */
-async function twoChains(vars = {}, { persist, noMining = false } = {}) {
+async function twoChains(vars = {}, { persist, noMining = false, ratelimits } = {}) {
   const mining = noMining ? ["--no-mining"] : [];
   const local = await startAnvil({ accounts: 4, extraArgs: mining });
   const hedera = await startAnvil({ accounts: 4, extraArgs: ["--chain-id", "296", ...mining] });
@@ -28,7 +28,7 @@ async function twoChains(vars = {}, { persist, noMining = false } = {}) {
     ADMIN_TOKEN: "t",
     ...(typeof vars === "function" ? vars({ localProxy, hederaProxy }) : vars),
   };
-  const relay = await startRelay({ vars: chainVars, persist });
+  const relay = await startRelay({ vars: chainVars, persist, ratelimits });
   return {
     local,
     hedera,
@@ -179,6 +179,21 @@ test("a chain not served: HTTP 404 and the list; a chain with a broken setting: 
     assert.ok(excluded.some((e) => e.chain_id === 31337 && e.want === 10 && e.chain === 10), JSON.stringify(excluded));
     const config = c.relay.logs.filter((l) => l.includes('"config_error"'));
     assert.ok(config.some((l) => l.includes('"chain_id":5')), "logged with its chain id");
+  } finally {
+    await c.stop();
+  }
+});
+
+test("a client's rate limit is one budget across chains", async () => {
+  const c = await twoChains({}, { ratelimits: { RATE_LIMIT_READ: { simple: { limit: 4, period: 60 } } } });
+  try {
+    const from = (ip) => ({ "cf-connecting-ip": ip });
+    const read = (path, ip) => post(`${c.relay.url}${path}`, call("eth_chainId"), from(ip));
+    const answers = [];
+    for (const path of ["", "/evm/296", "", "/evm/hedera-testnet", "/evm/296", ""]) answers.push((await read(path, "203.0.113.7")).status);
+    console.log(`# one client, reads on / and /evm/296 in turn: ${answers.join(", ")}`);
+    assert.deepEqual(answers, [200, 200, 200, 200, 429, 429], "4 reads in all, whichever chain");
+    assert.equal((await read("/evm/296", "203.0.113.8")).status, 200, "another client has its own");
   } finally {
     await c.stop();
   }
