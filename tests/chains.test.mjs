@@ -155,6 +155,11 @@ test("a chain not served: HTTP 404 and the list; a chain with a broken setting: 
       { chainId: 11, path: "/evm/11" },
     ]);
     assert.equal((await post(`${c.relay.url}/evm/base`, call("eth_chainId"))).status, 404, "an alias not served");
+    for (const path of ["/evm", "/evm/"]) {
+      const listed = await fetch(`${c.relay.url}${path}`);
+      assert.equal(listed.status, 200, path);
+      assert.deepEqual((await listed.json()).chains, unknown.json.error.data.chains, `GET ${path}: the chains served`);
+    }
     const broken = await post(`${c.relay.url}/evm/5`, call("eth_chainId"));
     assert.equal(broken.status, 500);
     assert.match(broken.json.error.message, /relay misconfigured: chain 5: UPSTREAM_POOL must be auto, mempool or strict, got "gapless"/);

@@ -5,7 +5,7 @@
 //! [`websocket`]), `GET /health`, `GET /tx/{hash}` (what became of a transaction),
 //! `GET /senders/{address}` (with `ADMIN_TOKEN`), `OPTIONS` (CORS preflight) on any of them: the
 //! default chain's. Each chain served ([`Chains`]) has the same routes under `/evm/{chainId}` (or
-//! its alias); a chain not served gets HTTP 404 with the list. Every answer, errors included,
+//! its alias); a chain not served gets HTTP 404 with the list, and `GET /evm` the list. Every answer, errors included,
 //! carries the CORS headers and the request's `X-Request-Id`.
 
 use crate::access::request_id::{self, request_id};
@@ -365,6 +365,13 @@ async fn route(
         Err(e) => return misconfigured(e, id),
     };
     let full = req.path();
+    // `GET /evm`: the chains served, for a client (or an operator) to find its chain's path.
+    if req.method() == Method::Get && (full == "/evm" || full == CHAIN_PREFIX) {
+        return json_response(
+            200,
+            serde_json::json!({ "chains": chains.listing() }).to_string(),
+        );
+    }
     // `/evm/{chain}` and what follows it, or today's paths for the default chain.
     let (config, path) = match full.strip_prefix(CHAIN_PREFIX) {
         Some(rest) => {
