@@ -183,7 +183,7 @@ test("a chain not served: HTTP 404 and the list; a chain with a broken setting: 
     const excluded = c.relay.events("upstream_excluded");
     assert.ok(excluded.some((e) => e.chain_id === 31337 && e.want === 10 && e.chain === 10), JSON.stringify(excluded));
     const config = c.relay.logs.filter((l) => l.includes('"config_error"'));
-    assert.ok(config.some((l) => l.includes('"chain_id":5')), "logged with its chain id");
+    assert.ok(config.some((l) => l.includes('"chain":5')), "logged with its chain id");
   } finally {
     await c.stop();
   }

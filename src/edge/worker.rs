@@ -339,10 +339,7 @@ fn misconfigured(e: &ConfigError, id: &str) -> worker::Result<Response> {
             "config_error",
             &[
                 ("error", e.to_string().into()),
-                (
-                    "chain_id",
-                    e.chain.map_or(serde_json::Value::Null, Into::into)
-                ),
+                ("chain", e.chain.into()),
                 ("request_id", id.into())
             ]
         )

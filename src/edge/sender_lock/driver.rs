@@ -413,7 +413,13 @@ impl Driver {
         }
         console_log!(
             "{}",
-            log::line("object_superseded", &[("sender", sender.into())])
+            log::line(
+                "object_superseded",
+                &[
+                    ("sender", sender.into()),
+                    ("chain", self.config.chain_id.or(self.chain_id.get()).into())
+                ]
+            )
         );
         self.waits.borrow_mut().clear();
         self.replies.borrow_mut().clear();

@@ -113,6 +113,7 @@ impl SenderLock {
     /// logged: `storage_unusable`).
     fn start(state: &Rc<State>, env: &Env) -> Result<Rc<Driver>, Unusable> {
         let config = config_of_object(env, state.id().name().as_deref())?;
+        let chain = config.chain_id;
         Driver::open(state.clone(), env.clone(), config)
             .map(Rc::new)
             .map_err(|e| {
@@ -122,6 +123,7 @@ impl SenderLock {
                         "storage_unusable",
                         &[
                             ("sender", state.id().name().unwrap_or_default().into()),
+                            ("chain", chain.into()),
                             ("label", e.label().into()),
                             ("error", e.to_string().into()),
                         ]

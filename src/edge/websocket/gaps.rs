@@ -46,6 +46,7 @@ impl Connection {
             log(
                 "ws_heads_gap",
                 &connection.request_id,
+                &connection.config,
                 &[
                     ("from_block", (*blocks.start()).into()),
                     ("to_block", (*blocks.end()).into()),
@@ -144,6 +145,7 @@ impl Connection {
             log(
                 "ws_logs_gap",
                 &self.request_id,
+                &self.config,
                 &[
                     ("fetched", false.into()),
                     ("why", "the upstream's head could not be learned".into()),
@@ -181,6 +183,7 @@ impl Connection {
         log(
             "ws_logs_gap",
             &self.request_id,
+            &self.config,
             &[
                 ("to_block", to.into()),
                 ("fetched", found.iter().any(Option::is_some).into()),

@@ -81,8 +81,12 @@ struct Connection {
     opened_at: u64,
 }
 
-fn log(event: &str, request_id: &str, fields: &[(&str, Value)]) {
+/// Logs a WebSocket connection's `event` with its request id and its chain's id (`chain`).
+fn log(event: &str, request_id: &str, config: &Config, fields: &[(&str, Value)]) {
     let mut all = vec![("request_id", Value::from(request_id))];
+    if let Some(chain) = crate::edge::runtime::chain_of(config) {
+        all.push(("chain", chain.into()));
+    }
     all.extend(fields.iter().cloned());
     console_log!("{}", crate::log::line(event, &all));
 }
@@ -203,6 +207,7 @@ impl Connection {
         log(
             "ws_closed",
             &self.request_id,
+            &self.config,
             &[
                 ("why", why.into()),
                 ("messages", self.messages.get().into()),
@@ -254,6 +259,7 @@ impl Connection {
         log(
             "ws_close",
             &self.request_id,
+            &self.config,
             &[
                 ("code", close.code().into()),
                 ("reason", close.reason().into()),

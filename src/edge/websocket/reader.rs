@@ -107,6 +107,7 @@ impl Connection {
         log(
             "ws_upstream_lost",
             &self.request_id,
+            &self.config,
             &[
                 (
                     "upstream",
@@ -153,6 +154,7 @@ impl Connection {
                     log(
                         "ws_upstream_resumed",
                         &self.request_id,
+                        &self.config,
                         &[
                             (
                                 "upstream",
@@ -172,6 +174,7 @@ impl Connection {
                         log(
                             "ws_upstream_gone",
                             &self.request_id,
+                            &self.config,
                             &[("why", why.into()), ("attempts", attempts.into())],
                         );
                         self.close(Close::UpstreamLost(budget_ms));
@@ -256,6 +259,7 @@ impl Connection {
                 log(
                     "ws_resubscribe_failed",
                     &self.request_id,
+                    &self.config,
                     &[
                         ("subscription", id.into()),
                         ("answer", self.config.redact(&format!("{answer:?}")).into()),
