@@ -7,6 +7,24 @@
 use super::{settings, Config, ConfigError};
 use std::rc::Rc;
 
+/// The name of `sender`'s Durable Object: the lowercase address alone on the default chain
+/// (`chain` `None`, as before chains), `{id}:{address}` on served chain `id`.
+pub fn object_name(chain: Option<u64>, sender: &str) -> String {
+    match chain {
+        None => sender.to_string(),
+        Some(id) => format!("{id}:{sender}"),
+    }
+}
+
+/// An object's name ([`object_name`]) taken apart: its chain part (`None` on the default
+/// chain) and its sender.
+pub fn split_object_name(name: &str) -> (Option<&str>, &str) {
+    match name.split_once(':') {
+        Some((chain, sender)) => (Some(chain), sender),
+        None => (None, name),
+    }
+}
+
 /// One chain of `CHAINS`: `8453` or `8453:base`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainEntry {
@@ -182,9 +200,9 @@ impl Chains {
     /// for a served chain, the sender's address alone for the default chain); `None` when the
     /// name's chain is not served.
     pub fn of_object(&self, name: &str) -> Option<&Result<Rc<Config>, ConfigError>> {
-        match name.split_once(':') {
+        match split_object_name(name).0 {
             None => Some(&self.default),
-            Some((id, _)) => {
+            Some(id) => {
                 let id: u64 = id.parse().ok()?;
                 self.served.iter().find(|c| c.id == id).map(|c| &c.config)
             }

@@ -346,10 +346,7 @@ impl Config {
     /// The name of `sender`'s Durable Object on this chain: the lowercase address on the
     /// default chain (as before chains), `{id}:{address}` on another served chain.
     pub fn object_name(&self, sender: &str) -> String {
-        match self.named_chain {
-            None => sender.to_string(),
-            Some(id) => format!("{id}:{sender}"),
-        }
+        chains::object_name(self.named_chain, sender)
     }
 
     /// The upstream pool when it is known: `UPSTREAM_POOL`, or for `auto` the pool of the chain

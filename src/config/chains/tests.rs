@@ -236,6 +236,14 @@ fn paths_and_object_names_find_their_chain() {
     );
     assert!(c.of_object("5:0xab").is_none());
     assert_eq!(
+        split_object_name(&object_name(Some(296), "0xab")),
+        (Some("296"), "0xab")
+    );
+    assert_eq!(
+        split_object_name(&object_name(None, "0xab")),
+        (None, "0xab")
+    );
+    assert_eq!(
         c.listing(),
         serde_json::json!([
             { "chainId": 31337, "path": "/evm/31337", "alias": "/evm/local" },

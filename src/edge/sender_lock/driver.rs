@@ -104,9 +104,12 @@ impl Driver {
             .sender
             .take()
             .or_else(|| {
-                // `{chainId}:{sender}` on a served chain, the sender alone on the default one.
                 let name = state.id().name()?;
-                Some(name.rsplit(':').next().unwrap_or_default().to_string())
+                Some(
+                    crate::config::chains::split_object_name(&name)
+                        .1
+                        .to_string(),
+                )
             })
             .unwrap_or_default();
         machine.set_address(&sender);
@@ -417,7 +420,7 @@ impl Driver {
                 "object_superseded",
                 &[
                     ("sender", sender.into()),
-                    ("chain", self.config.chain_id.or(self.chain_id.get()).into())
+                    ("chain", self.chain_id.get().into())
                 ]
             )
         );

@@ -257,8 +257,8 @@ impl Effects for Carry<'_> {
 
     fn emit(&mut self, metric: Metric) {
         if self.live() {
-            let chain = self.driver.config.chain_id.or(self.driver.chain_id.get());
-            emit(&self.driver.env, chain, &metric, None);
+            // The object's chain id (`CHAIN_ID` wins there too: `Driver::take_chain_id`).
+            emit(&self.driver.env, self.driver.chain_id.get(), &metric, None);
         }
     }
 }
