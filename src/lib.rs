@@ -14,6 +14,7 @@
 pub mod access;
 pub mod address;
 pub mod admin;
+pub mod cache;
 pub mod canonical_rlp;
 pub mod chain_id;
 pub mod config;

@@ -6,10 +6,10 @@
 pub const ALLOW_METHODS: &str = "POST, GET, OPTIONS";
 /// Request headers a browser may send (`Access-Control-Allow-Headers`): what viem
 /// (`Content-Type`) and ethers v6 (`content-type`, and `authorization` for URL credentials) send,
-/// and `x-request-id`.
-pub const ALLOW_HEADERS: &str = "content-type, authorization, x-request-id";
+/// `x-request-id`, and `cache-control` (`no-cache`: the read cache is passed by, README "Cache").
+pub const ALLOW_HEADERS: &str = "content-type, authorization, x-request-id, cache-control";
 /// Response headers a page's script may read (`Access-Control-Expose-Headers`).
-pub const EXPOSE_HEADERS: &str = "x-request-id, retry-after, x-public-after-blocks";
+pub const EXPOSE_HEADERS: &str = "x-request-id, retry-after, x-public-after-blocks, x-cache";
 /// How long a browser may cache a preflight, s (`Access-Control-Max-Age`; browsers cap it: Chromium
 /// at 7,200 s).
 pub const MAX_AGE_S: u32 = 86_400;

@@ -75,6 +75,14 @@ pub struct Config {
     /// `UPSTREAM_TIMEOUT_MS` (default 60000): how long one upstream request may take, ms. A
     /// transaction's attempts together are also bounded by `LOCK_MAX_HOLD_MS`.
     pub upstream_timeout_ms: u64,
+    /// `CACHE` (default `on`): clients' reads answered from the read cache ([`crate::cache`]).
+    pub cache: bool,
+    /// `CACHE_MAX_BYTES` (default 16777216, 16 MiB): what the read cache of one isolate may
+    /// keep, every chain's answers together, bytes.
+    pub cache_max_bytes: usize,
+    /// `CACHE_HEAD_MS` (default 1000) and `CACHE_FINALITY_DEPTH` (default 64): the chain's
+    /// cache settings ([`crate::cache::CacheSettings`]).
+    pub cache_settings: crate::cache::CacheSettings,
     /// `MAX_HEAD_LAG` (default 2): how many blocks an upstream's head may be behind the best
     /// upstream's before it gets no reads of the tip (`latest`, `pending`), blocks.
     pub max_head_lag: u64,
@@ -299,6 +307,12 @@ impl Config {
             max_upstream_response_bytes: s::MAX_UPSTREAM_RESPONSE_BYTES.read(get)?,
             upstream_timeout_ms: s::UPSTREAM_TIMEOUT_MS.read(get)?,
             max_head_lag: s::MAX_HEAD_LAG.read(get)?,
+            cache: s::CACHE.read(get)?,
+            cache_max_bytes: s::CACHE_MAX_BYTES.read(get)?,
+            cache_settings: crate::cache::CacheSettings {
+                head_ms: s::CACHE_HEAD_MS.read(get)?,
+                finality_depth: s::CACHE_FINALITY_DEPTH.read(get)?,
+            },
             upstream_retries: s::UPSTREAM_RETRIES.read(get)?,
             idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(get)?,
             replacement_policy: s::REPLACEMENT_POLICY.read(get)?,

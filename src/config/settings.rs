@@ -681,6 +681,55 @@ pub const WS_MAX_ISOLATE_BYTES: Setting<usize> = Setting {
     parse: whole,
 };
 
+/// `CACHE`: whether clients' reads are answered from the read cache ([`crate::cache`]).
+pub const CACHE: Setting<bool> = Setting {
+    about: about!(
+        "CACHE",
+        Chain,
+        "`on`",
+        "`on`: reads answered from the isolate's cache while the chain says they hold; `off`"
+    ),
+    default: Some(|| true),
+    parse: |v| pick(v, &[("on", true), ("off", false)]),
+};
+
+/// `CACHE_MAX_BYTES`: what the read cache of one isolate may keep, bytes.
+pub const CACHE_MAX_BYTES: Setting<usize> = Setting {
+    about: about!(
+        "CACHE_MAX_BYTES",
+        Deployment,
+        "`16777216`",
+        "what the read cache of one isolate may keep, every chain's answers together (bytes)"
+    ),
+    default: Some(|| 16 << 20),
+    parse: whole,
+};
+
+/// `CACHE_HEAD_MS`: how long the head the cache learned is believed, ms.
+pub const CACHE_HEAD_MS: Setting<u64> = Setting {
+    about: about!(
+        "CACHE_HEAD_MS",
+        Chain,
+        "`1000`",
+        "how long (ms) the cache believes the head it asked: an answer at the head is served at most this long after"
+    ),
+    default: Some(|| 1_000),
+    parse: whole,
+};
+
+/// `CACHE_FINALITY_DEPTH`: blocks below the head taken as finalized where the chain has no
+/// `finalized` tag.
+pub const CACHE_FINALITY_DEPTH: Setting<u64> = Setting {
+    about: about!(
+        "CACHE_FINALITY_DEPTH",
+        Chain,
+        "`64`",
+        "blocks below the head the cache takes as finalized when the upstream answers no `finalized` block"
+    ),
+    default: Some(|| 64),
+    parse: whole,
+};
+
 /// `CHAINS`: the chains served at `/evm/{id}` besides the default one (`CHAIN_ID`, at `/`),
 /// with their aliases ([`super::chains::ChainEntry`]).
 pub const CHAINS: Setting<Vec<super::chains::ChainEntry>> = Setting {
@@ -736,4 +785,8 @@ pub const SETTINGS: &[About] = &[
     WS_UPSTREAM_RECONNECT_MS.about,
     WS_MAX_CONNECTION_BYTES.about,
     WS_MAX_ISOLATE_BYTES.about,
+    CACHE.about,
+    CACHE_MAX_BYTES.about,
+    CACHE_HEAD_MS.about,
+    CACHE_FINALITY_DEPTH.about,
 ];

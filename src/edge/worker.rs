@@ -219,8 +219,18 @@ async fn handle_rpc(
         backend.test_fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;
     }
     let chain_ids = chain_ids();
+    // `Cache-Control: no-cache` (or `no-store`): the read cache is passed by.
+    let bypass = req.headers().get("cache-control")?.is_some_and(|v| {
+        v.split(',').any(|d| {
+            matches!(
+                d.trim().to_ascii_lowercase().as_str(),
+                "no-cache" | "no-store"
+            )
+        })
+    });
     let reply = Relay::new(config, &backend, &chain_ids)
         .with_opt_in(opt_in)
+        .with_cache_bypass(bypass)
         .handle(&body)
         .await;
     let response = match reply.body {
@@ -236,6 +246,9 @@ async fn handle_rpc(
         response
             .headers()
             .set(private_terms::PUBLIC_AFTER_HEADER, public_after)?;
+    }
+    if let Some(cache) = reply.cache {
+        response.headers().set("x-cache", cache)?;
     }
     Ok(response)
 }

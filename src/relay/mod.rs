@@ -21,6 +21,7 @@
 //! The platform's part (HTTP to the upstream, the Durable Object stub, logging) is the
 //! [`Backend`] trait, implemented by the Worker adapter.
 
+pub mod cached;
 pub mod cancel;
 pub mod pending;
 pub mod receipt;
@@ -45,6 +46,7 @@ use crate::upstream::{error_metric, CallKind};
 use crate::websocket::is_subscription;
 use futures_util::future::join_all;
 use socket::SubscriptionCalls;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::rc::Rc;
@@ -130,6 +132,12 @@ pub trait Backend: Platform {
         sender: &Address,
         hash: &TxHash,
     ) -> Result<Option<String>, ObjectError>;
+
+    /// The isolate's read cache ([`crate::cache`]), when this platform keeps one; `None`: every
+    /// read goes to the upstream. By default `None`.
+    fn read_cache(&self) -> Option<Rc<RefCell<crate::cache::ReadCache>>> {
+        None
+    }
 }
 
 /// The HTTP answer to a request body.
@@ -147,6 +155,9 @@ pub struct Reply {
     /// [`crate::ordering::private_terms::PUBLIC_AFTER_HEADER`] value
     /// (`never`, or the blocks after which the relay may publish its transactions).
     pub public_after: Option<String>,
+    /// The `X-Cache` header ([`cached::CacheSeen::header`]): `HIT` when every read the cache
+    /// could answer was answered from it, `MISS` when one was not, `None` without such a read.
+    pub cache: Option<&'static str>,
 }
 
 /// Whether a parsed entry is a send ([`jsonrpc::is_send`]).
@@ -163,6 +174,10 @@ pub struct Relay<'a, B: Backend> {
     /// The client's opt-in to the public mempool for this request's private sends, blocks
     /// (`?public_after_blocks=N`); `None`: never.
     opt_in: Option<u64>,
+    /// `Cache-Control: no-cache`: nothing kept is used for this body's reads.
+    bypass_cache: bool,
+    /// What the cache did for this body's reads.
+    cache_seen: Cell<cached::CacheSeen>,
 }
 
 enum Plan {
@@ -196,7 +211,16 @@ impl<'a, B: Backend> Relay<'a, B> {
             backend,
             chain_ids,
             opt_in: None,
+            bypass_cache: false,
+            cache_seen: Cell::new(cached::CacheSeen::default()),
         }
+    }
+
+    /// The relay with the read cache passed by for this request's reads (`Cache-Control:
+    /// no-cache`): they are asked of the upstream (and what they answer is kept).
+    pub fn with_cache_bypass(mut self, bypass: bool) -> Self {
+        self.bypass_cache = bypass;
+        self
     }
 
     /// The relay with the client's opt-in to the public mempool for this request's sends behind
@@ -256,6 +280,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             body,
             retry_after_s,
             public_after: public_after.clone(),
+            cache: self.cache_seen.get().header(),
         };
         // A body that is not JSON-RPC at all counts as one read.
         let reads = if entries.is_empty() { 1 } else { reads };
@@ -272,6 +297,7 @@ impl<'a, B: Backend> Relay<'a, B> {
                 body: Some(body),
                 retry_after_s: Some(self.config.rate_limit_period_s),
                 public_after: None,
+                cache: None,
             };
         }
         match parsed {
@@ -386,7 +412,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
         let proxy_tasks = proxied
             .into_iter()
-            .map(|(i, req)| async move { (i, self.proxy(&req).await) })
+            .map(|(i, req)| async move { (i, self.read(&req).await) })
             .map(futures_util::future::Either::Left)
             .chain(cancels.into_iter().map(|(i, req)| {
                 futures_util::future::Either::Right(async move { (i, self.cancel(&req).await) })
@@ -582,10 +608,18 @@ impl<'a, B: Backend> Relay<'a, B> {
         Ok((tx.sender, signed))
     }
 
+    /// Answers a read: through the isolate's read cache when `CACHE` is on and the platform
+    /// keeps one ([`Relay::cached_read`]), else from the upstream ([`Relay::proxy`]).
+    async fn read(&self, req: &Request) -> Response {
+        match self.backend.read_cache().filter(|_| self.config.cache) {
+            Some(cache) => self.cached_read(req, &cache).await,
+            None => self.proxy(req).await,
+        }
+    }
+
     /// Sends a request to the upstream, made anew from what was parsed ([`Request::to_json`]) and
     /// routed by its method ([`CallKind::of_method`]) and the block it needs ([`BlockNeed::of`]), and returns its answer unchanged, or the
-    /// JSON-RPC error when there was no usable one. An id the upstream was not sent as it is (a
-    /// number beyond 64 bits, a fraction: [`jsonrpc::Id::sent_as_is`]) is put back in the answer.
+    /// JSON-RPC error when there was no usable one ([`Relay::proxied_response`]).
     async fn proxy(&self, req: &Request) -> Response {
         let kind = CallKind::of_method(&req.method);
         let need = BlockNeed::of(&req.method, &req.params);
@@ -594,17 +628,23 @@ impl<'a, B: Backend> Relay<'a, B> {
             .post_read(&req.to_json(), kind, need, self.config.upstream_timeout_ms)
             .await
         {
-            Ok(reply) => match &req.id {
-                Some(id) if !id.sent_as_is() => match Answer::parse(&reply.body) {
-                    Some(answer) => Response::new(id, answer),
-                    None => Response::Text(reply.body),
-                },
-                _ => Response::Text(reply.body),
-            },
+            Ok(reply) => self.proxied_response(req, reply.body),
             Err(e) => {
                 self.backend.emit(&error_metric(&req.method, &e));
                 Response::error(&req.response_id(), &e.to_rpc())
             }
+        }
+    }
+
+    /// The upstream's answer `body` to `req`, unchanged; an id the upstream was not sent as it
+    /// is (a number beyond 64 bits, a fraction: [`jsonrpc::Id::sent_as_is`]) is put back in it.
+    fn proxied_response(&self, req: &Request, body: String) -> Response {
+        match &req.id {
+            Some(id) if !id.sent_as_is() => match Answer::parse(&body) {
+                Some(answer) => Response::new(id, answer),
+                None => Response::Text(body),
+            },
+            _ => Response::Text(body),
         }
     }
 }

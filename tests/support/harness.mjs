@@ -43,7 +43,8 @@ export function freePort() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** POSTs a JSON body (object or raw string) and returns { status, json, text, ms, retryAfter }. */
+/** POSTs a JSON body (object or raw string) and returns { status, json, text, ms, retryAfter,
+ * publicAfter, cache } (the last two: the `x-public-after-blocks` and `x-cache` headers). */
 export async function post(url, body, headers = {}) {
   const started = performance.now();
   const res = await fetch(url, {
@@ -65,6 +66,7 @@ export async function post(url, body, headers = {}) {
     ms: performance.now() - started,
     retryAfter: res.headers.get("retry-after"),
     publicAfter: res.headers.get("x-public-after-blocks"),
+    cache: res.headers.get("x-cache"),
   };
 }
 
@@ -481,7 +483,9 @@ export function asGoReads(request) {
  * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
  */
 export async function startRelay({ vars: given, lockHost, lockHostBuild, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
-  const vars = "SEND_WINDOW" in (given ?? {}) ? given : { SEND_WINDOW: "1", ...given };
+  let vars = "SEND_WINDOW" in (given ?? {}) ? given : { SEND_WINDOW: "1", ...given };
+  // RELAY_CACHE=off runs every relay of a suite with the read cache off (unless a test sets it).
+  if (process.env.RELAY_CACHE && !("CACHE" in vars)) vars = { ...vars, CACHE: process.env.RELAY_CACHE };
   const logs = [];
   const relay = {
     name: "relay",

@@ -1,0 +1,173 @@
+//! The chain as the cache sees it ([`ChainView`]): its head, the canonical blocks below it as a
+//! chain of hashes each the parent of the next, and its finalized block. The reorg rule lives
+//! here: a new head is linked to the blocks known by its parents' hashes ([`ChainView::adopt`]);
+//! the first known block it does not keep is the fork point, and every answer about a block at or
+//! above it is dropped. Nothing is guessed: a head that cannot be linked leaves no unfinalized
+//! block known. Pure and clock-free.
+
+use super::policy::Header;
+use std::collections::BTreeMap;
+
+/// How many canonical blocks below the head the view keeps, and so how old an unfinalized answer
+/// may be and still be served (an older one is asked again, by then usually finalized).
+pub const WINDOW: u64 = 256;
+
+/// How many parents a new head may be followed back through to link it to the blocks known
+/// (the deepest reorg, or the most blocks missed between two looks, that keeps what is cached).
+pub const MAX_WALK: usize = 32;
+
+/// A chain's head, canonical blocks and finalized block, as learned from the upstream.
+#[derive(Debug, Clone, Default)]
+pub struct ChainView {
+    /// Canonical blocks by number: a run ending at the head, each the parent of the next.
+    canonical: BTreeMap<u64, Header>,
+    /// When the head was last asked and learned, ms.
+    head_at_ms: Option<u64>,
+    /// The finalized block's number, and when it was learned, ms.
+    finalized: Option<(u64, u64)>,
+}
+
+/// What a new head did to the blocks known ([`ChainView::adopt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adopted {
+    /// The same head as before.
+    Same,
+    /// A new head on top of the blocks known (or the first head).
+    Extended,
+    /// The blocks known from `fork` on are no longer canonical: every answer about one of them
+    /// (at or above `fork`) goes.
+    Reorg {
+        /// The lowest block number no longer known as canonical.
+        fork: u64,
+    },
+}
+
+impl ChainView {
+    /// The head, when one was learned.
+    pub fn head(&self) -> Option<&Header> {
+        self.canonical.values().next_back()
+    }
+
+    /// Whether the head was learned within `fresh_ms` of `now_ms`.
+    pub fn head_fresh(&self, now_ms: u64, fresh_ms: u64) -> bool {
+        self.head_at_ms
+            .is_some_and(|at| now_ms.saturating_sub(at) < fresh_ms)
+    }
+
+    /// Takes the head as not fresh: an answer named a block the view does not know at its
+    /// number (a reorg not seen yet), so the head is asked at the next read.
+    pub fn suspect(&mut self) {
+        self.head_at_ms = None;
+    }
+
+    /// The hash of canonical block `number`, when it is known.
+    pub fn hash_at(&self, number: u64) -> Option<&str> {
+        self.canonical.get(&number).map(|h| h.hash.as_str())
+    }
+
+    /// The finalized block's number, when learned.
+    pub fn finalized(&self) -> Option<u64> {
+        self.finalized.map(|(n, _)| n)
+    }
+
+    /// Whether the finalized block was learned within `fresh_ms` of `now_ms`.
+    pub fn finalized_fresh(&self, now_ms: u64, fresh_ms: u64) -> bool {
+        self.finalized
+            .is_some_and(|(_, at)| now_ms.saturating_sub(at) < fresh_ms)
+    }
+
+    /// Learns that block `number` is finalized at `now_ms`. A lower number than the one known
+    /// is a chain that went back (a dev chain reset): believed, and answered `true`, for the
+    /// caller to drop everything it kept of this chain.
+    pub fn set_finalized(&mut self, number: u64, now_ms: u64) -> bool {
+        let went_back = self.finalized().is_some_and(|known| number < known);
+        self.finalized = Some((number, now_ms));
+        if went_back {
+            self.canonical.clear();
+            self.head_at_ms = None;
+        }
+        went_back
+    }
+
+    /// The parent to ask for to link `chain` (a new head first, then its parents as asked, each
+    /// the parent of the one before) to the blocks known: `None` when it links (its oldest
+    /// block's parent is the canonical block below it, or it reaches below what is known), when
+    /// nothing is known yet, or when [`MAX_WALK`] parents were asked already.
+    pub fn missing_parent(&self, chain: &[Header]) -> Option<String> {
+        let oldest = chain.last()?;
+        let lowest = *self.canonical.keys().next()?;
+        let head = self.head()?.number;
+        let below = oldest.number.checked_sub(1)?;
+        if chain.len() >= MAX_WALK || below < lowest {
+            return None;
+        }
+        if self
+            .canonical
+            .get(&below)
+            .is_some_and(|parent| parent.hash == oldest.parent_hash)
+        {
+            return None;
+        }
+        // Too far above the head known to reach it within the walk.
+        if below.saturating_sub(head) > (MAX_WALK - chain.len()) as u64 {
+            return None;
+        }
+        Some(oldest.parent_hash.clone())
+    }
+
+    /// Takes `chain` (a new head first, then parents, as [`ChainView::missing_parent`] asked) as
+    /// the canonical chain at `now_ms`. The blocks known that it does not keep (another hash at
+    /// their number, above its head, or all of them when it does not link) are forgotten: the
+    /// lowest of them is the fork point ([`Adopted::Reorg`]).
+    pub fn adopt(&mut self, chain: &[Header], now_ms: u64) -> Adopted {
+        let Some(head) = chain.first() else {
+            return Adopted::Same;
+        };
+        self.head_at_ms = Some(now_ms);
+        if self.head().is_some_and(|known| known.hash == head.hash) {
+            return Adopted::Same;
+        }
+        let oldest = chain.last().expect("not empty");
+        let links = oldest.number > 0
+            && self
+                .canonical
+                .get(&(oldest.number - 1))
+                .is_some_and(|parent| parent.hash == oldest.parent_hash);
+        let links = links && chain.windows(2).all(|w| w[1].hash == w[0].parent_hash);
+        // The first known block this chain does not keep.
+        let fork = if links {
+            self.canonical
+                .iter()
+                .find(|(number, known)| {
+                    **number >= oldest.number
+                        && chain
+                            .iter()
+                            .find(|h| h.number == **number)
+                            .is_none_or(|h| h.hash != known.hash)
+                })
+                .map(|(number, _)| *number)
+        } else {
+            self.canonical.keys().next().copied()
+        };
+        if let Some(fork) = fork {
+            // Unlinked, the fork is the lowest known: nothing known is kept.
+            self.canonical.split_off(&fork);
+        }
+        for header in chain.iter().rev() {
+            self.canonical.insert(header.number, header.clone());
+        }
+        let head_number = head.number;
+        while self
+            .canonical
+            .keys()
+            .next()
+            .is_some_and(|&n| n.saturating_add(WINDOW) < head_number)
+        {
+            self.canonical.pop_first();
+        }
+        match fork {
+            Some(fork) => Adopted::Reorg { fork },
+            None => Adopted::Extended,
+        }
+    }
+}

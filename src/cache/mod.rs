@@ -1,0 +1,458 @@
+//! The read cache ([`ReadCache`]): clients' reads answered from the isolate's memory, each
+//! answer kept only as long as the chain says it holds, so that a reorg never serves a block that
+//! is no longer canonical (README, "Cache"). Pure: the relay asks it and feeds it
+//! ([`crate::relay`]'s read path, `relay/cached.rs`); the edge keeps one per isolate.
+//!
+//! - **What is kept, by finality** ([`policy::About`], eRPC's buckets): the chain's constants and
+//!   answers about a block named by hash, for good; about block `n` (by number, a transaction or
+//!   receipt in it, logs up to it), for good once `n` is finalized, before that only while the
+//!   block the cache knows at `n` is canonical (a block's hash commits to every block below it);
+//!   at the head, only while the head is the same block. Never: errors, `null` (a block or
+//!   transaction the chain may still get), `pending`, filters, sends, methods it does not know.
+//! - **The chain** ([`chain::ChainView`]): the head and the canonical hashes below it, learned
+//!   from the relay's own asks (`eth_getBlockByNumber("latest")`, at most every `CACHE_HEAD_MS`,
+//!   then each parent by hash until it links), and the finalized block (the `finalized` tag,
+//!   else the head less `CACHE_FINALITY_DEPTH`).
+//! - **Reorgs**: a new head that does not keep a block known drops every answer about a block
+//!   at or above the fork point ([`chain::Adopted::Reorg`], [`store::Entries::drop_from`]); any
+//!   new head drops the answers at the old one.
+//! - **Bounds**: the answers kept are at most `CACHE_MAX_BYTES` ([`store::Entries`]); identical
+//!   reads in flight are one upstream request ([`ReadCache::begin`]); one head ask at a time per
+//!   chain ([`ReadCache::claim_refresh`]).
+
+pub mod chain;
+pub mod policy;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+use crate::jsonrpc::Answer;
+use chain::{Adopted, ChainView};
+use policy::{named_block, About, Header};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::rc::Rc;
+use store::{Entries, Entry, Tag};
+
+/// How long a finalized block number is believed before it is asked again, ms (it only grows,
+/// so an old one is only too careful).
+pub const FINALIZED_FRESH_MS: u64 = 10_000;
+
+/// How long the isolate's counters gather before they are written as one `cache` metric, ms.
+pub const STATS_EVERY_MS: u64 = 10_000;
+
+/// A chain's cache settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// How long the head learned is believed, ms (`CACHE_HEAD_MS`): an answer at the head is
+    /// served at most this long after the head was last asked.
+    pub head_ms: u64,
+    /// How many blocks below the head count as finalized on a chain without a `finalized` tag
+    /// (`CACHE_FINALITY_DEPTH`).
+    pub finality_depth: u64,
+}
+
+/// What the cache did, since the counters were last taken ([`ReadCache::take_stats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Reads answered from the cache.
+    pub hits: u64,
+    /// Their results' bytes.
+    pub hit_bytes: u64,
+    /// Reads that could have been and were not (asked upstream).
+    pub misses: u64,
+    /// Reads that waited for an identical one in flight instead of asking.
+    pub coalesced: u64,
+    /// Answers kept, and their results' bytes.
+    pub stored: u64,
+    /// Their results' bytes.
+    pub stored_bytes: u64,
+    /// Reorgs seen (a new head that did not keep a block known).
+    pub reorgs: u64,
+    /// Answers dropped by reorgs.
+    pub dropped: u64,
+}
+
+/// An identical read in flight: since when, and its answer once it landed (`None` inside: it
+/// failed or was abandoned, and each waiter asks for itself).
+struct Flight {
+    since_ms: u64,
+    landed: Option<Option<Answer>>,
+}
+
+/// Whether a read leads (asks the upstream) or follows one in flight ([`ReadCache::begin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begin {
+    /// Ask the upstream, then [`ReadCache::land`] the answer.
+    Lead,
+    /// Wait for the leader's answer ([`ReadCache::landed`]).
+    Follow,
+}
+
+/// The read cache of one isolate: the answers kept (every chain's, one bound), each chain's
+/// view, the reads and head asks in flight, and the counters.
+pub struct ReadCache {
+    entries: Entries,
+    views: HashMap<u64, ChainView>,
+    flights: HashMap<(u64, String), Flight>,
+    /// The chains whose head is being asked, since when, ms.
+    refreshing: HashMap<u64, u64>,
+    stats: CacheStats,
+    /// When the counters were last taken, ms.
+    stats_since_ms: Option<u64>,
+}
+
+impl ReadCache {
+    /// An empty cache holding at most `max_bytes` of answers.
+    pub fn new(max_bytes: usize) -> Self {
+        ReadCache {
+            entries: Entries::new(max_bytes),
+            views: HashMap::new(),
+            flights: HashMap::new(),
+            refreshing: HashMap::new(),
+            stats: CacheStats::default(),
+            stats_since_ms: None,
+        }
+    }
+
+    /// `chain`'s view, when anything was learned of it.
+    pub fn view(&self, chain: u64) -> Option<&ChainView> {
+        self.views.get(&chain)
+    }
+
+    /// The bytes the answers kept take, and how many there are.
+    pub fn held(&self) -> (usize, usize) {
+        (self.entries.bytes(), self.entries.len())
+    }
+
+    /// How many answers were evicted to make room, since the start.
+    pub fn evicted(&self) -> u64 {
+        self.entries.evicted
+    }
+
+    /// Whether answering a read about `about` on `chain` at `now_ms` needs the head asked first:
+    /// at the head, about a transaction, or about a block not known finalized, when the head is
+    /// older than `settings.head_ms`.
+    pub fn needs_head(
+        &self,
+        chain: u64,
+        about: About,
+        now_ms: u64,
+        settings: &CacheSettings,
+    ) -> bool {
+        let view = self.views.get(&chain);
+        let fresh = view.is_some_and(|v| v.head_fresh(now_ms, settings.head_ms));
+        match about {
+            About::Never | About::Chain | About::BlockHash => false,
+            About::Number(n) => !fresh && view.and_then(ChainView::finalized).is_none_or(|f| n > f),
+            About::Head | About::HeadNumber | About::Answer => !fresh,
+        }
+    }
+
+    /// Whether `chain`'s finalized block should be asked again at `now_ms`.
+    pub fn needs_finalized(&self, chain: u64, now_ms: u64) -> bool {
+        !self
+            .views
+            .get(&chain)
+            .is_some_and(|v| v.finalized_fresh(now_ms, FINALIZED_FRESH_MS))
+    }
+
+    /// The result kept for `key` (a read about `about`) on `chain` that still holds at `now_ms`,
+    /// counted as a hit; `None` (counted as a miss) when there is none. `eth_blockNumber`
+    /// ([`About::HeadNumber`]) is the head's number while the head is fresh. An entry that no
+    /// longer holds is dropped.
+    pub fn lookup(
+        &mut self,
+        chain: u64,
+        key: &str,
+        about: About,
+        now_ms: u64,
+        settings: &CacheSettings,
+    ) -> Option<Rc<str>> {
+        if about == About::Never {
+            return None;
+        }
+        let view = self.views.get(&chain);
+        let found = if about == About::HeadNumber {
+            view.filter(|v| v.head_fresh(now_ms, settings.head_ms))
+                .and_then(ChainView::head)
+                .map(|h| Rc::from(format!("\"{}\"", crate::hex::encode_quantity(h.number))))
+        } else {
+            match self.entries.get(chain, key) {
+                Some(entry) if holds(view, &entry.tag, now_ms, settings) => {
+                    Some(entry.result.clone())
+                }
+                Some(_) => {
+                    self.entries.remove(chain, key);
+                    None
+                }
+                None => None,
+            }
+        };
+        match &found {
+            Some(result) => {
+                self.stats.hits += 1;
+                self.stats.hit_bytes += result.len() as u64;
+            }
+            None => self.stats.misses += 1,
+        }
+        found
+    }
+
+    /// Keeps `result` (a read's `result` JSON text) as `key`'s on `chain`, when what it is
+    /// about lets it ([`tag_for`]) at `now_ms`. Returns whether it was kept.
+    pub fn store(
+        &mut self,
+        chain: u64,
+        key: &str,
+        about: About,
+        result: &str,
+        now_ms: u64,
+        settings: &CacheSettings,
+    ) -> bool {
+        if matches!(about, About::Never | About::HeadNumber) {
+            return false;
+        }
+        let Ok(value) = serde_json::from_str::<Value>(result) else {
+            return false;
+        };
+        let view = self.views.get(&chain);
+        let head = view.and_then(ChainView::head).map(|h| h.number);
+        let newer = Header::of_block(&value).is_some_and(|b| head.is_some_and(|h| b.number > h));
+        if newer || !names_known_blocks(view, &value) {
+            // The upstream answered from a block above the head the cache knows, or from blocks
+            // it does not know at their numbers (a reorg it has not seen yet): the head is asked
+            // again at the next read.
+            if let Some(view) = self.views.get_mut(&chain) {
+                view.suspect();
+            }
+            return false;
+        }
+        let Some(tag) = tag_for(view, about, &value, now_ms, settings) else {
+            return false;
+        };
+        let entry = Entry {
+            result: Rc::from(result),
+            tag,
+        };
+        let kept = self.entries.put(chain, key.to_string(), entry);
+        if kept {
+            self.stats.stored += 1;
+            self.stats.stored_bytes += result.len() as u64;
+        }
+        kept
+    }
+
+    /// The parent to ask for to link the new head `headers` ([`ChainView::missing_parent`]).
+    pub fn missing_parent(&self, chain: u64, headers: &[Header]) -> Option<String> {
+        self.views.get(&chain)?.missing_parent(headers)
+    }
+
+    /// Takes `headers` (a new head, then the parents asked) as `chain`'s canonical chain at
+    /// `now_ms` ([`ChainView::adopt`]) and drops what it makes stale: on a reorg every answer
+    /// about a block at or above the fork point, on any new head the answers at the old one. A
+    /// head below the finalized block is a chain that went back: everything of it goes.
+    pub fn adopt(&mut self, chain: u64, headers: &[Header], now_ms: u64) -> Adopted {
+        let view = self.views.entry(chain).or_default();
+        let below_final = headers
+            .first()
+            .is_some_and(|h| view.finalized().is_some_and(|f| h.number < f));
+        if below_final {
+            *view = ChainView::default();
+            self.entries.drop_chain(chain);
+        }
+        let view = self.views.entry(chain).or_default();
+        let adopted = view.adopt(headers, now_ms);
+        match adopted {
+            Adopted::Same => {}
+            Adopted::Extended => {
+                self.entries.drop_heads(chain);
+            }
+            Adopted::Reorg { fork } => {
+                self.stats.reorgs += 1;
+                self.stats.dropped += self.entries.drop_from(chain, fork) as u64;
+            }
+        }
+        adopted
+    }
+
+    /// Learns that `chain`'s block `number` is finalized at `now_ms`; a lower one than known (a
+    /// chain that went back) drops everything of the chain.
+    pub fn set_finalized(&mut self, chain: u64, number: u64, now_ms: u64) {
+        if self
+            .views
+            .entry(chain)
+            .or_default()
+            .set_finalized(number, now_ms)
+        {
+            self.entries.drop_chain(chain);
+        }
+    }
+
+    /// Claims `chain`'s head ask at `now_ms`: true when no other is under way (or the one under
+    /// way began more than `give_up_ms` ago); the claimer asks, then
+    /// [`ReadCache::release_refresh`].
+    pub fn claim_refresh(&mut self, chain: u64, now_ms: u64, give_up_ms: u64) -> bool {
+        match self.refreshing.get(&chain) {
+            Some(&since) if now_ms.saturating_sub(since) < give_up_ms => false,
+            _ => {
+                self.refreshing.insert(chain, now_ms);
+                true
+            }
+        }
+    }
+
+    /// Ends `chain`'s head ask.
+    pub fn release_refresh(&mut self, chain: u64) {
+        self.refreshing.remove(&chain);
+    }
+
+    /// Whether `chain`'s head ask is under way.
+    pub fn refreshing(&self, chain: u64) -> bool {
+        self.refreshing.contains_key(&chain)
+    }
+
+    /// Starts a read of `key` on `chain` at `now_ms`: it follows an identical read in flight
+    /// that began less than `give_up_ms` ago, else it leads.
+    pub fn begin(&mut self, chain: u64, key: &str, now_ms: u64, give_up_ms: u64) -> Begin {
+        let id = (chain, key.to_string());
+        if let Some(flight) = self.flights.get(&id) {
+            if flight.landed.is_none() && now_ms.saturating_sub(flight.since_ms) < give_up_ms {
+                self.stats.coalesced += 1;
+                return Begin::Follow;
+            }
+        }
+        // Landed flights are kept a moment for their followers to read, then go.
+        if self.flights.len() >= 64 {
+            self.flights
+                .retain(|_, f| f.landed.is_none() || now_ms.saturating_sub(f.since_ms) < 1_000);
+        }
+        self.flights.insert(
+            id,
+            Flight {
+                since_ms: now_ms,
+                landed: None,
+            },
+        );
+        Begin::Lead
+    }
+
+    /// The leader's `answer` to `key` on `chain` (`None`: it failed or gave up, each follower
+    /// asks for itself).
+    pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>) {
+        if let Some(flight) = self.flights.get_mut(&(chain, key.to_string())) {
+            flight.landed = Some(answer);
+        }
+    }
+
+    /// For a follower: the leader's answer once it landed (`Some(None)`: ask for yourself, also
+    /// when the flight is gone); `None` while it is in flight.
+    pub fn landed(&self, chain: u64, key: &str) -> Option<Option<Answer>> {
+        match self.flights.get(&(chain, key.to_string())) {
+            Some(flight) => flight.landed.clone(),
+            None => Some(None),
+        }
+    }
+
+    /// The counters gathered since they were last taken, when [`STATS_EVERY_MS`] passed at
+    /// `now_ms` and something was counted; they start again from zero.
+    pub fn take_stats(&mut self, now_ms: u64) -> Option<CacheStats> {
+        let since = *self.stats_since_ms.get_or_insert(now_ms);
+        if now_ms.saturating_sub(since) < STATS_EVERY_MS || self.stats == CacheStats::default() {
+            return None;
+        }
+        self.stats_since_ms = Some(now_ms);
+        Some(std::mem::take(&mut self.stats))
+    }
+}
+
+/// Whether an answer tagged `tag` still holds at `now_ms` on a chain seen as `view`.
+fn holds(view: Option<&ChainView>, tag: &Tag, now_ms: u64, settings: &CacheSettings) -> bool {
+    let fresh = |v: &&ChainView| v.head_fresh(now_ms, settings.head_ms);
+    match tag {
+        Tag::Final => true,
+        Tag::Block { number, hash } => view
+            .filter(fresh)
+            .is_some_and(|v| v.hash_at(*number) == Some(hash.as_str())),
+        Tag::Head { number, hash } => view
+            .filter(fresh)
+            .and_then(ChainView::head)
+            .is_some_and(|h| h.number == *number && h.hash == *hash),
+    }
+}
+
+/// Whether every block `result` names (a block object, a transaction or receipt, each log of a
+/// list) is the one the cache knows at its number, where it knows one.
+fn names_known_blocks(view: Option<&ChainView>, result: &Value) -> bool {
+    let agrees = |n: u64, hash: &str| {
+        view.and_then(|v| v.hash_at(n))
+            .is_none_or(|known| known == hash)
+    };
+    match result {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(named_block)
+            .all(|(n, hash)| agrees(n, &hash)),
+        one => named_block(one)
+            .into_iter()
+            .chain(Header::of_block(one).map(|h| (h.number, h.hash)))
+            .all(|(n, hash)| agrees(n, &hash)),
+    }
+}
+
+/// How long an answer `result` to a read about `about` holds on a chain seen as `view` at
+/// `now_ms`: `None` when it may not be kept (a `null`; about a block above the head, or whose
+/// hash is not known; at a head not fresh; a block object or a transaction that names another
+/// block than the one the cache knows at its number).
+pub fn tag_for(
+    view: Option<&ChainView>,
+    about: About,
+    result: &Value,
+    now_ms: u64,
+    settings: &CacheSettings,
+) -> Option<Tag> {
+    if result.is_null() {
+        return None;
+    }
+    let fresh = view.filter(|v| v.head_fresh(now_ms, settings.head_ms));
+    let finalized = |n: u64| view.and_then(ChainView::finalized).is_some_and(|f| n <= f);
+    let at_block = |n: u64| -> Option<Tag> {
+        if finalized(n) {
+            return Some(Tag::Final);
+        }
+        let hash = fresh?.hash_at(n)?;
+        Some(Tag::Block {
+            number: n,
+            hash: hash.to_string(),
+        })
+    };
+    let tag = match about {
+        About::Never | About::HeadNumber => return None,
+        About::Chain | About::BlockHash => Tag::Final,
+        About::Number(n) => at_block(n)?,
+        About::Head => {
+            let head = fresh?.head()?;
+            Tag::Head {
+                number: head.number,
+                hash: head.hash.clone(),
+            }
+        }
+        About::Answer => {
+            let (n, _) = named_block(result)?;
+            at_block(n)?
+        }
+    };
+    if !names_known_blocks(view, result) {
+        return None;
+    }
+    match (&tag, about, Header::of_block(result)) {
+        (Tag::Block { number, hash } | Tag::Head { number, hash }, _, Some(block))
+            if block.number != *number || block.hash != *hash =>
+        {
+            None
+        }
+        (_, About::Number(n), Some(block)) if block.number != n => None,
+        _ => Some(tag),
+    }
+}

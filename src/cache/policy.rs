@@ -1,0 +1,199 @@
+//! What a read is about, and so whether and how long its answer may be kept ([`About::of`]); and
+//! what block an answer names ([`named_block`]). The anchor is eRPC's finality buckets
+//! (`architecture/evm/block_ref.go`: a method's block reference from its params, else from its
+//! result; `shouldCacheResponse`: never errors or empty results), with two of its lessons kept:
+//! block tags are realtime (erpc#223: `finalized` as a tag served an old block), and an answer
+//! about an unfinalized block is only good while that block is canonical (tycho PR #1416: a cache
+//! keyed by number served stale data after a reorg). Pure.
+
+use crate::hex;
+use serde_json::Value;
+
+/// What a read's answer is about, from its method and params.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum About {
+    /// Never kept: unknown methods, anything under `pending`, filters, sends, accounts, sync state.
+    Never,
+    /// The chain itself (`eth_chainId`, `net_version`): kept until evicted.
+    Chain,
+    /// A block named by its hash (`eth_getBlockByHash`, EIP-1898's `{blockHash}`, `eth_getLogs`
+    /// with a `blockHash`): its contents never change, kept until evicted.
+    BlockHash,
+    /// Block `n` or the state after it (and so every block below it): kept until evicted once
+    /// `n` is finalized; before, only while the block the relay knows at `n` stays canonical.
+    Number(u64),
+    /// The head (`latest`, a block parameter left out, `safe`, `finalized` as tags,
+    /// `eth_gasPrice`): kept only while the head has not moved.
+    Head,
+    /// `eth_blockNumber`: the number of the head the cache knows, while it is fresh; never kept.
+    HeadNumber,
+    /// Named by the answer (`eth_getTransactionByHash`, `eth_getTransactionReceipt`): its
+    /// `blockNumber` and `blockHash` ([`named_block`]); a transaction not yet in a block is never
+    /// kept.
+    Answer,
+}
+
+/// The position of the block parameter of each method that takes one (as
+/// [`crate::upstream::heads::BlockNeed`] reads them, and `eth_getTransactionCount`).
+const BLOCK_PARAM: &[(&str, usize)] = &[
+    ("eth_call", 1),
+    ("eth_createAccessList", 1),
+    ("eth_estimateGas", 1),
+    ("eth_feeHistory", 1),
+    ("eth_getAccount", 1),
+    ("eth_getBalance", 1),
+    ("eth_getBlockByNumber", 0),
+    ("eth_getBlockReceipts", 0),
+    ("eth_getBlockTransactionCountByNumber", 0),
+    ("eth_getCode", 1),
+    ("eth_getHeaderByNumber", 0),
+    ("eth_getProof", 2),
+    ("eth_getStorageAt", 2),
+    ("eth_getTransactionByBlockNumberAndIndex", 0),
+    ("eth_getTransactionCount", 1),
+    ("eth_getUncleByBlockNumberAndIndex", 0),
+    ("eth_getUncleCountByBlockNumber", 0),
+];
+
+/// Methods about a block named by the hash in their first parameter.
+const BY_BLOCK_HASH: &[&str] = &[
+    "eth_getBlockByHash",
+    "eth_getBlockTransactionCountByHash",
+    "eth_getHeaderByHash",
+    "eth_getTransactionByBlockHashAndIndex",
+    "eth_getUncleByBlockHashAndIndex",
+    "eth_getUncleCountByBlockHash",
+];
+
+/// Methods about the head that take no block parameter.
+const AT_HEAD: &[&str] = &[
+    "eth_gasPrice",
+    "eth_maxPriorityFeePerGas",
+    "eth_blobBaseFee",
+];
+
+impl About {
+    /// What a read of `method` with `params` is about. A method not named here is
+    /// [`About::Never`]: the cache keeps only what it knows the meaning of.
+    pub fn of(method: &str, params: &Value) -> About {
+        match method {
+            "eth_chainId" | "net_version" => About::Chain,
+            "eth_blockNumber" => About::HeadNumber,
+            "eth_getTransactionByHash" | "eth_getTransactionReceipt" => About::Answer,
+            "eth_getLogs" => Self::of_logs(params.get(0)),
+            m if AT_HEAD.contains(&m) => About::Head,
+            m if BY_BLOCK_HASH.contains(&m) => match params.get(0) {
+                Some(Value::String(_)) => About::BlockHash,
+                _ => About::Never,
+            },
+            m => match BLOCK_PARAM.iter().find(|(name, _)| *name == m) {
+                Some((_, at)) => Self::of_block(params.get(*at)),
+                None => About::Never,
+            },
+        }
+    }
+
+    /// A block parameter: a tag, a number, a 32-byte hash (`eth_getBlockReceipts`), or an
+    /// EIP-1898 object; left out, `latest`.
+    fn of_block(block: Option<&Value>) -> About {
+        match block {
+            None | Some(Value::Null) => About::Head,
+            Some(Value::String(s)) => match s.as_str() {
+                "latest" | "safe" | "finalized" => About::Head,
+                "earliest" => About::Number(0),
+                "pending" => About::Never,
+                hash if hash.len() == 66 => About::BlockHash,
+                number => hex::decode_quantity(number).map_or(About::Never, About::Number),
+            },
+            Some(Value::Object(o)) => match (o.get("blockHash"), o.get("blockNumber")) {
+                (Some(Value::String(_)), _) => About::BlockHash,
+                (None, Some(number)) => Self::of_block(Some(number)),
+                _ => About::Never,
+            },
+            Some(_) => About::Never,
+        }
+    }
+
+    /// `eth_getLogs`: a `blockHash` names its block; a range is about its `toBlock` (left out,
+    /// the head), since a block's hash commits to every block below it; a range from a tag
+    /// that moves (`latest`, `pending`) to a number is never kept.
+    fn of_logs(filter: Option<&Value>) -> About {
+        let Some(Value::Object(filter)) = filter else {
+            return About::Never;
+        };
+        if let Some(hash) = filter.get("blockHash") {
+            return if hash.is_string() {
+                About::BlockHash
+            } else {
+                About::Never
+            };
+        }
+        let tag = |name: &str| filter.get(name).and_then(Value::as_str);
+        if [tag("fromBlock"), tag("toBlock")].contains(&Some("pending")) {
+            return About::Never;
+        }
+        match Self::of_block(filter.get("toBlock")) {
+            About::Number(_)
+                if matches!(tag("fromBlock"), Some("latest" | "safe" | "finalized")) =>
+            {
+                About::Never
+            }
+            About::BlockHash => About::Never,
+            about => about,
+        }
+    }
+}
+
+/// A block as a header names it: its number, hash and parent's hash (hashes lowercase hex).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Its number.
+    pub number: u64,
+    /// Its hash, `0x` + 64 lowercase hex digits.
+    pub hash: String,
+    /// Its parent's hash, the same way.
+    pub parent_hash: String,
+}
+
+impl Header {
+    /// The header of a block object (`eth_getBlockByNumber` / `eth_getBlockByHash`'s `result`,
+    /// a `newHeads` notification's): `None` when it lacks any of the three or is not one.
+    pub fn of_block(block: &Value) -> Option<Header> {
+        let number = hex::decode_quantity(block.get("number")?.as_str()?).ok()?;
+        let hash = block_hash(block.get("hash")?)?;
+        let parent_hash = block_hash(block.get("parentHash")?)?;
+        Some(Header {
+            number,
+            hash,
+            parent_hash,
+        })
+    }
+}
+
+/// A 32-byte hash as lowercase hex, when `value` is one.
+fn block_hash(value: &Value) -> Option<String> {
+    let s = value.as_str()?;
+    let digits = s.strip_prefix("0x")?;
+    (digits.len() == 64 && digits.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| s.to_ascii_lowercase())
+}
+
+/// The block a transaction or receipt `result` names: `(blockNumber, blockHash)`; `None` for
+/// one not in a block yet (both `null`) or not a transaction at all.
+pub fn named_block(result: &Value) -> Option<(u64, String)> {
+    let number = hex::decode_quantity(result.get("blockNumber")?.as_str()?).ok()?;
+    Some((number, block_hash(result.get("blockHash")?)?))
+}
+
+/// The cache key of a read: its method and its params as compact JSON (object members sorted),
+/// lowercased: every parameter these methods take is hex or a tag, in which case means nothing.
+pub fn key_of(method: &str, params: &Value) -> String {
+    let mut key = String::with_capacity(method.len() + 64);
+    key.push_str(method);
+    key.push(' ');
+    if !params.is_null() {
+        key.push_str(&params.to_string());
+    }
+    key.make_ascii_lowercase();
+    key
+}

@@ -1,0 +1,501 @@
+use super::chain::{Adopted, ChainView, MAX_WALK, WINDOW};
+use super::policy::{key_of, About, Header};
+use super::*;
+use serde_json::json;
+
+/// Block `n` of fork `f`'s hash (fork 0 is the first chain).
+fn hash(n: u64, f: u64) -> String {
+    format!("0x{:064x}", (f << 32) | n)
+}
+
+/// Block `n` of fork `f`, its parent on fork `parent_fork`.
+fn header(n: u64, f: u64, parent_fork: u64) -> Header {
+    Header {
+        number: n,
+        hash: hash(n, f),
+        parent_hash: hash(n.saturating_sub(1), parent_fork),
+    }
+}
+
+/// A block object as a node answers it.
+fn block(n: u64, f: u64) -> String {
+    json!({"number": format!("{n:#x}"), "hash": hash(n, f), "parentHash": hash(n - 1, f)})
+        .to_string()
+}
+
+const S: CacheSettings = CacheSettings {
+    head_ms: 1_000,
+    finality_depth: 64,
+};
+const C: u64 = 31337;
+
+/// A cache that knows blocks 1..=head of fork 0, learned at `now`, and `finalized`.
+fn cache_at(head: u64, finalized: u64, now: u64) -> ReadCache {
+    let mut cache = ReadCache::new(1 << 20);
+    // Learned one by one, as the head moved.
+    for n in 1..=head {
+        cache.adopt(C, &[header(n, 0, 0)], now);
+    }
+    cache.set_finalized(C, finalized, now);
+    cache
+}
+
+#[test]
+fn what_a_read_is_about_by_method_and_params() {
+    let cases = [
+        ("eth_chainId", json!([]), About::Chain),
+        ("net_version", json!([]), About::Chain),
+        ("eth_blockNumber", json!([]), About::HeadNumber),
+        ("eth_gasPrice", json!([]), About::Head),
+        ("eth_getBalance", json!(["0xab", "latest"]), About::Head),
+        ("eth_getBalance", json!(["0xab"]), About::Head),
+        ("eth_getBalance", json!(["0xab", "finalized"]), About::Head),
+        ("eth_getBalance", json!(["0xab", "pending"]), About::Never),
+        ("eth_getBalance", json!(["0xab", "0x10"]), About::Number(16)),
+        (
+            "eth_getBalance",
+            json!(["0xab", "earliest"]),
+            About::Number(0),
+        ),
+        (
+            "eth_call",
+            json!([{}, {"blockNumber": "0x5"}]),
+            About::Number(5),
+        ),
+        (
+            "eth_call",
+            json!([{}, {"blockHash": hash(5, 0)}]),
+            About::BlockHash,
+        ),
+        (
+            "eth_getTransactionCount",
+            json!(["0xab", "pending"]),
+            About::Never,
+        ),
+        (
+            "eth_getTransactionCount",
+            json!(["0xab", "0x3"]),
+            About::Number(3),
+        ),
+        (
+            "eth_getBlockByNumber",
+            json!(["0x7", false]),
+            About::Number(7),
+        ),
+        (
+            "eth_getBlockByNumber",
+            json!(["latest", false]),
+            About::Head,
+        ),
+        (
+            "eth_getBlockByNumber",
+            json!(["pending", false]),
+            About::Never,
+        ),
+        (
+            "eth_getBlockReceipts",
+            json!([hash(9, 0)]),
+            About::BlockHash,
+        ),
+        (
+            "eth_getBlockByHash",
+            json!([hash(9, 0), true]),
+            About::BlockHash,
+        ),
+        (
+            "eth_getTransactionReceipt",
+            json!([hash(1, 0)]),
+            About::Answer,
+        ),
+        (
+            "eth_getTransactionByHash",
+            json!([hash(1, 0)]),
+            About::Answer,
+        ),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": "0x9"}]),
+            About::Number(9),
+        ),
+        ("eth_getLogs", json!([{"fromBlock": "0x1"}]), About::Head),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": "pending"}]),
+            About::Never,
+        ),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "latest", "toBlock": "0x9"}]),
+            About::Never,
+        ),
+        (
+            "eth_getLogs",
+            json!([{"blockHash": hash(9, 0)}]),
+            About::BlockHash,
+        ),
+        ("eth_newFilter", json!([{}]), About::Never),
+        ("eth_getFilterChanges", json!(["0x1"]), About::Never),
+        ("eth_sendRawTransaction", json!(["0x00"]), About::Never),
+        ("eth_accounts", json!([]), About::Never),
+        ("eth_syncing", json!([]), About::Never),
+        ("debug_traceTransaction", json!([hash(1, 0)]), About::Never),
+    ];
+    for (method, params, want) in cases {
+        assert_eq!(About::of(method, &params), want, "{method} {params}");
+    }
+}
+
+#[test]
+fn a_key_is_the_same_for_the_same_read_written_differently() {
+    let a = key_of("eth_call", &json!([{"to": "0xAB", "data": "0x01"}, "0x1F"]));
+    let b = key_of("eth_call", &json!([{"data": "0x01", "to": "0xab"}, "0x1f"]));
+    assert_eq!(a, b);
+    assert_ne!(
+        a,
+        key_of("eth_call", &json!([{"to": "0xab", "data": "0x02"}, "0x1f"]))
+    );
+    assert_ne!(
+        a,
+        key_of(
+            "eth_estimateGas",
+            &json!([{"to": "0xab", "data": "0x01"}, "0x1f"])
+        )
+    );
+}
+
+#[test]
+fn a_new_head_on_top_extends_and_one_that_skips_blocks_is_followed_back_to_link() {
+    let mut view = ChainView::default();
+    assert_eq!(view.adopt(&[header(10, 0, 0)], 0), Adopted::Extended);
+    assert_eq!(view.adopt(&[header(10, 0, 0)], 5), Adopted::Same);
+    assert_eq!(view.adopt(&[header(11, 0, 0)], 10), Adopted::Extended);
+    // Two blocks later: its parent (12) is asked, and it links.
+    let mut chain = vec![header(13, 0, 0)];
+    assert_eq!(view.missing_parent(&chain), Some(hash(12, 0)));
+    chain.push(header(12, 0, 0));
+    assert_eq!(view.missing_parent(&chain), None);
+    assert_eq!(view.adopt(&chain, 20), Adopted::Extended);
+    assert_eq!(view.hash_at(12), Some(hash(12, 0).as_str()));
+    assert_eq!(view.hash_at(10), Some(hash(10, 0).as_str()));
+    assert_eq!(view.head().map(|h| h.number), Some(13));
+}
+
+#[test]
+fn a_reorg_of_depth_three_forgets_from_the_fork_point_only() {
+    let mut view = ChainView::default();
+    for n in 1..=20 {
+        view.adopt(&[header(n, 0, 0)], n);
+    }
+    // anvil_reorg(3): blocks 18, 19, 20 replaced by fork 1's, the new head at 20.
+    let mut chain = vec![header(20, 1, 1)];
+    while let Some(parent) = view.missing_parent(&chain) {
+        let last = chain.last().unwrap().number - 1;
+        let fork = if last >= 18 { 1 } else { 0 };
+        assert_eq!(parent, hash(last, fork));
+        chain.push(header(last, fork, if last > 18 { 1 } else { 0 }));
+    }
+    assert_eq!(
+        chain.len(),
+        3,
+        "walked back to 18, whose parent 17 is known"
+    );
+    assert_eq!(view.adopt(&chain, 30), Adopted::Reorg { fork: 18 });
+    assert_eq!(view.hash_at(17), Some(hash(17, 0).as_str()));
+    assert_eq!(view.hash_at(18), Some(hash(18, 1).as_str()));
+    assert_eq!(view.hash_at(20), Some(hash(20, 1).as_str()));
+}
+
+#[test]
+fn a_shorter_chain_forgets_the_blocks_above_its_head() {
+    let mut view = ChainView::default();
+    for n in 1..=10 {
+        view.adopt(&[header(n, 0, 0)], n);
+    }
+    // The new head is 8 of fork 1 on 7 of fork 0.
+    let chain = [header(8, 1, 0)];
+    assert_eq!(view.missing_parent(&chain), None);
+    assert_eq!(view.adopt(&chain, 20), Adopted::Reorg { fork: 8 });
+    assert_eq!(view.hash_at(9), None);
+    assert_eq!(view.head().map(|h| h.hash.clone()), Some(hash(8, 1)));
+}
+
+#[test]
+fn a_head_that_does_not_link_within_the_walk_leaves_nothing_known() {
+    let mut view = ChainView::default();
+    for n in 1..=10 {
+        view.adopt(&[header(n, 0, 0)], n);
+    }
+    // Far ahead: not followed back at all.
+    let far = [header(10 + MAX_WALK as u64 + 5, 2, 2)];
+    assert_eq!(view.missing_parent(&far), None);
+    assert_eq!(view.adopt(&far, 20), Adopted::Reorg { fork: 1 });
+    assert_eq!(view.hash_at(10), None);
+    assert!(view.head().is_some());
+}
+
+#[test]
+fn the_view_keeps_a_window_of_blocks_below_the_head() {
+    let mut view = ChainView::default();
+    for n in 1..=WINDOW + 50 {
+        view.adopt(&[header(n, 0, 0)], n);
+    }
+    assert_eq!(view.hash_at(49), None);
+    assert!(view.hash_at(50).is_some());
+}
+
+#[test]
+fn an_answer_about_a_finalized_block_holds_through_new_heads_and_reorgs() {
+    let mut cache = cache_at(100, 36, 0);
+    let about = About::Number(30);
+    let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
+    assert!(cache.store(C, &key, about, &block(30, 0), 0, &S));
+    // Much later, the head moved and a reorg happened above it.
+    cache.adopt(C, &[header(101, 0, 0)], 5_000);
+    cache.adopt(C, &[header(101, 1, 0)], 5_001);
+    assert_eq!(
+        cache.lookup(C, &key, about, 5_002, &S).as_deref(),
+        Some(block(30, 0).as_str())
+    );
+}
+
+#[test]
+fn an_answer_about_an_unfinalized_block_goes_with_a_reorg_at_or_below_it() {
+    let mut cache = cache_at(20, 4, 0);
+    let about = |n| About::Number(n);
+    let key = |n: u64| key_of("eth_getBalance", &json!(["0xab", format!("{n:#x}")]));
+    for n in [16, 17, 18, 19] {
+        assert!(cache.store(C, &key(n), about(n), "\"0x1\"", 0, &S));
+    }
+    assert_eq!(cache.held().1, 4);
+    // anvil_reorg(3): 18..=20 replaced.
+    let chain = [header(20, 1, 1), header(19, 1, 1), header(18, 1, 0)];
+    assert_eq!(cache.adopt(C, &chain, 10), Adopted::Reorg { fork: 18 });
+    assert_eq!(cache.held().1, 2, "18 and 19 dropped, 16 and 17 kept");
+    assert!(cache.lookup(C, &key(17), about(17), 20, &S).is_some());
+    assert!(cache.lookup(C, &key(18), about(18), 20, &S).is_none());
+    assert!(cache.lookup(C, &key(19), about(19), 20, &S).is_none());
+}
+
+#[test]
+fn an_answer_at_the_head_holds_only_while_the_head_has_not_moved_and_is_fresh() {
+    let mut cache = cache_at(20, 4, 0);
+    let key = key_of("eth_call", &json!([{"to": "0xab"}, "latest"]));
+    assert!(cache.store(C, &key, About::Head, "\"0x01\"", 100, &S));
+    assert!(cache.lookup(C, &key, About::Head, 900, &S).is_some());
+    // Not asked again for head_ms: not served (the head may have moved).
+    assert!(cache.lookup(C, &key, About::Head, 1_000, &S).is_none());
+    assert!(cache.store(C, &key, About::Head, "\"0x01\"", 100, &S));
+    cache.adopt(C, &[header(20, 0, 0)], 1_100);
+    assert!(
+        cache.lookup(C, &key, About::Head, 1_200, &S).is_some(),
+        "same head, asked again"
+    );
+    cache.adopt(C, &[header(21, 0, 0)], 1_300);
+    assert!(
+        cache.lookup(C, &key, About::Head, 1_400, &S).is_none(),
+        "a new head"
+    );
+    assert_eq!(cache.held().1, 0, "dropped when the head moved");
+}
+
+#[test]
+fn eth_block_number_is_the_fresh_heads() {
+    let mut cache = cache_at(20, 4, 0);
+    let key = key_of("eth_blockNumber", &json!([]));
+    assert_eq!(
+        cache.lookup(C, &key, About::HeadNumber, 10, &S).as_deref(),
+        Some("\"0x14\"")
+    );
+    assert!(cache
+        .lookup(C, &key, About::HeadNumber, 1_000, &S)
+        .is_none());
+    assert!(!cache.store(C, &key, About::HeadNumber, "\"0x14\"", 10, &S));
+}
+
+#[test]
+fn what_is_never_kept() {
+    let mut cache = cache_at(20, 4, 0);
+    let store =
+        |cache: &mut ReadCache, about, result: &str| cache.store(C, "k", about, result, 10, &S);
+    // A null: a block or transaction the chain may still get.
+    assert!(!store(&mut cache, About::Number(25), "null"));
+    assert!(!store(&mut cache, About::BlockHash, "null"));
+    assert!(!store(&mut cache, About::Answer, "null"));
+    // Above the head.
+    assert!(!store(&mut cache, About::Number(21), "\"0x0\""));
+    // A transaction not in a block yet.
+    let pending = json!({"hash": hash(1, 9), "blockNumber": null, "blockHash": null}).to_string();
+    assert!(!store(&mut cache, About::Answer, &pending));
+    // A block whose hash is not the one known at its number (an upstream on another fork).
+    assert!(!store(&mut cache, About::Number(15), &block(15, 1)));
+    // Logs naming a block of another fork.
+    let logs = json!([{"blockNumber": "0xf", "blockHash": hash(15, 1)}]).to_string();
+    assert!(!store(&mut cache, About::Number(16), &logs));
+    assert!(!store(&mut cache, About::Never, "\"0x1\""));
+    assert_eq!(cache.held().1, 0);
+    // The same logs, of the canonical block, once the head was asked again: kept.
+    cache.adopt(C, &[header(20, 0, 0)], 10);
+    let logs = json!([{"blockNumber": "0xf", "blockHash": hash(15, 0)}]).to_string();
+    assert!(store(&mut cache, About::Number(16), &logs));
+}
+
+#[test]
+fn a_receipt_holds_while_its_block_is_canonical() {
+    let mut cache = cache_at(20, 4, 0);
+    let receipt = json!({"transactionHash": hash(1, 9), "blockNumber": "0x13", "blockHash": hash(19, 0), "status": "0x1"}).to_string();
+    let key = key_of("eth_getTransactionReceipt", &json!([hash(1, 9)]));
+    assert!(cache.store(C, &key, About::Answer, &receipt, 10, &S));
+    assert!(cache.lookup(C, &key, About::Answer, 20, &S).is_some());
+    cache.adopt(C, &[header(21, 0, 0)], 30);
+    assert!(
+        cache.lookup(C, &key, About::Answer, 40, &S).is_some(),
+        "a new head keeps it"
+    );
+    cache.adopt(
+        C,
+        &[header(21, 1, 1), header(20, 1, 1), header(19, 1, 0)],
+        50,
+    );
+    assert!(
+        cache.lookup(C, &key, About::Answer, 60, &S).is_none(),
+        "its block reorged out"
+    );
+}
+
+#[test]
+fn the_bound_in_bytes_holds_and_the_least_recently_used_goes_first() {
+    let mut cache = ReadCache::new(16_000);
+    let result = format!("\"0x{}\"", "ab".repeat(200));
+    for i in 0..100 {
+        cache.store(C, &format!("eth_chainId {i}"), About::Chain, &result, 0, &S);
+        assert!(cache.held().0 <= 16_000);
+    }
+    assert!(cache.evicted() > 0);
+    assert!(cache
+        .lookup(C, "eth_chainId 99", About::Chain, 0, &S)
+        .is_some());
+    assert!(cache
+        .lookup(C, "eth_chainId 0", About::Chain, 0, &S)
+        .is_none());
+    // Larger than a sixteenth of the bound: not kept.
+    let wide = format!("\"0x{}\"", "ab".repeat(1_000));
+    assert!(!cache.store(C, "wide", About::Chain, &wide, 0, &S));
+}
+
+#[test]
+fn a_chain_that_went_back_loses_everything_kept_of_it() {
+    let mut cache = cache_at(100, 36, 0);
+    let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
+    assert!(cache.store(C, &key, About::Number(30), &block(30, 0), 0, &S));
+    assert!(cache.store(C + 1, "eth_chainid []", About::Chain, "\"0x1\"", 0, &S));
+    // Reset to genesis: the head is below the finalized block.
+    cache.adopt(C, &[header(2, 5, 5)], 10);
+    assert!(cache.lookup(C, &key, About::Number(30), 20, &S).is_none());
+    assert!(
+        cache
+            .lookup(C + 1, "eth_chainid []", About::Chain, 20, &S)
+            .is_some(),
+        "another chain's kept"
+    );
+}
+
+#[test]
+fn one_chains_head_says_nothing_of_anothers() {
+    let mut cache = cache_at(20, 4, 0);
+    let key = key_of("eth_gasPrice", &json!([]));
+    assert!(!cache.store(C + 1, &key, About::Head, "\"0x1\"", 10, &S));
+    assert!(cache.store(C, &key, About::Head, "\"0x1\"", 10, &S));
+    assert!(cache.lookup(C + 1, &key, About::Head, 10, &S).is_none());
+}
+
+#[test]
+fn identical_reads_in_flight_are_one_and_a_failed_leader_frees_its_followers() {
+    let mut cache = ReadCache::new(1 << 20);
+    assert_eq!(cache.begin(C, "k", 0, 1_000), Begin::Lead);
+    assert_eq!(cache.begin(C, "k", 10, 1_000), Begin::Follow);
+    assert_eq!(
+        cache.begin(C + 1, "k", 10, 1_000),
+        Begin::Lead,
+        "another chain's"
+    );
+    assert_eq!(cache.landed(C, "k"), None);
+    cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())));
+    assert_eq!(
+        cache.landed(C, "k"),
+        Some(Some(Answer::Result("\"0x1\"".into())))
+    );
+    // Landed: the next one leads.
+    assert_eq!(cache.begin(C, "k", 20, 1_000), Begin::Lead);
+    cache.land(C, "k", None);
+    assert_eq!(cache.landed(C, "k"), Some(None));
+    // A leader that never lands is given up on.
+    assert_eq!(cache.begin(C, "j", 0, 1_000), Begin::Lead);
+    assert_eq!(cache.begin(C, "j", 1_000, 1_000), Begin::Lead);
+}
+
+#[test]
+fn the_head_ask_is_one_at_a_time() {
+    let mut cache = ReadCache::new(1 << 20);
+    assert!(cache.claim_refresh(C, 0, 5_000));
+    assert!(!cache.claim_refresh(C, 10, 5_000));
+    assert!(cache.claim_refresh(C + 1, 10, 5_000));
+    cache.release_refresh(C);
+    assert!(cache.claim_refresh(C, 20, 5_000));
+    assert!(cache.claim_refresh(C, 5_020, 5_000), "given up on");
+}
+
+#[test]
+fn stats_are_taken_every_interval_and_start_again() {
+    let mut cache = cache_at(20, 4, 0);
+    let key = key_of("eth_chainId", &json!([]));
+    assert!(cache.take_stats(0).is_none());
+    cache.lookup(C, &key, About::Chain, 0, &S);
+    cache.store(C, &key, About::Chain, "\"0x7a69\"", 0, &S);
+    cache.lookup(C, &key, About::Chain, 0, &S);
+    assert!(cache.take_stats(STATS_EVERY_MS - 1).is_none());
+    let stats = cache.take_stats(STATS_EVERY_MS).unwrap();
+    assert_eq!(
+        (stats.hits, stats.misses, stats.stored, stats.hit_bytes),
+        (1, 1, 1, 8)
+    );
+    assert!(
+        cache.take_stats(3 * STATS_EVERY_MS).is_none(),
+        "nothing since"
+    );
+}
+
+#[test]
+fn needs_head_only_where_the_head_matters() {
+    let cache = cache_at(20, 4, 0);
+    assert!(!cache.needs_head(C, About::Head, 500, &S));
+    assert!(cache.needs_head(C, About::Head, 1_000, &S));
+    assert!(cache.needs_head(C, About::Answer, 1_000, &S));
+    assert!(cache.needs_head(C, About::Number(5), 1_000, &S));
+    assert!(
+        !cache.needs_head(C, About::Number(4), 1_000, &S),
+        "finalized"
+    );
+    assert!(!cache.needs_head(C, About::BlockHash, 1_000, &S));
+    assert!(!cache.needs_head(C, About::Chain, 1_000, &S));
+    assert!(
+        cache.needs_head(C + 1, About::Head, 0, &S),
+        "nothing known of it"
+    );
+}
+
+#[test]
+fn an_answer_from_a_fork_or_a_newer_head_makes_the_head_asked_again() {
+    let mut cache = cache_at(20, 4, 0);
+    assert!(!cache.needs_head(C, About::Head, 10, &S));
+    assert!(!cache.store(C, "k", About::Number(19), &block(19, 1), 10, &S));
+    assert!(
+        cache.needs_head(C, About::Head, 10, &S),
+        "a block of another fork at 19"
+    );
+    let mut cache = cache_at(20, 4, 0);
+    assert!(!cache.store(C, "k", About::Head, &block(21, 0), 10, &S));
+    assert!(
+        cache.needs_head(C, About::Head, 10, &S),
+        "a block above the head"
+    );
+}

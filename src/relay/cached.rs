@@ -1,0 +1,306 @@
+//! A client's read through the read cache ([`crate::cache`]), when `CACHE` is on: answered from
+//! what is kept when it still holds, else asked of the upstream once for every identical read in
+//! flight, and kept when the chain says it may be. The cache's head is asked here, one ask at a
+//! time per chain (`eth_getBlockByNumber("latest", false)`, then each parent by hash until it
+//! links to the blocks known, then the `finalized` block at most every
+//! [`crate::cache::FINALIZED_FRESH_MS`]); its own answer serves the same read by clients.
+
+use super::{Backend, Relay};
+use crate::cache::policy::{key_of, About, Header};
+use crate::cache::{Begin, CacheSettings, ReadCache};
+use crate::jsonrpc::{Answer, Request, Response};
+use crate::metrics::Metric;
+use crate::upstream::heads::BlockNeed;
+use crate::upstream::{error_metric, CallKind};
+use serde_json::{json, Value};
+use std::cell::RefCell;
+
+/// How often a read waiting for an identical one in flight (or for the head ask) looks, ms.
+const FOLLOW_POLL_MS: u64 = 2;
+
+/// How long the head ask may take before a waiting read gives up on it, and another may ask, ms.
+const HEAD_ASK_GIVE_UP_MS: u64 = 5_000;
+
+/// What the cache did for a body's reads, for its `X-Cache` header.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheSeen {
+    /// Reads answered from the cache.
+    pub hits: u32,
+    /// Reads the cache could have answered and did not (asked upstream, or passed by).
+    pub misses: u32,
+}
+
+impl CacheSeen {
+    /// The `X-Cache` header: `HIT` when every read the cache could answer was answered from it,
+    /// `MISS` when one was not; `None` when the body had none.
+    pub fn header(&self) -> Option<&'static str> {
+        match (self.hits, self.misses) {
+            (0, 0) => None,
+            (_, 0) => Some("HIT"),
+            _ => Some("MISS"),
+        }
+    }
+}
+
+/// Clears a read's flight when its leader goes without landing an answer (the request was
+/// cancelled): its followers then ask for themselves.
+struct Flying<'c> {
+    cache: &'c RefCell<ReadCache>,
+    chain: u64,
+    key: &'c str,
+    landed: bool,
+}
+
+impl Drop for Flying<'_> {
+    fn drop(&mut self) {
+        if !self.landed {
+            if let Ok(mut cache) = self.cache.try_borrow_mut() {
+                cache.land(self.chain, self.key, None);
+            }
+        }
+    }
+}
+
+/// Ends a chain's head ask however it ends.
+struct Asking<'c> {
+    cache: &'c RefCell<ReadCache>,
+    chain: u64,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut cache) = self.cache.try_borrow_mut() {
+            cache.release_refresh(self.chain);
+        }
+    }
+}
+
+impl<B: Backend> Relay<'_, B> {
+    /// The cache's name for this relay's chain: its chain id, 0 when `CHAIN_ID` is unset (one
+    /// chain only, then).
+    fn cache_chain(&self) -> u64 {
+        self.config.chain_id.unwrap_or(0)
+    }
+
+    /// Answers `req`, a read, through `cache` ([`crate::cache`]): a read the cache knows how to
+    /// keep is answered from it while what it keeps holds (asking the head first when the answer
+    /// depends on it and the head is older than `CACHE_HEAD_MS`); else it is asked of the
+    /// upstream as [`Relay::proxy`] asks it, once for identical reads in flight, and its
+    /// `result` kept when the chain lets it be. With `Cache-Control: no-cache` nothing kept is
+    /// used (the answer is still kept).
+    pub(super) async fn cached_read(&self, req: &Request, cache: &RefCell<ReadCache>) -> Response {
+        let about = About::of(&req.method, &req.params);
+        if about == About::Never {
+            return self.proxy(req).await;
+        }
+        let chain = self.cache_chain();
+        let settings = self.config.cache_settings;
+        let key = key_of(&req.method, &req.params);
+        let id = req.response_id();
+        if !self.bypass_cache {
+            let now = self.backend.now_ms();
+            let stale_final =
+                matches!(about, About::Number(_)) && cache.borrow().needs_finalized(chain, now);
+            if stale_final || cache.borrow().needs_head(chain, about, now, &settings) {
+                self.ask_head(cache, chain, &settings).await;
+            }
+            let now = self.backend.now_ms();
+            let found = cache
+                .borrow_mut()
+                .lookup(chain, &key, about, now, &settings);
+            self.emit_stats(cache, now);
+            if let Some(result) = found {
+                self.seen(true);
+                return Response::new(&id, Answer::Result(result.to_string()));
+            }
+        }
+        self.seen(false);
+        let give_up_ms = self.config.upstream_timeout_ms.saturating_add(1_000);
+        let started = self.backend.now_ms();
+        if cache.borrow_mut().begin(chain, &key, started, give_up_ms) == Begin::Follow {
+            loop {
+                self.backend.sleep(FOLLOW_POLL_MS).await;
+                match cache.borrow().landed(chain, &key) {
+                    Some(Some(answer)) => return Response::new(&id, answer),
+                    Some(None) => break,
+                    None if self.backend.now_ms() > started.saturating_add(give_up_ms) => break,
+                    None => {}
+                }
+            }
+            // The leader failed or gave up: this read asks for itself, keeping nothing.
+            return self.proxy(req).await;
+        }
+        let mut flying = Flying {
+            cache,
+            chain,
+            key: &key,
+            landed: false,
+        };
+        // The head before the ask: an answer is kept only if the head is still the same after.
+        let head_before = head_hash(cache, chain);
+        let kind = CallKind::of_method(&req.method);
+        let need = BlockNeed::of(&req.method, &req.params);
+        let reply = self
+            .backend
+            .post_read(&req.to_json(), kind, need, self.config.upstream_timeout_ms)
+            .await;
+        let answer = match &reply {
+            Ok(reply) => Answer::parse(&reply.body),
+            Err(_) => None,
+        };
+        if let Some(Answer::Result(result)) = &answer {
+            let stable = head_before == head_hash(cache, chain) || about == About::BlockHash;
+            if stable {
+                let now = self.backend.now_ms();
+                cache
+                    .borrow_mut()
+                    .store(chain, &key, about, result, now, &settings);
+            }
+        }
+        cache.borrow_mut().land(chain, &key, answer);
+        flying.landed = true;
+        match reply {
+            Ok(reply) => self.proxied_response(req, reply.body),
+            Err(e) => {
+                self.backend.emit(&error_metric(&req.method, &e));
+                Response::error(&id, &e.to_rpc())
+            }
+        }
+    }
+
+    /// Counts a read the cache could answer: answered from it (`hit`) or not.
+    fn seen(&self, hit: bool) {
+        let mut seen = self.cache_seen.get();
+        if hit {
+            seen.hits += 1;
+        } else {
+            seen.misses += 1;
+        }
+        self.cache_seen.set(seen);
+    }
+
+    /// Writes the isolate's cache counters as one `cache` metric when they are due
+    /// ([`ReadCache::take_stats`]).
+    fn emit_stats(&self, cache: &RefCell<ReadCache>, now_ms: u64) {
+        let Some(stats) = cache.borrow_mut().take_stats(now_ms) else {
+            return;
+        };
+        let (held_bytes, entries) = cache.borrow().held();
+        let evicted = cache.borrow().evicted();
+        self.backend.emit(
+            &Metric::new("cache", "", "reads")
+                .value("hits", stats.hits as f64)
+                .value("misses", stats.misses as f64)
+                .value("hit_bytes", stats.hit_bytes as f64)
+                .field("coalesced", stats.coalesced)
+                .field("stored", stats.stored)
+                .field("stored_bytes", stats.stored_bytes)
+                .field("held_bytes", held_bytes)
+                .field("entries", entries)
+                .field("evicted", evicted)
+                .field("reorgs", stats.reorgs)
+                .field("dropped", stats.dropped),
+        );
+    }
+
+    /// Asks `chain`'s head for the cache (one ask at a time: a read that finds one under way
+    /// waits for it, at most [`HEAD_ASK_GIVE_UP_MS`]): the latest block, its parents by hash
+    /// until it links to the blocks known ([`ReadCache::missing_parent`]), and the finalized
+    /// block when due (the `finalized` tag; an upstream without it: the head less
+    /// `CACHE_FINALITY_DEPTH`). A reorg is a `cache_reorg` line. An ask that fails leaves the
+    /// head as it was (and older than `CACHE_HEAD_MS`: nothing at the head is served).
+    async fn ask_head(&self, cache: &RefCell<ReadCache>, chain: u64, settings: &CacheSettings) {
+        let started = self.backend.now_ms();
+        if !cache
+            .borrow_mut()
+            .claim_refresh(chain, started, HEAD_ASK_GIVE_UP_MS)
+        {
+            while cache.borrow().refreshing(chain)
+                && self.backend.now_ms() < started.saturating_add(HEAD_ASK_GIVE_UP_MS)
+            {
+                self.backend.sleep(FOLLOW_POLL_MS).await;
+            }
+            return;
+        }
+        let _asking = Asking { cache, chain };
+        let Some((head, latest)) = self
+            .ask_block("eth_getBlockByNumber", json!(["latest", false]))
+            .await
+        else {
+            return;
+        };
+        let mut headers = vec![head.clone()];
+        loop {
+            let Some(parent) = cache.borrow().missing_parent(chain, &headers) else {
+                break;
+            };
+            match self
+                .ask_block("eth_getBlockByHash", json!([parent, false]))
+                .await
+            {
+                Some((header, _)) if header.hash == parent => headers.push(header),
+                _ => break,
+            }
+        }
+        let now = self.backend.now_ms();
+        let adopted = cache.borrow_mut().adopt(chain, &headers, now);
+        if let crate::cache::chain::Adopted::Reorg { fork } = adopted {
+            self.backend.emit(
+                &Metric::new("cache_reorg", "", "fork")
+                    .value("count", 1.0)
+                    .field("fork", fork)
+                    .field("head", head.number)
+                    .field("head_hash", head.hash.clone()),
+            );
+        }
+        // The head ask's own answer is a client's read too.
+        let latest_key = key_of("eth_getBlockByNumber", &json!(["latest", false]));
+        cache
+            .borrow_mut()
+            .store(chain, &latest_key, About::Head, &latest, now, settings);
+        if cache.borrow().needs_finalized(chain, now) {
+            let finalized = match self
+                .ask_block("eth_getBlockByNumber", json!(["finalized", false]))
+                .await
+            {
+                Some((block, _)) => block.number,
+                None => head.number.saturating_sub(settings.finality_depth),
+            };
+            let now = self.backend.now_ms();
+            cache
+                .borrow_mut()
+                .set_finalized(chain, finalized.min(head.number), now);
+        }
+    }
+
+    /// Asks the upstream for a block (a question of the relay's own, [`CallKind::OwnOther`]):
+    /// its header and its `result`'s JSON text; `None` when it could not be had.
+    async fn ask_block(&self, method: &str, params: Value) -> Option<(Header, String)> {
+        let need = BlockNeed::of(method, &params);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let reply = self
+            .backend
+            .post_read(
+                &body.to_string(),
+                CallKind::OwnOther,
+                need,
+                self.config.upstream_timeout_ms,
+            )
+            .await
+            .ok()?;
+        let Some(Answer::Result(result)) = Answer::parse(&reply.body) else {
+            return None;
+        };
+        let header = Header::of_block(&serde_json::from_str(&result).ok()?)?;
+        Some((header, result))
+    }
+}
+
+/// The hash of the head `cache` knows on `chain`.
+fn head_hash(cache: &RefCell<ReadCache>, chain: u64) -> Option<String> {
+    cache
+        .borrow()
+        .view(chain)
+        .and_then(|v| v.head())
+        .map(|h| h.hash.clone())
+}

@@ -1,0 +1,362 @@
+// Reads answered at the edge (issue 43): the compiled relay on workerd in front of anvil mining a
+// block a second, behind a recording test proxy. A dapp's read trace (1,000 reads of the head, of
+// old blocks, receipts and logs, over 30 s): the upstream gets at most a quarter, and every answer
+// is the node's for a block it had then (a watcher asks anvil straight every 100 ms and keeps each
+// head's answers). The same trace through an `anvil_reorg` of depth 3: no answer names a block
+// that was not canonical when it was given. Then what is never kept, the bypass, identical reads
+// in flight, and CACHE=off.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { startAnvil, startProxy, startRelay, post, rpc, sleep, until, devAccount } from "./support/harness.mjs";
+
+const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
+// A contract whose code returns block.number (NUMBER PUSH0 MSTORE PUSH1 32 PUSH0 RETURN): an
+// eth_call at `latest` says which block answered it.
+const NUMBER_CONTRACT_INIT = "0x66435f5260205ff35f5260076019f3";
+const from = devAccount(0).address;
+const recipient = "0x000000000000000000000000000000000000c0de";
+const quantity = (n) => `0x${n.toString(16)}`;
+
+/** anvil (a block a second, 100 blocks mined first so that `finalized` is above genesis), the
+ * number contract, three transfers in old (finalized) blocks, the proxy and the relay. */
+async function chain(vars = {}) {
+  const anvil = await startAnvil({ accounts: 2, extraArgs: ["--block-time", "1"] });
+  const ask = async (method, params) => (await rpc(anvil.url, method, params)).result;
+  const deploy = await ask("eth_sendTransaction", [{ from, data: NUMBER_CONTRACT_INIT }]);
+  const old = [];
+  for (let i = 0; i < 3; i++) old.push(await ask("eth_sendTransaction", [{ from, to: recipient, value: "0x1" }]));
+  await ask("anvil_mine", ["0x1"]);
+  await ask("anvil_mine", ["0x64"]);
+  const contract = (await ask("eth_getTransactionReceipt", [deploy])).contractAddress;
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars } });
+  return {
+    anvil,
+    proxy,
+    relay,
+    ask,
+    contract,
+    old,
+    stop: async () => {
+      await relay.stop();
+      await proxy.stop();
+      anvil.stop();
+    },
+  };
+}
+
+/**
+ * Asks anvil straight every 100 ms for its head; each new head's answers (its number, hash,
+ * eth_call of the number contract, the recipient's balance, eth_gasPrice) are kept with when it
+ * was first seen. A transfer to the recipient goes in about every block.
+ */
+function watch(c) {
+  const heads = [];
+  const sent = [];
+  let running = true;
+  const done = (async () => {
+    let lastSend = 0;
+    while (running) {
+      const head = await c.ask("eth_getBlockByNumber", ["latest", false]);
+      if (head && heads.at(-1)?.hash !== head.hash) {
+        const at = { blockHash: head.hash };
+        const [callResult, balance, gasPrice] = await Promise.all([
+          c.ask("eth_call", [{ to: c.contract }, at]),
+          c.ask("eth_getBalance", [recipient, at]),
+          c.ask("eth_gasPrice", []),
+        ]);
+        heads.push({ seen: performance.now(), number: Number(head.number), hash: head.hash, callResult, balance, gasPrice });
+      }
+      if (performance.now() - lastSend > 900) {
+        lastSend = performance.now();
+        sent.push(await c.ask("eth_sendTransaction", [{ from, to: recipient, value: "0x1" }]));
+      }
+      await sleep(100);
+    }
+  })();
+  return { heads, sent, stop: async () => ((running = false), await done) };
+}
+
+/** How long the relay believes a head it asked (CACHE_HEAD_MS, its default), ms. */
+const HEAD_MS = 1000;
+/** How late the watcher may see a block the relay already has (it asks every 100 ms, and four
+ * questions of each new head), and a read's way through the relay, ms. */
+const MARGIN_MS = 500;
+
+/** The heads a read at the head begun at `start` and answered at `end` may be answered from: those
+ * seen from CACHE_HEAD_MS (and a margin) before it began until it was answered (and a margin: the
+ * watcher sees a block after the relay may have), and the one current then. */
+function headsFor(heads, start, end) {
+  const from = start - HEAD_MS - MARGIN_MS;
+  const before = heads.filter((h) => h.seen <= from).at(-1);
+  return heads.filter((h) => (h.seen > from && h.seen <= end + MARGIN_MS) || h === before);
+}
+
+/** The dapp's and the indexer's reads, in turn: the head, the chain's constants, old blocks,
+ * receipts and logs, the last four blocks by number and the receipt of a transfer of a few blocks
+ * ago (both read again and again, across a reorg too). */
+function reads(c, lastHead, watcher) {
+  const oldBlock = (i) => quantity(10 + (i % 20));
+  return [
+    () => call("eth_blockNumber"),
+    () => call("eth_getBlockByNumber", ["latest", false]),
+    () => call("eth_call", [{ to: c.contract }, "latest"]),
+    () => call("eth_getBalance", [recipient, "latest"]),
+    () => call("eth_chainId"),
+    () => call("eth_gasPrice"),
+    (i) => call("eth_getTransactionReceipt", [c.old[i % c.old.length]]),
+    (i) => call("eth_getBlockByNumber", [oldBlock(i), false]),
+    () => call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x20" }]),
+    (i) => call("eth_getBlockByNumber", [quantity(Math.max(0, lastHead() - (Math.floor(i / 11) % 4))), false]),
+    () => call("eth_getTransactionReceipt", [watcher.sent.at(-3) ?? c.old[0]]),
+  ];
+}
+
+/** Fires `count` reads, one every `everyMs`, each not waiting for the last; `midway` runs once
+ * halfway. Returns each read's { req, start, end, json, cache } and the proxy's requests during it. */
+async function trace(c, watcher, { count = 1000, everyMs = 30, midway } = {}) {
+  let lastHead = 0;
+  const kinds = reads(c, () => lastHead, watcher);
+  const asked = c.proxy.requests.length;
+  const done = [];
+  const inFlight = [];
+  let midwayAt;
+  for (let i = 0; i < count; i++) {
+    if (i === Math.floor(count / 2) && midway) midwayAt = await midway();
+    const req = { ...kinds[i % kinds.length](i), id: i };
+    const start = performance.now();
+    inFlight.push(
+      post(c.relay.url, req).then((r) => {
+        const end = performance.now();
+        if (req.method === "eth_blockNumber" && r.json?.result) lastHead = Math.max(lastHead, Number(r.json.result));
+        done.push({ req, start, end, json: r.json, cache: r.cache });
+      }),
+    );
+    await sleep(everyMs);
+  }
+  await Promise.all(inFlight);
+  return { done, upstream: c.proxy.requests.length - asked, midwayAt };
+}
+
+/** Every answer against what the node said: at the head, one of the heads it may be from; by
+ * number or hash, the node's own answer (asked straight at the end); each block hash named was
+ * canonical when the answer was given (`canonicalAt(number, start, end)` says which hashes). */
+async function check(c, heads, done, canonicalAt) {
+  const wrong = [];
+  const node = new Map();
+  const straight = async (req) => {
+    const key = JSON.stringify([req.method, req.params]);
+    if (!node.has(key)) node.set(key, (await rpc(c.anvil.url, req.method, req.params)).result);
+    return node.get(key);
+  };
+  for (const { req, start, end, json } of done) {
+    const result = json?.result;
+    if (result === undefined) {
+      wrong.push({ req, why: "no result", json });
+      continue;
+    }
+    const may = headsFor(heads, start, end);
+    const named = (number, hash) => {
+      const ok = canonicalAt(number, start, end);
+      if (!ok.includes(hash)) wrong.push({ req, why: `names ${hash} at ${number}, canonical then: ${ok}` });
+    };
+    switch (req.method) {
+      case "eth_blockNumber":
+        if (!may.some((h) => h.number === Number(result))) wrong.push({ req, why: `head ${Number(result)} not among ${may.map((h) => h.number)}` });
+        break;
+      case "eth_getBlockByNumber":
+        if (req.params[0] === "latest") {
+          if (!may.some((h) => h.hash === result.hash)) wrong.push({ req, why: `latest ${Number(result.number)} not among ${may.map((h) => h.number)}` });
+        }
+        named(Number(result.number), result.hash);
+        if (Number(result.number) < 40) assert.deepEqual(result, await straight(req), "an old block as the node has it");
+        break;
+      case "eth_call":
+        if (!may.some((h) => h.callResult === result)) wrong.push({ req, why: `eth_call ${Number(result)} not among ${may.map((h) => h.number)}` });
+        break;
+      case "eth_getBalance":
+        if (!may.some((h) => h.balance === result)) wrong.push({ req, why: `balance ${BigInt(result)} not among heads ${may.map((h) => h.number)}` });
+        break;
+      case "eth_gasPrice":
+        if (!may.some((h) => h.gasPrice === result)) wrong.push({ req, why: `gas price ${result} not among ${may.map((h) => h.gasPrice)}` });
+        break;
+      case "eth_chainId":
+        if (result !== "0x7a69") wrong.push({ req, why: result });
+        break;
+      case "eth_getTransactionReceipt":
+        if (!c.old.includes(req.params[0])) {
+          // A recent transfer's: null while pending (or dropped by a reorg), else in a block
+          // canonical then.
+          if (result !== null) named(Number(result.blockNumber), result.blockHash);
+          break;
+        }
+      // falls through
+      case "eth_getLogs":
+        assert.deepEqual(result, await straight(req), `${req.method} as the node has it`);
+        break;
+      default:
+        wrong.push({ req, why: "unexpected" });
+    }
+  }
+  return wrong;
+}
+
+/** The canonical hashes at `number` between `start` and `end` when no reorg happens: the node's. */
+const noReorg = (c) => {
+  const final = new Map();
+  return {
+    load: async (numbers) => {
+      for (const n of numbers) final.set(n, (await rpc(c.anvil.url, "eth_getBlockByNumber", [quantity(n), false])).result?.hash);
+    },
+    at: (number) => [final.get(number)],
+  };
+};
+
+/** The block an answer names: a block's number and hash, or a receipt's block. */
+const blockOf = (result) =>
+  result?.hash && result?.number ? { number: Number(result.number), hash: result.hash } : result?.blockHash ? { number: Number(result.blockNumber), hash: result.blockHash } : null;
+const numbersNamed = (done) => [...new Set(done.map((d) => blockOf(d.json?.result)?.number).filter((n) => n !== undefined))];
+
+test("a dapp's read trace, 1,000 reads over 30 s through the relay: the upstream gets at most a quarter, and every answer is the node's for its block", async () => {
+  const c = await chain();
+  const watcher = watch(c);
+  try {
+    await until(() => watcher.heads.length > 0, 5000);
+    const { done, upstream } = await trace(c, watcher);
+    await watcher.stop();
+    const canonical = noReorg(c);
+    await canonical.load(numbersNamed(done));
+    const wrong = await check(c, watcher.heads, done, canonical.at);
+    const hits = done.filter((d) => d.cache === "HIT").length;
+    console.log(`cache trace: ${done.length} reads, ${upstream} upstream requests (${((100 * upstream) / done.length).toFixed(1)}%), ${hits} hits, ${watcher.heads.length} blocks`);
+    assert.equal(done.length, 1000);
+    assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} answers not the node's`);
+    assert.ok(upstream <= 250, `the upstream got ${upstream} of 1000 reads`);
+    assert.ok(done.every((d) => d.cache === "HIT" || d.cache === "MISS"), "every read says X-Cache");
+    // The isolate's counters, written every 10 s.
+    const lines = c.relay.logs.filter((l) => l.includes('"event":"cache"')).map((l) => JSON.parse(l.slice(l.indexOf("{"))));
+    assert.ok(lines.length >= 2, "cache lines");
+    const counted = lines.reduce((a, l) => a + l.hits + l.misses, 0);
+    assert.ok(counted > 500 && counted <= 1000, `counted ${counted}`);
+    assert.ok(lines.every((l) => l.held_bytes <= 16 * 1024 * 1024 && l.entries > 0));
+  } finally {
+    await watcher.stop();
+    await c.stop();
+  }
+});
+
+test("a reorg of depth 3 while the trace runs: no answer names a block that was not canonical when it was given, none from before the reorg above the fork point", async () => {
+  const c = await chain();
+  const watcher = watch(c);
+  try {
+    await until(() => watcher.heads.length > 0, 5000);
+    let before;
+    let reorgAt;
+    const { done, upstream } = await trace(c, watcher, {
+      midway: async () => {
+        const head = Number(await c.ask("eth_blockNumber", []));
+        before = new Map();
+        for (let n = head - 8; n <= head; n++) before.set(n, (await c.ask("eth_getBlockByNumber", [quantity(n), false])).hash);
+        const started = performance.now();
+        await c.ask("anvil_reorg", [3, []]);
+        reorgAt = { started, done: performance.now(), fork: head - 2 };
+        return reorgAt;
+      },
+    });
+    await watcher.stop();
+    const after = new Map();
+    for (const n of numbersNamed(done)) after.set(n, (await rpc(c.anvil.url, "eth_getBlockByNumber", [quantity(n), false])).result?.hash);
+    // Canonical when the answer was given: before the reorg began, the old chain's (where it
+    // differs); once the relay had to have asked its head again (CACHE_HEAD_MS after the reorg,
+    // and a read's way), the node's now; between, either: a head is believed CACHE_HEAD_MS.
+    const learned = () => reorgAt.done + HEAD_MS + MARGIN_MS;
+    const canonicalAt = (number, start, end) => {
+      const old = before.get(number) ?? after.get(number);
+      if (end < reorgAt.started) return [old];
+      if (start > learned()) return [after.get(number)];
+      return [old, after.get(number)];
+    };
+    const replaced = [...before.entries()].filter(([n, h]) => after.has(n) && after.get(n) !== h).map(([n]) => n);
+    const wrong = await check(c, watcher.heads, done, canonicalAt);
+    const afterReorg = done.filter((d) => d.start > reorgAt.done);
+    const replacedBlock = (d) => {
+      const b = blockOf(d.json?.result);
+      return b && b.number >= reorgAt.fork && before.get(b.number) === b.hash && after.get(b.number) !== b.hash;
+    };
+    const stale = afterReorg.filter((d) => d.start > learned()).filter(replacedBlock);
+    // Within CACHE_HEAD_MS of the reorg the relay may not know of it yet: counted, not refused.
+    const window = afterReorg.filter((d) => d.start <= learned()).filter(replacedBlock);
+    const lastInWindow = Math.max(0, ...window.map((d) => d.end - reorgAt.done));
+    const reorgLines = c.relay.logs.filter((l) => l.includes('"event":"cache_reorg"'));
+    console.log(`cache reorg trace: ${done.length} reads, ${upstream} upstream, fork ${reorgAt.fork}, blocks replaced ${replaced}, ${afterReorg.length} reads after it, ${window.length} of them naming a replaced block within CACHE_HEAD_MS (the last ${lastInWindow.toFixed(0)} ms after the reorg), ${stale.length} after, cache_reorg lines ${reorgLines.length}`);
+    assert.ok(replaced.length >= 1, "the reorg replaced blocks the trace read");
+    assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} answers not canonical or not the node's`);
+    assert.deepEqual(stale, [], "no answer from before the reorg above the fork point once the relay asked its head");
+    assert.ok(reorgLines.length >= 1, "the relay saw the reorg");
+  } finally {
+    await watcher.stop();
+    await c.stop();
+  }
+});
+
+test("what is never kept (errors, null, pending), Cache-Control: no-cache, identical reads in flight as one, and CACHE=off", async () => {
+  const c = await chain();
+  try {
+    const reached = (method) => c.proxy.requests.filter((r) => r.body?.method === method).length;
+    const twice = async (req, headers) => [await post(c.relay.url, req, headers), await post(c.relay.url, req, headers)];
+    // A block by number, old: the second is a hit, and the upstream got one.
+    const [a, b] = await twice(call("eth_getBlockByHash", [(await c.ask("eth_getBlockByNumber", ["0x5", false])).hash, false]));
+    assert.deepEqual([a.cache, b.cache, reached("eth_getBlockByHash")], ["MISS", "HIT", 1]);
+    assert.deepEqual(a.json.result, b.json.result);
+    // A null (a transaction the chain may still get) is asked each time.
+    const unknown = "0x" + "ab".repeat(32);
+    const nulls = await twice(call("eth_getTransactionReceipt", [unknown]));
+    assert.deepEqual(nulls.map((r) => [r.json.result, r.cache]), [[null, "MISS"], [null, "MISS"]]);
+    assert.equal(reached("eth_getTransactionReceipt"), 2);
+    // An error is asked each time.
+    const errors = await twice(call("eth_getBalance", ["not an address", "latest"]));
+    assert.ok(errors.every((r) => r.json.error && r.cache === "MISS"));
+    // `pending` is never the cache's: no X-Cache, asked each time.
+    const pending = await twice(call("eth_getBalance", [recipient, "pending"]));
+    assert.deepEqual(pending.map((r) => r.cache), [null, null]);
+    assert.equal(reached("eth_getBalance"), 4);
+    // Cache-Control: no-cache: asked of the upstream, MISS.
+    const chainId = await twice(call("eth_chainId"));
+    assert.deepEqual(chainId.map((r) => r.cache), ["MISS", "HIT"]);
+    const bypassed = await post(c.relay.url, call("eth_chainId"), { "cache-control": "no-cache" });
+    assert.deepEqual([bypassed.cache, bypassed.json.result, reached("eth_chainId")], ["MISS", "0x7a69", 2]);
+    // A batch: HIT only when every read in it was.
+    const batch = await post(c.relay.url, [call("eth_chainId", [], 1), call("eth_getBlockByNumber", ["0x6", false], 2)]);
+    assert.equal(batch.cache, "MISS");
+    const again = await post(c.relay.url, [call("eth_chainId", [], 1), call("eth_getBlockByNumber", ["0x6", false], 2)]);
+    assert.deepEqual([again.cache, again.json.map((r) => r.id)], ["HIT", [1, 2]]);
+    // Ten identical reads at once: one upstream request, each its own id.
+    const slow = await startProxy({ upstream: c.anvil.url, strictNonce: false, latency: (req) => (req?.method === "eth_getCode" ? 300 : 0) });
+    const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: slow.url } });
+    try {
+      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(relay.url, call("eth_getCode", [c.contract, "0x3"], 100 + i))));
+      assert.deepEqual(answers.map((r) => r.json.id), Array.from({ length: 10 }, (_, i) => 100 + i));
+      assert.ok(answers.every((r) => r.json.result === answers[0].json.result));
+      assert.equal(slow.requests.filter((r) => r.body?.method === "eth_getCode").length, 1);
+    } finally {
+      await relay.stop();
+      await slow.stop();
+    }
+  } finally {
+    await c.stop();
+  }
+});
+
+test("CACHE=off: every read goes to the upstream and no answer says X-Cache", async () => {
+  const c = await chain({ CACHE: "off" });
+  try {
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await post(c.relay.url, call("eth_chainId")), await post(c.relay.url, call("eth_getBlockByNumber", ["0x5", false])));
+    assert.ok(answers.every((r) => r.cache === null && r.json.result));
+    assert.equal(c.proxy.requests.length, 6);
+  } finally {
+    await c.stop();
+  }
+});
+
+after(() => {});
