@@ -57,6 +57,7 @@ bench-e2e: build
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=200 MAX_QUEUE_PER_SENDER=256 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=20 TXS=20 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/chains.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/cache.mjs
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/sustained.mjs
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/rows.mjs
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/ws-idle.mjs

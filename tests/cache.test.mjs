@@ -7,7 +7,7 @@
 // in flight, and CACHE=off.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { startAnvil, startProxy, startRelay, post, rpc, sleep, until, devAccount } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, post, rpc, sleep, until, devAccount, signTransfer, sendRaw } from "./support/harness.mjs";
 
 const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
 // A contract whose code returns block.number (NUMBER PUSH0 MSTORE PUSH1 32 PUSH0 RETURN): an
@@ -342,6 +342,65 @@ test("what is never kept (errors, null, pending), Cache-Control: no-cache, ident
       await relay.stop();
       await slow.stop();
     }
+  } finally {
+    await c.stop();
+  }
+});
+
+test("the data centre's cache (Cache API) keeps answers that hold for good, beyond the isolate's bound; never one at the head", async () => {
+  // CACHE_MAX_BYTES=1024: no answer over 64 bytes fits the isolate's memory.
+  const c = await chain({ CACHE_MAX_BYTES: "1024" });
+  try {
+    const reached = (method) => c.proxy.requests.filter((r) => r.body?.method === method).length;
+    const old = call("eth_getBlockByNumber", ["0x7", false]);
+    const [a, b] = [await post(c.relay.url, old), await post(c.relay.url, old)];
+    assert.deepEqual([a.cache, b.cache], ["MISS", "HIT"]);
+    assert.deepEqual(b.json.result, (await rpc(c.anvil.url, "eth_getBlockByNumber", ["0x7", false])).result);
+    // Asked once: the block (the head ask's own latest, finalized and genesis are the relay's).
+    assert.equal(c.proxy.requests.filter((r) => r.body?.method === "eth_getBlockByNumber" && r.body.params[0] === "0x7").length, 1);
+    const receipt = call("eth_getTransactionReceipt", [c.old[0]]);
+    const [r1, r2] = [await post(c.relay.url, receipt), await post(c.relay.url, receipt)];
+    assert.deepEqual([r1.cache, r2.cache, reached("eth_getTransactionReceipt")], ["MISS", "HIT", 1]);
+    // The head's block is never the shared cache's: asked again once the head moved.
+    const latest = call("eth_getBlockByNumber", ["latest", true]);
+    await post(c.relay.url, latest);
+    await sleep(2_200);
+    await post(c.relay.url, latest);
+    assert.equal(c.proxy.requests.filter((r) => r.body?.method === "eth_getBlockByNumber" && r.body.params[1] === true).length, 2);
+  } finally {
+    await c.stop();
+  }
+});
+
+test("a client's newHeads moves the cache's head: with CACHE_HEAD_MS=60000 eth_blockNumber stays, then follows the chain once a WebSocket hears it; a send makes the head asked again", async () => {
+  const c = await chain({ CACHE_HEAD_MS: "60000" });
+  try {
+    const number = async () => Number((await post(c.relay.url, call("eth_blockNumber"))).json.result);
+    const first = await number();
+    await sleep(2_500);
+    assert.equal(await number(), first, "the head asked is believed CACHE_HEAD_MS");
+    const socket = new WebSocket(c.relay.url.replace(/^http/, "ws"));
+    const heads = [];
+    socket.onmessage = (e) => {
+      const m = JSON.parse(e.data);
+      if (m.method === "eth_subscription") heads.push(Number(m.params.result.number));
+    };
+    await new Promise((resolve, reject) => ((socket.onopen = resolve), (socket.onerror = reject)));
+    socket.send(JSON.stringify(call("eth_subscribe", ["newHeads"], 7)));
+    assert.ok(await until(() => heads.length >= 3, 10_000), "three heads heard");
+    const said = await number();
+    socket.close();
+    console.log(`# eth_blockNumber ${first} before, ${said} after the heads ${heads}`);
+    assert.ok(said >= heads.at(-2) && said > first, `eth_blockNumber ${said} follows the heads heard ${heads}`);
+    // A send through the relay: the next read asks the head (anvil mines it at once, here
+    // within the second).
+    const before = await number();
+    const account = devAccount(1);
+    const raw = await signTransfer(account, 0);
+    assert.ok((await sendRaw(c.relay.url, raw)).json.result);
+    await until(async () => (await rpc(c.anvil.url, "eth_getTransactionCount", [account.address, "latest"])).result === "0x1", 5_000);
+    const count = (await post(c.relay.url, call("eth_getTransactionCount", [account.address, "latest"]))).json.result;
+    assert.equal(count, "0x1", `its count at latest right after its send (the head was ${before})`);
   } finally {
     await c.stop();
   }

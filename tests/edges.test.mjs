@@ -18,7 +18,8 @@ test("six wide eth_getLogs slower than UPSTREAM_TIMEOUT_MS on both upstreams: ea
   // Both nodes are healthy; only a client's wide query is slow on them.
   const slowLogs = (req) => (req?.method === "eth_getLogs" ? 2_000 : 0);
   const [a, b] = await Promise.all([0, 1].map(() => startProxy({ upstream: anvil.url, strictNonce: false, latency: slowLogs })));
-  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: `${a.url},${b.url}`, UPSTREAM_TIMEOUT_MS: "500" } });
+  // CACHE=off: every read here must reach the upstreams, as it is their race that is tested.
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: `${a.url},${b.url}`, UPSTREAM_TIMEOUT_MS: "500", CACHE: "off" } });
   try {
     for (let i = 0; i < 3; i++) await rpc(relay.url, "eth_blockNumber"); // both chains checked
     const logs = await Promise.all(
@@ -61,6 +62,8 @@ test("SEND_BROADCAST=all leaves a cooling upstream out: one that swallows sends 
       SEND_BROADCAST: "all",
       ENABLE_NONCE_ORDERING: "false",
       UPSTREAM_TIMEOUT_MS: "3000",
+      // The counts below must each reach both upstreams (the cache would answer the second).
+      CACHE: "off",
     },
   });
   try {

@@ -25,6 +25,8 @@ pub struct ChainView {
     head_at_ms: Option<u64>,
     /// The finalized block's number, and when it was learned, ms.
     finalized: Option<(u64, u64)>,
+    /// The genesis block's hash, when learned.
+    genesis: Option<String>,
 }
 
 /// What a new head did to the blocks known ([`ChainView::adopt`]).
@@ -58,6 +60,30 @@ impl ChainView {
     /// number (a reorg not seen yet), so the head is asked at the next read.
     pub fn suspect(&mut self) {
         self.head_at_ms = None;
+    }
+
+    /// The genesis block's hash, when learned.
+    pub fn genesis(&self) -> Option<&str> {
+        self.genesis.as_deref()
+    }
+
+    /// Learns the genesis block's hash (lowercase hex).
+    pub fn set_genesis(&mut self, hash: &str) {
+        self.genesis = Some(hash.to_ascii_lowercase());
+    }
+
+    /// Whether `chain` (a new head first, then parents) links to the blocks known: its oldest
+    /// block's parent is the canonical block below it, and each is the parent of the one before.
+    pub fn links(&self, chain: &[Header]) -> bool {
+        let Some(oldest) = chain.last() else {
+            return false;
+        };
+        oldest.number > 0
+            && self
+                .canonical
+                .get(&(oldest.number - 1))
+                .is_some_and(|parent| parent.hash == oldest.parent_hash)
+            && chain.windows(2).all(|w| w[1].hash == w[0].parent_hash)
     }
 
     /// The hash of canonical block `number`, when it is known.
@@ -128,12 +154,7 @@ impl ChainView {
             return Adopted::Same;
         }
         let oldest = chain.last().expect("not empty");
-        let links = oldest.number > 0
-            && self
-                .canonical
-                .get(&(oldest.number - 1))
-                .is_some_and(|parent| parent.hash == oldest.parent_hash);
-        let links = links && chain.windows(2).all(|w| w[1].hash == w[0].parent_hash);
+        let links = self.links(chain);
         // The first known block this chain does not keep.
         let fork = if links {
             self.canonical

@@ -33,7 +33,8 @@ use policy::{named_block, About, Header};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::rc::Rc;
-use store::{Entries, Entry, Tag};
+pub use store::Tag;
+use store::{Entries, Entry};
 
 /// How long a finalized block number is believed before it is asked again, ms (it only grows,
 /// so an old one is only too careful).
@@ -201,7 +202,8 @@ impl ReadCache {
     }
 
     /// Keeps `result` (a read's `result` JSON text) as `key`'s on `chain`, when what it is
-    /// about lets it ([`tag_for`]) at `now_ms`. Returns whether it was kept.
+    /// about lets it ([`tag_for`]) at `now_ms`. Returns whether it was kept in memory
+    /// ([`ReadCache::store_tagged`]).
     pub fn store(
         &mut self,
         chain: u64,
@@ -211,11 +213,27 @@ impl ReadCache {
         now_ms: u64,
         settings: &CacheSettings,
     ) -> bool {
+        self.store_tagged(chain, key, about, result, now_ms, settings)
+            .0
+    }
+
+    /// [`ReadCache::store`], with how long the answer holds: `(kept in memory, its tag)`, the
+    /// tag `None` when it may not be kept at all (and `Some` also for one too large for memory,
+    /// which a shared cache may still keep).
+    pub fn store_tagged(
+        &mut self,
+        chain: u64,
+        key: &str,
+        about: About,
+        result: &str,
+        now_ms: u64,
+        settings: &CacheSettings,
+    ) -> (bool, Option<Tag>) {
         if matches!(about, About::Never | About::HeadNumber) {
-            return false;
+            return (false, None);
         }
         let Ok(value) = serde_json::from_str::<Value>(result) else {
-            return false;
+            return (false, None);
         };
         let view = self.views.get(&chain);
         let head = view.and_then(ChainView::head).map(|h| h.number);
@@ -227,21 +245,60 @@ impl ReadCache {
             if let Some(view) = self.views.get_mut(&chain) {
                 view.suspect();
             }
-            return false;
+            return (false, None);
         }
         let Some(tag) = tag_for(view, about, &value, now_ms, settings) else {
-            return false;
+            return (false, None);
         };
         let entry = Entry {
             result: Rc::from(result),
-            tag,
+            tag: tag.clone(),
         };
-        let kept = self.entries.put(chain, key.to_string(), entry);
+        let kept = self.entries.put(chain, key, entry);
         if kept {
             self.stats.stored += 1;
             self.stats.stored_bytes += result.len() as u64;
         }
-        kept
+        (kept, Some(tag))
+    }
+
+    /// Keeps `result`, an answer that holds for good (from a shared cache that keeps only
+    /// those), as `key`'s on `chain`, and counts it as a hit.
+    pub fn keep_final(&mut self, chain: u64, key: &str, result: &str) {
+        self.stats.hits += 1;
+        self.stats.misses = self.stats.misses.saturating_sub(1);
+        self.stats.hit_bytes += result.len() as u64;
+        let entry = Entry {
+            result: Rc::from(result),
+            tag: Tag::Final,
+        };
+        self.entries.put(chain, key, entry);
+    }
+
+    /// Whether a read about `about` on `chain` may find an answer that holds for good (in a
+    /// shared cache): about the chain, a block by hash, a transaction, or a block at or below the
+    /// finalized one.
+    pub fn may_be_final(&self, chain: u64, about: About) -> bool {
+        match about {
+            About::Chain | About::BlockHash | About::Answer => true,
+            About::Number(n) => self
+                .views
+                .get(&chain)
+                .and_then(ChainView::finalized)
+                .is_some_and(|f| n <= f),
+            About::Never | About::Head | About::HeadNumber => false,
+        }
+    }
+
+    /// `chain`'s genesis hash, when learned ([`ReadCache::set_genesis`]).
+    pub fn genesis(&self, chain: u64) -> Option<&str> {
+        self.views.get(&chain)?.genesis()
+    }
+
+    /// Learns `chain`'s genesis hash: a shared cache's keys carry it, so that a chain started
+    /// anew (a dev chain reset) never finds the old one's answers.
+    pub fn set_genesis(&mut self, chain: u64, hash: &str) {
+        self.views.entry(chain).or_default().set_genesis(hash);
     }
 
     /// The parent to ask for to link the new head `headers` ([`ChainView::missing_parent`]).
@@ -258,6 +315,13 @@ impl ReadCache {
         let below_final = headers
             .first()
             .is_some_and(|h| view.finalized().is_some_and(|f| h.number < f));
+        // A head below the one known that does not link to it: the chain started anew.
+        let went_back = headers.first().is_some_and(|h| {
+            view.head().is_some_and(|known| h.number < known.number)
+                && view.missing_parent(headers).is_none()
+                && !view.links(headers)
+        });
+        let below_final = below_final || went_back;
         if below_final {
             *view = ChainView::default();
             self.entries.drop_chain(chain);
@@ -275,6 +339,34 @@ impl ReadCache {
             }
         }
         adopted
+    }
+
+    /// A head heard from the upstream's WebSocket (a client's `newHeads`) on `chain` at
+    /// `now_ms`: the next block on top of the head known is taken as the head (and makes it
+    /// fresh); a block known already changes nothing; any other (a reorg, or blocks missed) makes
+    /// the head asked at the next read, whose ask follows it back. Returns what was adopted.
+    pub fn heard_head(&mut self, chain: u64, header: &Header, now_ms: u64) -> Option<Adopted> {
+        let view = self.views.get_mut(&chain)?;
+        if view.hash_at(header.number) == Some(header.hash.as_str()) {
+            return None;
+        }
+        let on_top = view
+            .head()
+            .is_some_and(|h| h.number + 1 == header.number && h.hash == header.parent_hash);
+        if !on_top {
+            view.suspect();
+            return None;
+        }
+        Some(self.adopt(chain, std::slice::from_ref(header), now_ms))
+    }
+
+    /// Takes `chain`'s head as not fresh: the head is asked at the next read that depends on it
+    /// (a transaction the relay just forwarded may already be in a block: a dev chain's
+    /// automine, a rollup's sequencer).
+    pub fn suspect(&mut self, chain: u64) {
+        if let Some(view) = self.views.get_mut(&chain) {
+            view.suspect();
+        }
     }
 
     /// Learns that `chain`'s block `number` is finalized at `now_ms`; a lower one than known (a

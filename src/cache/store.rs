@@ -38,31 +38,40 @@ pub struct Entry {
     pub tag: Tag,
 }
 
-/// What one entry costs besides its key's and result's bytes (the map's node, the tag, the
-/// index), bytes: an estimate, so that many small answers count.
-const ENTRY_OVERHEAD_BYTES: usize = 160;
+/// What one entry costs besides its key's, its result's and its tag's hash's bytes, bytes: the
+/// list's node (key, result, tag, links), the two reference counts, the map's and the index's
+/// slots, the allocator's rounding. Measured with a counting allocator
+/// (`tests/cache_memory.rs`), so that the bound holds for the heap, not only for the texts.
+const ENTRY_OVERHEAD_BYTES: usize = 240;
 
-/// An entry's key: its chain (the chain id, 0 when unset) and its read's key
-/// ([`super::policy::key_of`]).
-type Key = (u64, String);
-
-/// The answers kept, at most `max_bytes` of them (keys, results and [`ENTRY_OVERHEAD_BYTES`]
-/// each), the least recently used evicted first.
+/// The answers kept, at most `max_bytes` of them ([`cost`] each), the least recently used
+/// evicted first. Each is kept by its chain and its read's key ([`super::policy::key_of`]) as
+/// one shared text, `{chain} {key}`.
 pub struct Entries {
-    lru: LruCache<Key, Entry>,
+    lru: LruCache<Rc<str>, Entry>,
     /// The bytes held.
     bytes: usize,
     /// The most bytes held.
     max_bytes: usize,
-    /// Keys of the entries tagged [`Tag::Block`] or [`Tag::Head`], by chain and block number.
-    unfinalized: BTreeMap<(u64, u64), HashSet<String>>,
+    /// The entries tagged [`Tag::Block`] or [`Tag::Head`], by chain and block number (the same
+    /// texts as the list's keys).
+    unfinalized: BTreeMap<(u64, u64), HashSet<Rc<str>>>,
     /// How many entries were evicted to make room.
     pub evicted: u64,
 }
 
-/// The bytes an entry costs.
-fn cost(key: &str, result: &str) -> usize {
-    key.len() + result.len() + ENTRY_OVERHEAD_BYTES
+/// The text an entry is kept by: `{chain} {key}`.
+fn full_key(chain: u64, key: &str) -> String {
+    format!("{chain} {key}")
+}
+
+/// The bytes an entry costs: its key, its result, its tag's hash and [`ENTRY_OVERHEAD_BYTES`].
+fn cost(key: &str, entry: &Entry) -> usize {
+    let hash = match &entry.tag {
+        Tag::Final => 0,
+        Tag::Block { hash, .. } | Tag::Head { hash, .. } => hash.len(),
+    };
+    key.len() + entry.result.len() + hash + ENTRY_OVERHEAD_BYTES
 }
 
 impl Entries {
@@ -94,68 +103,73 @@ impl Entries {
 
     /// The entry of `key` on `chain` (made the most recently used).
     pub fn get(&mut self, chain: u64, key: &str) -> Option<&Entry> {
-        self.lru.get(&(chain, key.to_string()))
+        self.lru.get(full_key(chain, key).as_str())
     }
 
     /// Keeps `entry` as `key`'s on `chain`, evicting the least recently used until it fits. An
     /// answer larger than a sixteenth of the bound is not kept (one wide `eth_getLogs` must not
     /// empty the cache); returns whether it was.
-    pub fn put(&mut self, chain: u64, key: String, entry: Entry) -> bool {
-        let size = cost(&key, &entry.result);
+    pub fn put(&mut self, chain: u64, key: &str, entry: Entry) -> bool {
+        let full: Rc<str> = Rc::from(full_key(chain, key));
+        let size = cost(&full, &entry);
         if size > self.max_bytes / 16 {
             return false;
         }
-        self.remove(chain, &key);
+        self.remove_full(&full);
         while self.bytes + size > self.max_bytes {
-            let Some(((c, k), old)) = self.lru.pop_lru() else {
+            let Some((old_key, old)) = self.lru.pop_lru() else {
                 break;
             };
-            self.forget(c, &k, &old);
+            self.forget(&old_key, &old);
             self.evicted += 1;
         }
         if let Tag::Block { number, .. } | Tag::Head { number, .. } = &entry.tag {
             self.unfinalized
                 .entry((chain, *number))
                 .or_default()
-                .insert(key.clone());
+                .insert(full.clone());
         }
         self.bytes += size;
-        self.lru.put((chain, key), entry);
+        self.lru.put(full, entry);
         true
     }
 
     /// Removes `key`'s entry on `chain`, if any.
     pub fn remove(&mut self, chain: u64, key: &str) {
-        let key = (chain, key.to_string());
-        if let Some(old) = self.lru.pop(&key) {
-            self.forget(chain, &key.1, &old);
+        self.remove_full(&full_key(chain, key));
+    }
+
+    /// Removes the entry kept as `full` (`{chain} {key}`), if any.
+    fn remove_full(&mut self, full: &str) {
+        if let Some((old_key, old)) = self.lru.pop_entry(full) {
+            self.forget(&old_key, &old);
         }
     }
 
     /// Drops every answer on `chain` about a block at or above `fork`, and every answer at a
     /// head (a reorg: those blocks are no longer canonical). Returns how many.
     pub fn drop_from(&mut self, chain: u64, fork: u64) -> usize {
-        let keys: Vec<String> = self
+        let keys: Vec<Rc<str>> = self
             .unfinalized
             .range((chain, fork)..=(chain, u64::MAX))
             .flat_map(|(_, keys)| keys.iter().cloned())
             .collect();
         let dropped = keys.len();
         for key in keys {
-            self.remove(chain, &key);
+            self.remove_full(&key);
         }
         dropped + self.drop_heads(chain)
     }
 
     /// Drops every answer on `chain` tagged [`Tag::Head`] (the head moved). Returns how many.
     pub fn drop_heads(&mut self, chain: u64) -> usize {
-        let heads: Vec<(u64, String)> = self
+        let heads: Vec<Rc<str>> = self
             .unfinalized
             .range((chain, 0)..=(chain, u64::MAX))
-            .flat_map(|(_, keys)| keys.iter().map(|k| (chain, k.clone())))
+            .flat_map(|(_, keys)| keys.iter().cloned())
             .filter(|key| {
                 matches!(
-                    self.lru.peek(key),
+                    self.lru.peek(key.as_ref()),
                     Some(Entry {
                         tag: Tag::Head { .. },
                         ..
@@ -164,31 +178,36 @@ impl Entries {
             })
             .collect();
         let dropped = heads.len();
-        for (c, k) in heads {
-            self.remove(c, &k);
+        for key in heads {
+            self.remove_full(&key);
         }
         dropped
     }
 
     /// Drops every answer on `chain` (it went back: a dev chain reset).
     pub fn drop_chain(&mut self, chain: u64) {
-        let keys: Vec<Key> = self
+        let prefix = format!("{chain} ");
+        let keys: Vec<Rc<str>> = self
             .lru
             .iter()
-            .filter(|((c, _), _)| *c == chain)
+            .filter(|(k, _)| k.starts_with(&prefix))
             .map(|(k, _)| k.clone())
             .collect();
-        for (c, k) in keys {
-            self.remove(c, &k);
+        for key in keys {
+            self.remove_full(&key);
         }
     }
 
     /// Takes an entry leaving out of the index and the byte count.
-    fn forget(&mut self, chain: u64, key: &str, old: &Entry) {
-        self.bytes = self.bytes.saturating_sub(cost(key, &old.result));
+    fn forget(&mut self, full: &Rc<str>, old: &Entry) {
+        self.bytes = self.bytes.saturating_sub(cost(full, old));
         if let Tag::Block { number, .. } | Tag::Head { number, .. } = &old.tag {
+            let chain = full
+                .split_once(' ')
+                .and_then(|(c, _)| c.parse().ok())
+                .unwrap_or(0);
             if let Some(keys) = self.unfinalized.get_mut(&(chain, *number)) {
-                keys.remove(key);
+                keys.remove(full);
                 if keys.is_empty() {
                     self.unfinalized.remove(&(chain, *number));
                 }

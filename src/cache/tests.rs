@@ -499,3 +499,70 @@ fn an_answer_from_a_fork_or_a_newer_head_makes_the_head_asked_again() {
         "a block above the head"
     );
 }
+
+#[test]
+fn a_head_heard_on_a_websocket_moves_the_head_only_on_top_of_it() {
+    let mut cache = cache_at(20, 4, 0);
+    let key = key_of("eth_gasPrice", &json!([]));
+    assert!(cache.store(C, &key, About::Head, "\"0x1\"", 10, &S));
+    // A block known: nothing.
+    assert_eq!(cache.heard_head(C, &header(19, 0, 0), 500), None);
+    assert!(cache.lookup(C, &key, About::Head, 600, &S).is_some());
+    // The next block: the head, fresh from now; the old head's answers go.
+    assert_eq!(
+        cache.heard_head(C, &header(21, 0, 0), 900),
+        Some(Adopted::Extended)
+    );
+    assert!(cache.lookup(C, &key, About::Head, 1_500, &S).is_none());
+    assert!(
+        !cache.needs_head(C, About::Head, 1_500, &S),
+        "fresh from the heard head"
+    );
+    // Another fork's block at a known number: the head is asked at the next read.
+    assert_eq!(cache.heard_head(C, &header(21, 1, 0), 1_600), None);
+    assert!(cache.needs_head(C, About::Head, 1_600, &S));
+    // Nothing known of the chain: nothing.
+    assert_eq!(cache.heard_head(C + 1, &header(5, 0, 0), 0), None);
+}
+
+#[test]
+fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
+    // finalized 0: anvil's below 64 blocks.
+    let mut cache = cache_at(30, 0, 0);
+    assert!(cache.store(
+        C,
+        "eth_getblockbynumber [\"0x0\"]",
+        About::Number(0),
+        "\"genesis\"",
+        0,
+        &S
+    ));
+    assert!(cache.store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S));
+    // Reset: the head is block 1 of another chain.
+    cache.adopt(C, &[header(1, 7, 7)], 10);
+    assert_eq!(
+        cache.held().1,
+        0,
+        "nothing of the old chain kept, not even its genesis"
+    );
+    // A lower head that links (a shorter fork) is a reorg, not a reset.
+    let mut cache = cache_at(30, 0, 0);
+    assert!(cache.store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S));
+    cache.adopt(C, &[header(29, 1, 0)], 10);
+    assert_eq!(cache.held().1, 1);
+}
+
+#[test]
+fn what_may_be_final_in_a_shared_cache() {
+    let cache = cache_at(100, 36, 0);
+    assert!(cache.may_be_final(C, About::Chain));
+    assert!(cache.may_be_final(C, About::BlockHash));
+    assert!(cache.may_be_final(C, About::Answer));
+    assert!(cache.may_be_final(C, About::Number(36)));
+    assert!(!cache.may_be_final(C, About::Number(37)));
+    assert!(!cache.may_be_final(C, About::Head));
+    assert!(
+        !cache.may_be_final(C + 1, About::Number(0)),
+        "nothing known of it"
+    );
+}

@@ -198,6 +198,12 @@ impl std::error::Error for ConfigError {}
 pub const MAX_SEND_WINDOW: usize = 64;
 
 impl Config {
+    /// This chain's name in the isolate's read cache ([`crate::cache::ReadCache`]): its chain
+    /// id, 0 when `CHAIN_ID` is unset (one chain only, then).
+    pub fn cache_chain(&self) -> u64 {
+        self.chain_id.unwrap_or(0)
+    }
+
     /// Reads the settings through `get` (the variable's value, `None` when unset; an empty value
     /// counts as unset).
     ///

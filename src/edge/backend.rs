@@ -40,6 +40,9 @@ pub struct WorkerBackend<'a> {
     pub env: &'a Env,
     /// The client's IP (`CF-Connecting-IP`), the rate limits' key.
     pub client_ip: String,
+    /// The origin (`https://host`) the shared cache's keys are URLs of
+    /// ([`Backend::shared_get`]); `None`: no shared cache (a WebSocket's messages).
+    pub cache_origin: Option<String>,
     /// The client's `x-test-fault` header, passed on to the Durable Object (test builds only).
     #[cfg(feature = "test-faults")]
     pub test_fault: Option<String>,
@@ -56,9 +59,19 @@ impl<'a> WorkerBackend<'a> {
             },
             env,
             client_ip,
+            cache_origin: None,
             #[cfg(feature = "test-faults")]
             test_fault: None,
         }
+    }
+
+    /// The shared cache's URL of `key` ([`crate::relay::cached::shared_key`]) under this
+    /// request's origin.
+    fn shared_url(&self, key: &str) -> Option<String> {
+        Some(format!(
+            "{}/__relay-cache/{key}",
+            self.cache_origin.as_ref()?
+        ))
     }
 
     fn headers(&self) -> Result<Headers, ObjectError> {
@@ -340,6 +353,41 @@ impl Backend for WorkerBackend<'_> {
     /// The isolate's read cache ([`read_cache`]).
     fn read_cache(&self) -> Option<std::rc::Rc<std::cell::RefCell<crate::cache::ReadCache>>> {
         Some(read_cache(self.upstream.config))
+    }
+
+    /// Cloudflare's Cache API (`caches.default`: the data centre's; it works on a custom domain,
+    /// not on `*.workers.dev`), a synthetic GET of this origin's `/__relay-cache/{key}`. Any
+    /// failure is a miss.
+    async fn shared_get(&self, key: &str) -> Option<String> {
+        let url = self.shared_url(key)?;
+        let mut response = worker::Cache::default().get(url, false).await.ok()??;
+        response.text().await.ok()
+    }
+
+    /// Puts `result` in the Cache API as [`Backend::shared_get`] reads it, for 30 days
+    /// (`s-maxage`; it holds for good, the data centre evicts it sooner when it needs the room).
+    /// A failure is only logged.
+    async fn shared_put(&self, key: &str, result: &str) {
+        let Some(url) = self.shared_url(key) else {
+            return;
+        };
+        let put = async {
+            let headers = Headers::new();
+            headers.set("content-type", "application/json")?;
+            headers.set("cache-control", "public, s-maxage=2592000, max-age=2592000")?;
+            let response = Response::ok(result)?.with_headers(headers);
+            worker::Cache::default().put(url, response).await
+        };
+        if let Err(e) = put.await {
+            emit(
+                self.env,
+                crate::edge::runtime::chain_of(self.upstream.config),
+                &Metric::new("cache_error", "", "shared_put")
+                    .value("count", 1.0)
+                    .field("error", e.to_string()),
+                self.upstream.request_id,
+            );
+        }
     }
 
     async fn tx_status(

@@ -212,8 +212,8 @@ async fn handle_rpc(
             return json_response(400, error.response(&jsonrpc::Id::null()));
         }
     };
-    #[allow(unused_mut)]
     let mut backend = WorkerBackend::new(config, env, id, client_ip(&req));
+    backend.cache_origin = Some(req.url()?.origin().ascii_serialization());
     #[cfg(feature = "test-faults")]
     {
         backend.test_fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;

@@ -7,7 +7,7 @@
 
 use super::{Backend, Relay};
 use crate::cache::policy::{key_of, About, Header};
-use crate::cache::{Begin, CacheSettings, ReadCache};
+use crate::cache::{Begin, CacheSettings, ReadCache, Tag};
 use crate::jsonrpc::{Answer, Request, Response};
 use crate::metrics::Metric;
 use crate::upstream::heads::BlockNeed;
@@ -76,12 +76,6 @@ impl Drop for Asking<'_> {
 }
 
 impl<B: Backend> Relay<'_, B> {
-    /// The cache's name for this relay's chain: its chain id, 0 when `CHAIN_ID` is unset (one
-    /// chain only, then).
-    fn cache_chain(&self) -> u64 {
-        self.config.chain_id.unwrap_or(0)
-    }
-
     /// Answers `req`, a read, through `cache` ([`crate::cache`]): a read the cache knows how to
     /// keep is answered from it while what it keeps holds (asking the head first when the answer
     /// depends on it and the head is older than `CACHE_HEAD_MS`); else it is asked of the
@@ -93,7 +87,7 @@ impl<B: Backend> Relay<'_, B> {
         if about == About::Never {
             return self.proxy(req).await;
         }
-        let chain = self.cache_chain();
+        let chain = self.config.cache_chain();
         let settings = self.config.cache_settings;
         let key = key_of(&req.method, &req.params);
         let id = req.response_id();
@@ -112,6 +106,14 @@ impl<B: Backend> Relay<'_, B> {
             if let Some(result) = found {
                 self.seen(true);
                 return Response::new(&id, Answer::Result(result.to_string()));
+            }
+            // The data centre's cache, for an answer that may hold for good.
+            if let Some(shared) = self.shared_key(cache, chain, about, &key) {
+                if let Some(result) = self.backend.shared_get(&shared).await {
+                    cache.borrow_mut().keep_final(chain, &key, &result);
+                    self.seen(true);
+                    return Response::new(&id, Answer::Result(result));
+                }
             }
         }
         self.seen(false);
@@ -148,22 +150,60 @@ impl<B: Backend> Relay<'_, B> {
             Ok(reply) => Answer::parse(&reply.body),
             Err(_) => None,
         };
+        let mut final_result = None;
         if let Some(Answer::Result(result)) = &answer {
             let stable = head_before == head_hash(cache, chain) || about == About::BlockHash;
             if stable {
                 let now = self.backend.now_ms();
-                cache
+                let (_, tag) = cache
                     .borrow_mut()
-                    .store(chain, &key, about, result, now, &settings);
+                    .store_tagged(chain, &key, about, result, now, &settings);
+                if tag == Some(Tag::Final) {
+                    final_result = Some(result.clone());
+                }
             }
         }
         cache.borrow_mut().land(chain, &key, answer);
         flying.landed = true;
+        // Its followers have it: the data centre's cache is written after.
+        if let Some(result) = final_result {
+            if let Some(shared) = self.shared_key(cache, chain, about, &key) {
+                self.backend.shared_put(&shared, &result).await;
+            }
+        }
         match reply {
             Ok(reply) => self.proxied_response(req, reply.body),
             Err(e) => {
                 self.backend.emit(&error_metric(&req.method, &e));
                 Response::error(&id, &e.to_rpc())
+            }
+        }
+    }
+
+    /// The shared cache's key of a read on `chain` (`key`, [`key_of`]) about `about`, when its
+    /// answer may hold for good ([`ReadCache::may_be_final`]) and the chain's genesis hash is
+    /// known ([`shared_key`]).
+    fn shared_key(
+        &self,
+        cache: &RefCell<ReadCache>,
+        chain: u64,
+        about: About,
+        key: &str,
+    ) -> Option<String> {
+        let cache = cache.borrow();
+        if !cache.may_be_final(chain, about) {
+            return None;
+        }
+        Some(shared_key(chain, cache.genesis(chain)?, key))
+    }
+
+    /// After this body's sends: the cache asks its head again at the next read that depends on
+    /// it ([`ReadCache::suspect`]), so that a client reading right after its send (its balance,
+    /// its nonce at `latest`) does not get the head from before it.
+    pub(super) fn after_sends(&self) {
+        if let Some(cache) = self.backend.read_cache().filter(|_| self.config.cache) {
+            if let Ok(mut cache) = cache.try_borrow_mut() {
+                cache.suspect(self.config.cache_chain());
             }
         }
     }
@@ -223,10 +263,23 @@ impl<B: Backend> Relay<'_, B> {
             return;
         }
         let _asking = Asking { cache, chain };
-        let Some((head, latest)) = self
-            .ask_block("eth_getBlockByNumber", json!(["latest", false]))
-            .await
-        else {
+        // Several upstreams: the best head they know, asked of each (their answers teach the
+        // race their heads, so a lagging one gets no read of the tip), then that block from one
+        // that has it. One: its latest block.
+        let latest = if self.config.upstream_urls.len() > 1 {
+            match self.ask_best_head().await {
+                Some(number) => {
+                    let number = crate::hex::encode_quantity(number);
+                    self.ask_block("eth_getBlockByNumber", json!([number, false]))
+                        .await
+                }
+                None => None,
+            }
+        } else {
+            self.ask_block("eth_getBlockByNumber", json!(["latest", false]))
+                .await
+        };
+        let Some((head, latest)) = latest else {
             return;
         };
         let mut headers = vec![head.clone()];
@@ -258,6 +311,14 @@ impl<B: Backend> Relay<'_, B> {
         cache
             .borrow_mut()
             .store(chain, &latest_key, About::Head, &latest, now, settings);
+        if cache.borrow().genesis(chain).is_none() {
+            if let Some((genesis, _)) = self
+                .ask_block("eth_getBlockByNumber", json!(["0x0", false]))
+                .await
+            {
+                cache.borrow_mut().set_genesis(chain, &genesis.hash);
+            }
+        }
         if cache.borrow().needs_finalized(chain, now) {
             let finalized = match self
                 .ask_block("eth_getBlockByNumber", json!(["finalized", false]))
@@ -271,6 +332,23 @@ impl<B: Backend> Relay<'_, B> {
                 .borrow_mut()
                 .set_finalized(chain, finalized.min(head.number), now);
         }
+    }
+
+    /// The best head the upstreams know: `eth_blockNumber` asked as a client's is (of every
+    /// upstream, [`CallKind::ReadMerged`]), `None` when it could not be had.
+    async fn ask_best_head(&self) -> Option<u64> {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
+        let reply = self
+            .backend
+            .post_read(
+                body,
+                CallKind::of_method("eth_blockNumber"),
+                BlockNeed::Head,
+                self.config.upstream_timeout_ms,
+            )
+            .await
+            .ok()?;
+        crate::upstream::heads::head_of(&reply.body)
     }
 
     /// Asks the upstream for a block (a question of the relay's own, [`CallKind::OwnOther`]):
@@ -303,4 +381,20 @@ fn head_hash(cache: &RefCell<ReadCache>, chain: u64) -> Option<String> {
         .view(chain)
         .and_then(|v| v.head())
         .map(|h| h.hash.clone())
+}
+
+/// The shared cache's key of read `key` on `chain` whose genesis block is `genesis`: a path of
+/// the SHA-256 of the three (hex), so that no client's text is in it and a chain started anew
+/// (another genesis) finds nothing of the old one. The edge makes it a URL of its own origin.
+pub fn shared_key(chain: u64, genesis: &str, key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(chain.to_be_bytes());
+    hash.update(genesis.as_bytes());
+    hash.update([0]);
+    hash.update(key.as_bytes());
+    format!(
+        "{chain}/{}",
+        crate::hex::encode(&hash.finalize()).trim_start_matches("0x")
+    )
 }

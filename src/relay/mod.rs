@@ -138,6 +138,20 @@ pub trait Backend: Platform {
     fn read_cache(&self) -> Option<Rc<RefCell<crate::cache::ReadCache>>> {
         None
     }
+
+    /// The answer a shared cache (Cloudflare's Cache API, the data centre's) keeps as `key`
+    /// ([`cached::shared_key`]): the `result` JSON text of a read whose answer holds for good.
+    /// By default, and where there is none, `None`.
+    async fn shared_get(&self, key: &str) -> Option<String> {
+        let _ = key;
+        None
+    }
+
+    /// Keeps `result` as `key`'s in the shared cache ([`Backend::shared_get`]); only answers
+    /// that hold for good are given. By default nothing.
+    async fn shared_put(&self, key: &str, result: &str) {
+        let _ = (key, result);
+    }
 }
 
 /// The HTTP answer to a request body.
@@ -433,6 +447,9 @@ impl<'a, B: Backend> Relay<'a, B> {
             futures_util::future::join(join_all(count_tasks), join_all(subscription_tasks)),
         )
         .await;
+        if !sent.is_empty() {
+            self.after_sends();
+        }
         let mut retry_after_s: Option<u64> = None;
         for (i, response, retry_after) in sent.into_iter().flatten() {
             answers[i] = Some(response);

@@ -45,7 +45,9 @@ impl Backfill {
     /// for its missed heads, or the texts it held when its fill-in is given up). A delivery that
     /// names missed heads starts that subscription's wait.
     pub fn deliver(&mut self, delivery: Delivery, memory: &Memory) -> Vec<String> {
-        let Delivery { id, text, missed } = delivery;
+        let Delivery {
+            id, text, missed, ..
+        } = delivery;
         if let Some(missed) = missed.filter(|_| self.fetches < MAX_FETCHES) {
             if memory.take(text.len()) {
                 let waiting = self.waiting.entry(id).or_insert(Waiting {
@@ -151,6 +153,7 @@ mod tests {
             id: id.into(),
             text: notification(id, &format!(r#"{{"number":"0x{n:x}"}}"#)),
             missed,
+            head: None,
         }
     }
 

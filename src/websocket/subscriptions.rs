@@ -59,6 +59,9 @@ pub struct Delivery {
     /// The `newHeads` the client missed while the upstream socket was away (block numbers, at
     /// most [`MAX_MISSED_HEADS`]), to send first ([`super::backfill`]).
     pub missed: Option<RangeInclusive<u64>>,
+    /// A `newHeads` notification's block header, for the read cache
+    /// ([`crate::cache::ReadCache::heard_head`]).
+    pub head: Option<crate::cache::policy::Header>,
 }
 
 /// Why an `eth_subscribe` is refused before it goes upstream.
@@ -224,10 +227,14 @@ impl Subscriptions {
             .iter_mut()
             .find(|(_, s)| s.upstream_id.as_deref() == Some(params.subscription.as_str()))?;
         let mut missed = None;
+        let mut head = None;
         if entry.kind == Kind::Logs && !entry.logs.first_time(params.result.get(), &self.memory) {
             return None; // already delivered from the fetch of a gap
         }
         if entry.kind == Kind::NewHeads {
+            head = serde_json::from_str(params.result.get())
+                .ok()
+                .and_then(|block| crate::cache::policy::Header::of_block(&block));
             let number = serde_json::from_str::<Header>(params.result.get())
                 .ok()
                 .and_then(|h| h.number)
@@ -245,6 +252,7 @@ impl Subscriptions {
             id: id.clone(),
             text: notification(id, params.result.get()),
             missed,
+            head,
         })
     }
 

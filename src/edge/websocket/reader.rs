@@ -195,6 +195,12 @@ impl Connection {
         let delivery = self.subscriptions.borrow_mut().deliver(text);
         if let Some(delivery) = delivery {
             self.last_activity.set(now_ms());
+            // The head the upstream announced moves the read cache's, or makes it asked.
+            if let Some(head) = delivery.head.as_ref().filter(|_| self.config.cache) {
+                crate::edge::backend::read_cache(&self.config)
+                    .borrow_mut()
+                    .heard_head(self.config.cache_chain(), head, now_ms());
+            }
             let out = {
                 let subscriptions = self.subscriptions.borrow();
                 self.backfill
