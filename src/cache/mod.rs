@@ -21,6 +21,8 @@
 //!   chain ([`ReadCache::claim_refresh`]).
 
 pub mod chain;
+pub mod finality;
+pub mod flight;
 pub mod policy;
 pub mod store;
 
@@ -29,7 +31,11 @@ mod tests;
 
 use crate::jsonrpc::Answer;
 use chain::{Adopted, ChainView};
-use policy::{named_block, About, Header};
+pub use finality::tag_for;
+use finality::{holds, names_known_blocks};
+pub use flight::Begin;
+use flight::Flights;
+use policy::{About, Header};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -75,30 +81,12 @@ pub struct CacheStats {
     pub dropped: u64,
 }
 
-/// An identical read in flight: since when, and its answer once it landed (`None` inside: it
-/// failed or was abandoned, and each waiter asks for itself).
-struct Flight {
-    since_ms: u64,
-    landed: Option<Option<Answer>>,
-}
-
-/// Whether a read leads (asks the upstream) or follows one in flight ([`ReadCache::begin`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Begin {
-    /// Ask the upstream, then [`ReadCache::land`] the answer.
-    Lead,
-    /// Wait for the leader's answer ([`ReadCache::landed`]).
-    Follow,
-}
-
 /// The read cache of one isolate: the answers kept (every chain's, one bound), each chain's
 /// view, the reads and head asks in flight, and the counters.
 pub struct ReadCache {
     entries: Entries,
     views: HashMap<u64, ChainView>,
-    flights: HashMap<(u64, String), Flight>,
-    /// The chains whose head is being asked, since when, ms.
-    refreshing: HashMap<u64, u64>,
+    flights: Flights,
     stats: CacheStats,
     /// When the counters were last taken, ms.
     stats_since_ms: Option<u64>,
@@ -110,8 +98,7 @@ impl ReadCache {
         ReadCache {
             entries: Entries::new(max_bytes),
             views: HashMap::new(),
-            flights: HashMap::new(),
-            refreshing: HashMap::new(),
+            flights: Flights::default(),
             stats: CacheStats::default(),
             stats_since_ms: None,
         }
@@ -382,69 +369,39 @@ impl ReadCache {
         }
     }
 
-    /// Claims `chain`'s head ask at `now_ms`: true when no other is under way (or the one under
-    /// way began more than `give_up_ms` ago); the claimer asks, then
-    /// [`ReadCache::release_refresh`].
+    /// Claims `chain`'s head ask at `now_ms` ([`Flights::claim_refresh`]).
     pub fn claim_refresh(&mut self, chain: u64, now_ms: u64, give_up_ms: u64) -> bool {
-        match self.refreshing.get(&chain) {
-            Some(&since) if now_ms.saturating_sub(since) < give_up_ms => false,
-            _ => {
-                self.refreshing.insert(chain, now_ms);
-                true
-            }
-        }
+        self.flights.claim_refresh(chain, now_ms, give_up_ms)
     }
 
     /// Ends `chain`'s head ask.
     pub fn release_refresh(&mut self, chain: u64) {
-        self.refreshing.remove(&chain);
+        self.flights.release_refresh(chain);
     }
 
     /// Whether `chain`'s head ask is under way.
     pub fn refreshing(&self, chain: u64) -> bool {
-        self.refreshing.contains_key(&chain)
+        self.flights.refreshing(chain)
     }
 
-    /// Starts a read of `key` on `chain` at `now_ms`: it follows an identical read in flight
-    /// that began less than `give_up_ms` ago, else it leads.
+    /// Starts a read of `key` on `chain` at `now_ms` ([`Flights::begin`]); a follower is
+    /// counted (`coalesced`).
     pub fn begin(&mut self, chain: u64, key: &str, now_ms: u64, give_up_ms: u64) -> Begin {
-        let id = (chain, key.to_string());
-        if let Some(flight) = self.flights.get(&id) {
-            if flight.landed.is_none() && now_ms.saturating_sub(flight.since_ms) < give_up_ms {
-                self.stats.coalesced += 1;
-                return Begin::Follow;
-            }
+        let begin = self.flights.begin(chain, key, now_ms, give_up_ms);
+        if begin == Begin::Follow {
+            self.stats.coalesced += 1;
         }
-        // Landed flights are kept a moment for their followers to read, then go.
-        if self.flights.len() >= 64 {
-            self.flights
-                .retain(|_, f| f.landed.is_none() || now_ms.saturating_sub(f.since_ms) < 1_000);
-        }
-        self.flights.insert(
-            id,
-            Flight {
-                since_ms: now_ms,
-                landed: None,
-            },
-        );
-        Begin::Lead
+        begin
     }
 
-    /// The leader's `answer` to `key` on `chain` (`None`: it failed or gave up, each follower
-    /// asks for itself).
+    /// The leader's `answer` to `key` on `chain` ([`Flights::land`]).
     pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>) {
-        if let Some(flight) = self.flights.get_mut(&(chain, key.to_string())) {
-            flight.landed = Some(answer);
-        }
+        self.flights.land(chain, key, answer);
     }
 
-    /// For a follower: the leader's answer once it landed (`Some(None)`: ask for yourself, also
-    /// when the flight is gone); `None` while it is in flight.
+    /// For a follower: the leader's answer once it landed ([`Flights::landed`]).
     pub fn landed(&self, chain: u64, key: &str) -> Option<Option<Answer>> {
-        match self.flights.get(&(chain, key.to_string())) {
-            Some(flight) => flight.landed.clone(),
-            None => Some(None),
-        }
+        self.flights.landed(chain, key)
     }
 
     /// The counters gathered since they were last taken, when [`STATS_EVERY_MS`] passed at
@@ -456,95 +413,5 @@ impl ReadCache {
         }
         self.stats_since_ms = Some(now_ms);
         Some(std::mem::take(&mut self.stats))
-    }
-}
-
-/// Whether an answer tagged `tag` still holds at `now_ms` on a chain seen as `view`.
-fn holds(view: Option<&ChainView>, tag: &Tag, now_ms: u64, settings: &CacheSettings) -> bool {
-    let fresh = |v: &&ChainView| v.head_fresh(now_ms, settings.head_ms);
-    match tag {
-        Tag::Final => true,
-        Tag::Block { number, hash } => view
-            .filter(fresh)
-            .is_some_and(|v| v.hash_at(*number) == Some(hash.as_str())),
-        Tag::Head { number, hash } => view
-            .filter(fresh)
-            .and_then(ChainView::head)
-            .is_some_and(|h| h.number == *number && h.hash == *hash),
-    }
-}
-
-/// Whether every block `result` names (a block object, a transaction or receipt, each log of a
-/// list) is the one the cache knows at its number, where it knows one.
-fn names_known_blocks(view: Option<&ChainView>, result: &Value) -> bool {
-    let agrees = |n: u64, hash: &str| {
-        view.and_then(|v| v.hash_at(n))
-            .is_none_or(|known| known == hash)
-    };
-    match result {
-        Value::Array(items) => items
-            .iter()
-            .filter_map(named_block)
-            .all(|(n, hash)| agrees(n, &hash)),
-        one => named_block(one)
-            .into_iter()
-            .chain(Header::of_block(one).map(|h| (h.number, h.hash)))
-            .all(|(n, hash)| agrees(n, &hash)),
-    }
-}
-
-/// How long an answer `result` to a read about `about` holds on a chain seen as `view` at
-/// `now_ms`: `None` when it may not be kept (a `null`; about a block above the head, or whose
-/// hash is not known; at a head not fresh; a block object or a transaction that names another
-/// block than the one the cache knows at its number).
-pub fn tag_for(
-    view: Option<&ChainView>,
-    about: About,
-    result: &Value,
-    now_ms: u64,
-    settings: &CacheSettings,
-) -> Option<Tag> {
-    if result.is_null() {
-        return None;
-    }
-    let fresh = view.filter(|v| v.head_fresh(now_ms, settings.head_ms));
-    let finalized = |n: u64| view.and_then(ChainView::finalized).is_some_and(|f| n <= f);
-    let at_block = |n: u64| -> Option<Tag> {
-        if finalized(n) {
-            return Some(Tag::Final);
-        }
-        let hash = fresh?.hash_at(n)?;
-        Some(Tag::Block {
-            number: n,
-            hash: hash.to_string(),
-        })
-    };
-    let tag = match about {
-        About::Never | About::HeadNumber => return None,
-        About::Chain | About::BlockHash => Tag::Final,
-        About::Number(n) => at_block(n)?,
-        About::Head => {
-            let head = fresh?.head()?;
-            Tag::Head {
-                number: head.number,
-                hash: head.hash.clone(),
-            }
-        }
-        About::Answer => {
-            let (n, _) = named_block(result)?;
-            at_block(n)?
-        }
-    };
-    if !names_known_blocks(view, result) {
-        return None;
-    }
-    match (&tag, about, Header::of_block(result)) {
-        (Tag::Block { number, hash } | Tag::Head { number, hash }, _, Some(block))
-            if block.number != *number || block.hash != *hash =>
-        {
-            None
-        }
-        (_, About::Number(n), Some(block)) if block.number != n => None,
-        _ => Some(tag),
     }
 }

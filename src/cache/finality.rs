@@ -1,0 +1,101 @@
+//! How long an answer holds ([`tag_for`]) and whether it still does ([`holds`]): the finality
+//! rules. An answer about a finalized block holds for good; about an unfinalized one, while the
+//! block the cache knows at its number is canonical; at the head, while the head is the same and
+//! fresh. Every block an answer names must be the one the cache knows at its number
+//! ([`names_known_blocks`]). Pure.
+
+use super::chain::ChainView;
+use super::policy::{named_block, About, Header};
+use super::store::Tag;
+use super::CacheSettings;
+use serde_json::Value;
+
+/// Whether an answer tagged `tag` still holds at `now_ms` on a chain seen as `view`.
+pub fn holds(view: Option<&ChainView>, tag: &Tag, now_ms: u64, settings: &CacheSettings) -> bool {
+    let fresh = |v: &&ChainView| v.head_fresh(now_ms, settings.head_ms);
+    match tag {
+        Tag::Final => true,
+        Tag::Block { number, hash } => view
+            .filter(fresh)
+            .is_some_and(|v| v.hash_at(*number) == Some(hash.as_str())),
+        Tag::Head { number, hash } => view
+            .filter(fresh)
+            .and_then(ChainView::head)
+            .is_some_and(|h| h.number == *number && h.hash == *hash),
+    }
+}
+
+/// Whether every block `result` names (a block object, a transaction or receipt, each log of a
+/// list) is the one the cache knows at its number, where it knows one.
+pub fn names_known_blocks(view: Option<&ChainView>, result: &Value) -> bool {
+    let agrees = |n: u64, hash: &str| {
+        view.and_then(|v| v.hash_at(n))
+            .is_none_or(|known| known == hash)
+    };
+    match result {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(named_block)
+            .all(|(n, hash)| agrees(n, &hash)),
+        one => named_block(one)
+            .into_iter()
+            .chain(Header::of_block(one).map(|h| (h.number, h.hash)))
+            .all(|(n, hash)| agrees(n, &hash)),
+    }
+}
+
+/// How long an answer `result` to a read about `about` holds on a chain seen as `view` at
+/// `now_ms`: `None` when it may not be kept (a `null`; about a block above the head, or whose
+/// hash is not known; at a head not fresh; a block object or a transaction that names another
+/// block than the one the cache knows at its number).
+pub fn tag_for(
+    view: Option<&ChainView>,
+    about: About,
+    result: &Value,
+    now_ms: u64,
+    settings: &CacheSettings,
+) -> Option<Tag> {
+    if result.is_null() {
+        return None;
+    }
+    let fresh = view.filter(|v| v.head_fresh(now_ms, settings.head_ms));
+    let finalized = |n: u64| view.and_then(ChainView::finalized).is_some_and(|f| n <= f);
+    let at_block = |n: u64| -> Option<Tag> {
+        if finalized(n) {
+            return Some(Tag::Final);
+        }
+        let hash = fresh?.hash_at(n)?;
+        Some(Tag::Block {
+            number: n,
+            hash: hash.to_string(),
+        })
+    };
+    let tag = match about {
+        About::Never | About::HeadNumber => return None,
+        About::Chain | About::BlockHash => Tag::Final,
+        About::Number(n) => at_block(n)?,
+        About::Head => {
+            let head = fresh?.head()?;
+            Tag::Head {
+                number: head.number,
+                hash: head.hash.clone(),
+            }
+        }
+        About::Answer => {
+            let (n, _) = named_block(result)?;
+            at_block(n)?
+        }
+    };
+    if !names_known_blocks(view, result) {
+        return None;
+    }
+    match (&tag, about, Header::of_block(result)) {
+        (Tag::Block { number, hash } | Tag::Head { number, hash }, _, Some(block))
+            if block.number != *number || block.hash != *hash =>
+        {
+            None
+        }
+        (_, About::Number(n), Some(block)) if block.number != n => None,
+        _ => Some(tag),
+    }
+}
