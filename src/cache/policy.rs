@@ -7,6 +7,7 @@
 //! keyed by number served stale data after a reorg). Pure.
 
 use crate::hex;
+use crate::upstream::heads::BLOCK_PARAM;
 use serde_json::Value;
 
 /// What a read's answer is about, from its method and params.
@@ -32,28 +33,6 @@ pub enum About {
     /// kept.
     Answer,
 }
-
-/// The position of the block parameter of each method that takes one (as
-/// [`crate::upstream::heads::BlockNeed`] reads them, and `eth_getTransactionCount`).
-const BLOCK_PARAM: &[(&str, usize)] = &[
-    ("eth_call", 1),
-    ("eth_createAccessList", 1),
-    ("eth_estimateGas", 1),
-    ("eth_feeHistory", 1),
-    ("eth_getAccount", 1),
-    ("eth_getBalance", 1),
-    ("eth_getBlockByNumber", 0),
-    ("eth_getBlockReceipts", 0),
-    ("eth_getBlockTransactionCountByNumber", 0),
-    ("eth_getCode", 1),
-    ("eth_getHeaderByNumber", 0),
-    ("eth_getProof", 2),
-    ("eth_getStorageAt", 2),
-    ("eth_getTransactionByBlockNumberAndIndex", 0),
-    ("eth_getTransactionCount", 1),
-    ("eth_getUncleByBlockNumberAndIndex", 0),
-    ("eth_getUncleCountByBlockNumber", 0),
-];
 
 /// Methods about a block named by the hash in their first parameter.
 const BY_BLOCK_HASH: &[&str] = &[

@@ -32,8 +32,9 @@ pub enum BlockNeed {
     Number(u64),
 }
 
-/// The position of the block parameter of each method that takes one.
-const BLOCK_PARAM: &[(&str, usize)] = &[
+/// The position of the block parameter of each method that takes one (the read cache reads
+/// them the same way, [`crate::cache::policy::About::of`]).
+pub const BLOCK_PARAM: &[(&str, usize)] = &[
     ("eth_call", 1),
     ("eth_createAccessList", 1),
     ("eth_estimateGas", 1),
@@ -48,6 +49,7 @@ const BLOCK_PARAM: &[(&str, usize)] = &[
     ("eth_getProof", 2),
     ("eth_getStorageAt", 2),
     ("eth_getTransactionByBlockNumberAndIndex", 0),
+    ("eth_getTransactionCount", 1),
     ("eth_getUncleByBlockNumberAndIndex", 0),
     ("eth_getUncleCountByBlockNumber", 0),
 ];
