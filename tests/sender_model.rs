@@ -259,7 +259,7 @@ struct World {
     /// given up.
     lost: HashMap<TxHash, u64>,
     /// Transactions the relay gave up (`tx_abandoned`, `tx_expired`), that a send refused, or
-    /// that a replacement sent after them superseded.
+    /// that a replacement sent after them superseded (`tx_replaced`: the upstream accepted it).
     given_up: HashSet<TxHash>,
     /// Whether the send being carried out goes above the machine's next nonce.
     ahead: bool,
@@ -423,7 +423,7 @@ impl Effects for World {
     fn alarm(&mut self, _at_ms: Option<u64>) {}
 
     fn emit(&mut self, metric: Metric) {
-        if matches!(metric.event, "tx_abandoned" | "tx_expired") {
+        if matches!(metric.event, "tx_abandoned" | "tx_expired" | "tx_replaced") {
             let hash = metric.fields.iter().find(|(k, _)| *k == "tx_hash");
             if let Some((_, v)) = hash {
                 let mut h = [0u8; 32];
@@ -908,4 +908,36 @@ fn defect_7_a_window_member_resent_after_the_members_below_it_left() {
         Arrive(0, 0),
     ];
     run(ops, false, 3, false).unwrap();
+}
+
+/// Found by the random schedules (a CI run of stop 48): nonce 1 is accepted, then the sender's
+/// replacement of it is accepted too (the upstream's pool had dropped the first); the pool drops
+/// the replacement, the object restarts, and the replacement's resend is refused for itself. The
+/// first one is not sent again (the sender replaced it: a cancel must never bring back what it
+/// cancelled), and the relay says so: `tx_replaced` (`replacement_accepted`) when the replacement
+/// took its nonce. Before, it was dropped without a word.
+#[test]
+fn defect_8_a_transaction_replaced_by_its_sender_is_given_up_aloud() {
+    use Op::*;
+    let ops = vec![
+        Arrive(1, 0),
+        Lookup(true),
+        Arrive(0, 0),
+        Deliver(0, 0),
+        Arrive(1, 1),
+        Deliver(0, 0),
+        Arrive(2, 0),
+        DropPool,
+        Lookup(true),
+        Deliver(0, 0),
+        Arrive(0, 0),
+        DropPool,
+        Restart(false),
+        Lookup(true),
+        Lookup(true),
+        Deliver(3, 0),
+        Arrive(2, 0),
+        Arrive(0, 0),
+    ];
+    run(ops, false, 1, false).unwrap();
 }

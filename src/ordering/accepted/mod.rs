@@ -173,6 +173,9 @@ pub struct Pruned {
     /// Pending, the oldest past [`MAX_ACCEPTED`] with tracking off
     /// ([`Accepted::untracked_bound`]): expired too.
     pub over_count: Vec<(TxHash, AcceptedTx)>,
+    /// Pending, whose nonce another accepted transaction of the sender took (a replacement the
+    /// upstream accepted): now [`Status::Replaced`], never sent again; (hash, nonce, by).
+    pub replaced: Vec<(TxHash, u64, TxHash)>,
 }
 
 impl Accepted {
@@ -360,6 +363,7 @@ impl Accepted {
                 if let Some(tx) = self.by_hash.get_mut(&previous) {
                     if !tx.status.is_final() {
                         pruned.gone.push(previous);
+                        pruned.replaced.push((previous, nonce, hash));
                     }
                     tx.status = Status::Replaced { by: Some(hash) };
                     tx.final_ms.get_or_insert(at_ms);

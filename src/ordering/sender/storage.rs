@@ -84,6 +84,17 @@ impl Sender {
     /// Carries out what pruning the accepted set did: rows no longer needed are deleted, expired
     /// ones reported.
     pub(super) fn pruned(&mut self, pruned: Pruned, now_ms: u64) {
+        // A replacement the upstream accepted took an accepted transaction's nonce: the one
+        // replaced is never sent again, and says so (`GET /tx` shows it `replaced`).
+        for (hash, nonce, by) in &pruned.replaced {
+            self.emit(
+                Metric::new("tx_replaced", "", "replacement_accepted")
+                    .value("count", 1.0)
+                    .field("nonce", *nonce)
+                    .field("tx_hash", crate::hex::encode(hash))
+                    .field("replaced_by", crate::hex::encode(by)),
+            );
+        }
         self.forget_rows(pruned.gone);
         let mut rows = Vec::new();
         let expired = pruned.expired.into_iter().map(|e| ("track_ttl", e));
