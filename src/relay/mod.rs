@@ -14,7 +14,8 @@
 //!   holds ([`pending`]); the upstream's own answer when the object can't be reached.
 //! - Methods refused by the method policy ([`crate::access::methods`]) get -32601 and go nowhere.
 //! - Every other method goes to the upstream unchanged and its answer comes back unchanged (no
-//!   retries: it may not be idempotent).
+//!   retries: it may not be idempotent); a read the read cache knows is answered from it while
+//!   what it keeps holds ([`cached`], [`crate::cache`]).
 //! - Batches keep request order in the answer. A sender's transactions in a batch go to its object
 //!   in one call, which sorts them by nonce; senders and other requests run concurrently.
 //!
