@@ -29,7 +29,8 @@ async function chain(vars = {}) {
   await ask("anvil_mine", ["0x64"]);
   const contract = (await ask("eth_getTransactionReceipt", [deploy])).contractAddress;
   const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
-  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars } });
+  // CACHE on whatever RELAY_CACHE says: these tests are the cache's.
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, CACHE: "on", ...vars } });
   return {
     anvil,
     proxy,
@@ -332,7 +333,7 @@ test("what is never kept (errors, null, pending), Cache-Control: no-cache, ident
     assert.deepEqual([again.cache, again.json.map((r) => r.id)], ["HIT", [1, 2]]);
     // Ten identical reads at once: one upstream request, each its own id.
     const slow = await startProxy({ upstream: c.anvil.url, strictNonce: false, latency: (req) => (req?.method === "eth_getCode" ? 300 : 0) });
-    const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: slow.url } });
+    const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: slow.url, CACHE: "on" } });
     try {
       const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(relay.url, call("eth_getCode", [c.contract, "0x3"], 100 + i))));
       assert.deepEqual(answers.map((r) => r.json.id), Array.from({ length: 10 }, (_, i) => 100 + i));
