@@ -218,6 +218,10 @@ test("a storage write fails under the machine (a newer instance took over): the 
     assert.equal(answer.json?.result, keccak256(raw), answer.text);
     const logs = s.relay.logs.join("\n");
     assert.equal(s.relay.events("storage_error").length, 1, logs);
+    // Issue 42: every line names its sender and chain.
+    const [failed] = s.relay.events("storage_error");
+    assert.equal(failed.chain, 31337, logs);
+    assert.equal(failed.sender, account.address.toLowerCase(), logs);
     assert.equal(s.relay.events("object_superseded").length, 1, logs);
     assert.ok(!/panicked|RuntimeError|unreachable/.test(logs), `the object trapped:\n${logs}`);
     const count = await rpc(s.anvil.url, "eth_getTransactionCount", [account.address, "latest"]);

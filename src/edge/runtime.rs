@@ -37,16 +37,19 @@ pub fn emit(env: &Env, chain: Option<u64>, metric: &Metric, request_id: Option<&
     }
     console_log!("{}", line.log_line());
     if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
-        let chain = chain.map(|c| c.to_string()).unwrap_or_default();
+        let chain_blob = chain.map(|c| c.to_string()).unwrap_or_default();
         let written = AnalyticsEngineDataPointBuilder::new()
             .indexes([metric.index()])
-            .blobs([metric.event, metric.label.as_str(), chain.as_str()])
+            .blobs([metric.event, metric.label.as_str(), chain_blob.as_str()])
             .doubles(metric.doubles())
             .write_to(&dataset);
         if let Err(e) = written {
             console_log!(
                 "{}",
-                crate::log::line("metrics_error", &[("error", e.to_string().into())])
+                crate::log::line(
+                    "metrics_error",
+                    &[("chain", chain.into()), ("error", e.to_string().into())]
+                )
             );
         }
     }

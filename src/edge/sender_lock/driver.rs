@@ -124,6 +124,7 @@ impl Driver {
                     "chain_id_unknown",
                     &[
                         ("sender", sender.clone().into()),
+                        ("chain", serde_json::Value::Null),
                         ("stored", stored.rows.len().into())
                     ]
                 )
@@ -356,10 +357,14 @@ impl Driver {
             None => storage.delete_alarm().await,
         };
         if let Err(e) = done {
-            log_error(&StorageError {
-                op: "alarm",
-                message: e.to_string(),
-            });
+            log_error(
+                self.chain_id.get(),
+                &self.sender(),
+                &StorageError {
+                    op: "alarm",
+                    message: e.to_string(),
+                },
+            );
         }
     }
 

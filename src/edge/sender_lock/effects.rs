@@ -33,9 +33,14 @@ impl Carry<'_> {
     /// platform refuses for its content is not one: [`Effects::store`]).
     fn after_write(&self, written: Result<(), StorageError>) {
         if let Err(e) = written {
-            log_error(&e);
+            self.log_error(&e);
             self.driver.superseded_as(&self.sender);
         }
+    }
+
+    /// Logs a storage error with the object's sender and chain (`storage_error`).
+    fn log_error(&self, error: &StorageError) {
+        log_error(self.driver.chain_id.get(), &self.sender, error);
     }
 
     fn live(&self) -> bool {
@@ -84,7 +89,7 @@ impl Effects for Carry<'_> {
             // The platform refused this row for its content (too big for it): the instance still
             // has its storage; the machine refuses the transaction unsent. Never supersession.
             Err(e) if is_deterministic(&e.message) => {
-                log_error(&e);
+                self.log_error(&e);
                 Err(Unstorable(e.message))
             }
             written => {
@@ -122,12 +127,17 @@ impl Effects for Carry<'_> {
         self.driver.chain_id_stored.set(false);
         self.driver.store.vacated();
         let driver = self.driver.clone();
+        let sender = self.sender.clone();
         spawn_local(async move {
             if let Err(e) = driver.state.storage().delete_all().await {
-                log_error(&StorageError {
-                    op: "vacate",
-                    message: e.to_string(),
-                });
+                log_error(
+                    driver.chain_id.get(),
+                    &sender,
+                    &StorageError {
+                        op: "vacate",
+                        message: e.to_string(),
+                    },
+                );
             }
         });
     }
@@ -146,12 +156,14 @@ impl Effects for Carry<'_> {
             Ok(loaded) => loaded
                 .into_iter()
                 .filter_map(|tx| {
-                    tx.map_err(|(hash, why)| log_refused(&self.sender, &hash, &why))
-                        .ok()
+                    tx.map_err(|(hash, why)| {
+                        log_refused(self.driver.chain_id.get(), &self.sender, &hash, &why)
+                    })
+                    .ok()
                 })
                 .collect(),
             Err(e) => {
-                log_error(&e);
+                self.log_error(&e);
                 self.driver.superseded_as(&self.sender);
                 Vec::new()
             }

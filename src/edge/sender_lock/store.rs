@@ -79,19 +79,26 @@ impl Sql for EdgeSql {
     }
 }
 
-/// Logs a storage error (`storage_error`).
-pub fn log_error(error: &StorageError) {
-    console_log!("{}", error.log_line());
+/// Logs a storage error of `sender`'s object on chain `chain` (`storage_error`).
+pub fn log_error(chain: Option<u64>, sender: &str, error: &StorageError) {
+    console_log!("{}", error.log_line(chain, sender));
 }
 
-/// Logs a stored row that is not a send of its own hash (`stored_request_refused`).
-pub fn log_refused(sender: &str, hash: &crate::transaction::TxHash, why: &impl std::fmt::Display) {
+/// Logs a stored row of `sender`'s object on chain `chain` that is not a send of its own hash
+/// (`stored_request_refused`).
+pub fn log_refused(
+    chain: Option<u64>,
+    sender: &str,
+    hash: &crate::transaction::TxHash,
+    why: &impl std::fmt::Display,
+) {
     console_log!(
         "{}",
         log::line(
             "stored_request_refused",
             &[
                 ("sender", sender.into()),
+                ("chain", chain.into()),
                 ("tx_hash", crate::hex::encode(hash).into()),
                 ("error", why.to_string().into()),
             ]

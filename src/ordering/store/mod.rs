@@ -126,11 +126,14 @@ impl StorageError {
         StorageError { op, message }
     }
 
-    /// Its log line (`storage_error`).
-    pub fn log_line(&self) -> String {
+    /// Its log line (`storage_error`), for `sender` (lowercase 0x address) on chain `chain`
+    /// (`null` while the chain id is not known).
+    pub fn log_line(&self, chain: Option<u64>, sender: &str) -> String {
         crate::log::line(
             "storage_error",
             &[
+                ("sender", sender.into()),
+                ("chain", chain.into()),
                 ("op", self.op.into()),
                 ("error", self.message.clone().into()),
             ],
