@@ -7,7 +7,7 @@
 //! keyed by number served stale data after a reorg). Pure.
 
 use crate::hex;
-use crate::upstream::heads::BLOCK_PARAM;
+use crate::upstream::block_ref::BlockRef;
 use serde_json::Value;
 
 /// What a read's answer is about, from its method and params.
@@ -65,31 +65,19 @@ impl About {
                 Some(Value::String(_)) => About::BlockHash,
                 _ => About::Never,
             },
-            m => match BLOCK_PARAM.iter().find(|(name, _)| *name == m) {
-                Some((_, at)) => Self::of_block(params.get(*at)),
-                None => About::Never,
-            },
+            m => BlockRef::param_of(m, params).map_or(About::Never, Self::of_block),
         }
     }
 
-    /// A block parameter: a tag, a number, a 32-byte hash (`eth_getBlockReceipts`), or an
-    /// EIP-1898 object; left out, `latest`.
-    fn of_block(block: Option<&Value>) -> About {
+    /// A block parameter ([`BlockRef`]): `safe` and `finalized` as tags move with the head
+    /// (erpc#223).
+    fn of_block(block: BlockRef) -> About {
         match block {
-            None | Some(Value::Null) => About::Head,
-            Some(Value::String(s)) => match s.as_str() {
-                "latest" | "safe" | "finalized" => About::Head,
-                "earliest" => About::Number(0),
-                "pending" => About::Never,
-                hash if hash.len() == 66 => About::BlockHash,
-                number => hex::decode_quantity(number).map_or(About::Never, About::Number),
-            },
-            Some(Value::Object(o)) => match (o.get("blockHash"), o.get("blockNumber")) {
-                (Some(Value::String(_)), _) => About::BlockHash,
-                (None, Some(number)) => Self::of_block(Some(number)),
-                _ => About::Never,
-            },
-            Some(_) => About::Never,
+            BlockRef::Latest | BlockRef::Safe | BlockRef::Finalized => About::Head,
+            BlockRef::Earliest => About::Number(0),
+            BlockRef::Number(n) => About::Number(n),
+            BlockRef::Hash => About::BlockHash,
+            BlockRef::Pending | BlockRef::Invalid => About::Never,
         }
     }
 
@@ -111,7 +99,7 @@ impl About {
         if [tag("fromBlock"), tag("toBlock")].contains(&Some("pending")) {
             return About::Never;
         }
-        match Self::of_block(filter.get("toBlock")) {
+        match Self::of_block(BlockRef::parse(filter.get("toBlock"))) {
             About::Number(_)
                 if matches!(tag("fromBlock"), Some("latest" | "safe" | "finalized")) =>
             {

@@ -9,6 +9,7 @@
 //! clock-free.
 
 use crate::hex;
+use crate::upstream::block_ref::BlockRef;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -32,34 +33,11 @@ pub enum BlockNeed {
     Number(u64),
 }
 
-/// The position of the block parameter of each method that takes one (the read cache reads
-/// them the same way, [`crate::cache::policy::About::of`]).
-pub const BLOCK_PARAM: &[(&str, usize)] = &[
-    ("eth_call", 1),
-    ("eth_createAccessList", 1),
-    ("eth_estimateGas", 1),
-    ("eth_feeHistory", 1),
-    ("eth_getAccount", 1),
-    ("eth_getBalance", 1),
-    ("eth_getBlockByNumber", 0),
-    ("eth_getBlockReceipts", 0),
-    ("eth_getBlockTransactionCountByNumber", 0),
-    ("eth_getCode", 1),
-    ("eth_getHeaderByNumber", 0),
-    ("eth_getProof", 2),
-    ("eth_getStorageAt", 2),
-    ("eth_getTransactionByBlockNumberAndIndex", 0),
-    ("eth_getTransactionCount", 1),
-    ("eth_getUncleByBlockNumberAndIndex", 0),
-    ("eth_getUncleCountByBlockNumber", 0),
-];
-
 impl BlockNeed {
     /// What a read of `method` with `params` needs: `eth_blockNumber` is [`BlockNeed::Head`];
-    /// a method with a block parameter ([`BLOCK_PARAM`]; EIP-1898's `{blockNumber}` and
-    /// `{blockHash}` objects too) needs that block, the tip when it is absent, `latest` or
-    /// `pending`; `eth_getLogs` its `toBlock` (the tip when absent, nothing with a `blockHash`);
-    /// anything else nothing.
+    /// a method with a block parameter ([`BlockRef::param_of`]) needs that block, the tip when
+    /// it is absent, `latest` or `pending`; `eth_getLogs` its `toBlock` (the tip when absent,
+    /// nothing with a `blockHash`); anything else nothing.
     pub fn of(method: &str, params: &Value) -> BlockNeed {
         if method == "eth_blockNumber" {
             return BlockNeed::Head;
@@ -69,30 +47,22 @@ impl BlockNeed {
             if filter.and_then(|f| f.get("blockHash")).is_some() {
                 return BlockNeed::Any;
             }
-            return Self::of_tag(filter.and_then(|f| f.get("toBlock")));
+            return Self::of_ref(BlockRef::parse(filter.and_then(|f| f.get("toBlock"))));
         }
-        match BLOCK_PARAM.iter().find(|(m, _)| *m == method) {
-            Some((_, at)) => Self::of_tag(params.get(*at)),
-            None => BlockNeed::Any,
-        }
+        BlockRef::param_of(method, params).map_or(BlockNeed::Any, Self::of_ref)
     }
 
-    /// What a block tag or number needs (absent: the tip).
-    fn of_tag(tag: Option<&Value>) -> BlockNeed {
-        match tag {
-            None | Some(Value::Null) => BlockNeed::Tip,
-            Some(Value::String(s)) => match s.as_str() {
-                "latest" | "pending" => BlockNeed::Tip,
-                "earliest" | "safe" | "finalized" => BlockNeed::Any,
-                // A 32-byte hash (eth_getBlockReceipts takes one) names no number.
-                hash if hash.len() == 66 => BlockNeed::Any,
-                number => hex::decode_quantity(number).map_or(BlockNeed::Any, BlockNeed::Number),
-            },
-            Some(Value::Object(o)) => match o.get("blockNumber") {
-                Some(number) => Self::of_tag(Some(number)),
-                None => BlockNeed::Any,
-            },
-            Some(_) => BlockNeed::Any,
+    /// What a block parameter needs: a hash, `earliest`, `safe` and `finalized` name no number
+    /// an upstream could be behind.
+    fn of_ref(block: BlockRef) -> BlockNeed {
+        match block {
+            BlockRef::Latest | BlockRef::Pending => BlockNeed::Tip,
+            BlockRef::Number(n) => BlockNeed::Number(n),
+            BlockRef::Safe
+            | BlockRef::Finalized
+            | BlockRef::Earliest
+            | BlockRef::Hash
+            | BlockRef::Invalid => BlockNeed::Any,
         }
     }
 }

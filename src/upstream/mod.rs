@@ -7,6 +7,7 @@
 //! and [`rotation`] (each upstream's health).
 
 pub mod batch;
+pub mod block_ref;
 pub mod cancel;
 pub mod heads;
 pub mod lookup;
