@@ -83,7 +83,7 @@ fn the_bytes_counted_cover_the_heap_the_answers_take() {
             ),
         };
         let key = key_of(method, &params);
-        cache.store(chain, &key, about, &result, 0, &settings);
+        let _ = cache.store(chain, &key, about, &result, 0, &settings);
     }
     let grown = HELD.load(Ordering::Relaxed) - before;
     let (counted, entries) = cache.held();

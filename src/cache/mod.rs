@@ -81,6 +81,25 @@ pub struct CacheStats {
     pub dropped: u64,
 }
 
+/// What [`ReadCache::store`] did with an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Stored {
+    /// Whether it is kept in the isolate's memory (an answer larger than a sixteenth of the
+    /// bound is not).
+    pub in_memory: bool,
+    /// How long it holds; `None` when it may not be kept at all (`Some` also for one too large
+    /// for memory, which a shared cache may still keep).
+    pub tag: Option<Tag>,
+}
+
+impl Stored {
+    const NOT: Stored = Stored {
+        in_memory: false,
+        tag: None,
+    };
+}
+
 /// The read cache of one isolate: the answers kept (every chain's, one bound), each chain's
 /// view, the reads and head asks in flight, and the counters.
 pub struct ReadCache {
@@ -189,8 +208,8 @@ impl ReadCache {
     }
 
     /// Keeps `result` (a read's `result` JSON text) as `key`'s on `chain`, when what it is
-    /// about lets it ([`tag_for`]) at `now_ms`. Returns whether it was kept in memory
-    /// ([`ReadCache::store_tagged`]).
+    /// about lets it ([`tag_for`]) at `now_ms`: in memory unless it is too large for it, and
+    /// its tag says how long it holds ([`Stored`]).
     pub fn store(
         &mut self,
         chain: u64,
@@ -199,28 +218,12 @@ impl ReadCache {
         result: &str,
         now_ms: u64,
         settings: &CacheSettings,
-    ) -> bool {
-        self.store_tagged(chain, key, about, result, now_ms, settings)
-            .0
-    }
-
-    /// [`ReadCache::store`], with how long the answer holds: `(kept in memory, its tag)`, the
-    /// tag `None` when it may not be kept at all (and `Some` also for one too large for memory,
-    /// which a shared cache may still keep).
-    pub fn store_tagged(
-        &mut self,
-        chain: u64,
-        key: &str,
-        about: About,
-        result: &str,
-        now_ms: u64,
-        settings: &CacheSettings,
-    ) -> (bool, Option<Tag>) {
+    ) -> Stored {
         if matches!(about, About::Never | About::HeadNumber) {
-            return (false, None);
+            return Stored::NOT;
         }
         let Ok(value) = serde_json::from_str::<Value>(result) else {
-            return (false, None);
+            return Stored::NOT;
         };
         let view = self.views.get(&chain);
         let head = view.and_then(ChainView::head).map(|h| h.number);
@@ -232,21 +235,24 @@ impl ReadCache {
             if let Some(view) = self.views.get_mut(&chain) {
                 view.suspect();
             }
-            return (false, None);
+            return Stored::NOT;
         }
         let Some(tag) = tag_for(view, about, &value, now_ms, settings) else {
-            return (false, None);
+            return Stored::NOT;
         };
         let entry = Entry {
             result: Rc::from(result),
             tag: tag.clone(),
         };
-        let kept = self.entries.put(chain, key, entry);
-        if kept {
+        let in_memory = self.entries.put(chain, key, entry);
+        if in_memory {
             self.stats.stored += 1;
             self.stats.stored_bytes += result.len() as u64;
         }
-        (kept, Some(tag))
+        Stored {
+            in_memory,
+            tag: Some(tag),
+        }
     }
 
     /// Keeps `result`, an answer that holds for good (from a shared cache that keeps only

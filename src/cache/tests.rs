@@ -248,7 +248,7 @@ fn an_answer_about_a_finalized_block_holds_through_new_heads_and_reorgs() {
     let mut cache = cache_at(100, 36, 0);
     let about = About::Number(30);
     let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
-    assert!(cache.store(C, &key, about, &block(30, 0), 0, &S));
+    assert!(cache.store(C, &key, about, &block(30, 0), 0, &S).in_memory);
     // Much later, the head moved and a reorg happened above it.
     cache.adopt(C, &[header(101, 0, 0)], 5_000);
     cache.adopt(C, &[header(101, 1, 0)], 5_001);
@@ -264,7 +264,11 @@ fn an_answer_about_an_unfinalized_block_goes_with_a_reorg_at_or_below_it() {
     let about = |n| About::Number(n);
     let key = |n: u64| key_of("eth_getBalance", &json!(["0xab", format!("{n:#x}")]));
     for n in [16, 17, 18, 19] {
-        assert!(cache.store(C, &key(n), about(n), "\"0x1\"", 0, &S));
+        assert!(
+            cache
+                .store(C, &key(n), about(n), "\"0x1\"", 0, &S)
+                .in_memory
+        );
     }
     assert_eq!(cache.held().1, 4);
     // anvil_reorg(3): 18..=20 replaced.
@@ -280,11 +284,19 @@ fn an_answer_about_an_unfinalized_block_goes_with_a_reorg_at_or_below_it() {
 fn an_answer_at_the_head_holds_only_while_the_head_has_not_moved_and_is_fresh() {
     let mut cache = cache_at(20, 4, 0);
     let key = key_of("eth_call", &json!([{"to": "0xab"}, "latest"]));
-    assert!(cache.store(C, &key, About::Head, "\"0x01\"", 100, &S));
+    assert!(
+        cache
+            .store(C, &key, About::Head, "\"0x01\"", 100, &S)
+            .in_memory
+    );
     assert!(cache.lookup(C, &key, About::Head, 900, &S).is_some());
     // Not asked again for head_ms: not served (the head may have moved).
     assert!(cache.lookup(C, &key, About::Head, 1_000, &S).is_none());
-    assert!(cache.store(C, &key, About::Head, "\"0x01\"", 100, &S));
+    assert!(
+        cache
+            .store(C, &key, About::Head, "\"0x01\"", 100, &S)
+            .in_memory
+    );
     cache.adopt(C, &[header(20, 0, 0)], 1_100);
     assert!(
         cache.lookup(C, &key, About::Head, 1_200, &S).is_some(),
@@ -309,14 +321,19 @@ fn eth_block_number_is_the_fresh_heads() {
     assert!(cache
         .lookup(C, &key, About::HeadNumber, 1_000, &S)
         .is_none());
-    assert!(!cache.store(C, &key, About::HeadNumber, "\"0x14\"", 10, &S));
+    assert!(
+        !cache
+            .store(C, &key, About::HeadNumber, "\"0x14\"", 10, &S)
+            .in_memory
+    );
 }
 
 #[test]
 fn what_is_never_kept() {
     let mut cache = cache_at(20, 4, 0);
-    let store =
-        |cache: &mut ReadCache, about, result: &str| cache.store(C, "k", about, result, 10, &S);
+    let store = |cache: &mut ReadCache, about, result: &str| {
+        cache.store(C, "k", about, result, 10, &S).in_memory
+    };
     // A null: a block or transaction the chain may still get.
     assert!(!store(&mut cache, About::Number(25), "null"));
     assert!(!store(&mut cache, About::BlockHash, "null"));
@@ -344,7 +361,11 @@ fn a_receipt_holds_while_its_block_is_canonical() {
     let mut cache = cache_at(20, 4, 0);
     let receipt = json!({"transactionHash": hash(1, 9), "blockNumber": "0x13", "blockHash": hash(19, 0), "status": "0x1"}).to_string();
     let key = key_of("eth_getTransactionReceipt", &json!([hash(1, 9)]));
-    assert!(cache.store(C, &key, About::Answer, &receipt, 10, &S));
+    assert!(
+        cache
+            .store(C, &key, About::Answer, &receipt, 10, &S)
+            .in_memory
+    );
     assert!(cache.lookup(C, &key, About::Answer, 20, &S).is_some());
     cache.adopt(C, &[header(21, 0, 0)], 30);
     assert!(
@@ -367,7 +388,7 @@ fn the_bound_in_bytes_holds_and_the_least_recently_used_goes_first() {
     let mut cache = ReadCache::new(16_000);
     let result = format!("\"0x{}\"", "ab".repeat(200));
     for i in 0..100 {
-        cache.store(C, &format!("eth_chainId {i}"), About::Chain, &result, 0, &S);
+        let _ = cache.store(C, &format!("eth_chainId {i}"), About::Chain, &result, 0, &S);
         assert!(cache.held().0 <= 16_000);
     }
     assert!(cache.evicted() > 0);
@@ -379,15 +400,23 @@ fn the_bound_in_bytes_holds_and_the_least_recently_used_goes_first() {
         .is_none());
     // Larger than a sixteenth of the bound: not kept.
     let wide = format!("\"0x{}\"", "ab".repeat(1_000));
-    assert!(!cache.store(C, "wide", About::Chain, &wide, 0, &S));
+    assert!(!cache.store(C, "wide", About::Chain, &wide, 0, &S).in_memory);
 }
 
 #[test]
 fn a_chain_that_went_back_loses_everything_kept_of_it() {
     let mut cache = cache_at(100, 36, 0);
     let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
-    assert!(cache.store(C, &key, About::Number(30), &block(30, 0), 0, &S));
-    assert!(cache.store(C + 1, "eth_chainid []", About::Chain, "\"0x1\"", 0, &S));
+    assert!(
+        cache
+            .store(C, &key, About::Number(30), &block(30, 0), 0, &S)
+            .in_memory
+    );
+    assert!(
+        cache
+            .store(C + 1, "eth_chainid []", About::Chain, "\"0x1\"", 0, &S)
+            .in_memory
+    );
     // Reset to genesis: the head is below the finalized block.
     cache.adopt(C, &[header(2, 5, 5)], 10);
     assert!(cache.lookup(C, &key, About::Number(30), 20, &S).is_none());
@@ -403,8 +432,16 @@ fn a_chain_that_went_back_loses_everything_kept_of_it() {
 fn one_chains_head_says_nothing_of_anothers() {
     let mut cache = cache_at(20, 4, 0);
     let key = key_of("eth_gasPrice", &json!([]));
-    assert!(!cache.store(C + 1, &key, About::Head, "\"0x1\"", 10, &S));
-    assert!(cache.store(C, &key, About::Head, "\"0x1\"", 10, &S));
+    assert!(
+        !cache
+            .store(C + 1, &key, About::Head, "\"0x1\"", 10, &S)
+            .in_memory
+    );
+    assert!(
+        cache
+            .store(C, &key, About::Head, "\"0x1\"", 10, &S)
+            .in_memory
+    );
     assert!(cache.lookup(C + 1, &key, About::Head, 10, &S).is_none());
 }
 
@@ -450,7 +487,7 @@ fn stats_are_taken_every_interval_and_start_again() {
     let key = key_of("eth_chainId", &json!([]));
     assert!(cache.take_stats(0).is_none());
     cache.lookup(C, &key, About::Chain, 0, &S);
-    cache.store(C, &key, About::Chain, "\"0x7a69\"", 0, &S);
+    let _ = cache.store(C, &key, About::Chain, "\"0x7a69\"", 0, &S);
     cache.lookup(C, &key, About::Chain, 0, &S);
     assert!(cache.take_stats(STATS_EVERY_MS - 1).is_none());
     let stats = cache.take_stats(STATS_EVERY_MS).unwrap();
@@ -487,13 +524,21 @@ fn needs_head_only_where_the_head_matters() {
 fn an_answer_from_a_fork_or_a_newer_head_makes_the_head_asked_again() {
     let mut cache = cache_at(20, 4, 0);
     assert!(!cache.needs_head(C, About::Head, 10, &S));
-    assert!(!cache.store(C, "k", About::Number(19), &block(19, 1), 10, &S));
+    assert!(
+        !cache
+            .store(C, "k", About::Number(19), &block(19, 1), 10, &S)
+            .in_memory
+    );
     assert!(
         cache.needs_head(C, About::Head, 10, &S),
         "a block of another fork at 19"
     );
     let mut cache = cache_at(20, 4, 0);
-    assert!(!cache.store(C, "k", About::Head, &block(21, 0), 10, &S));
+    assert!(
+        !cache
+            .store(C, "k", About::Head, &block(21, 0), 10, &S)
+            .in_memory
+    );
     assert!(
         cache.needs_head(C, About::Head, 10, &S),
         "a block above the head"
@@ -504,7 +549,11 @@ fn an_answer_from_a_fork_or_a_newer_head_makes_the_head_asked_again() {
 fn a_head_heard_on_a_websocket_moves_the_head_only_on_top_of_it() {
     let mut cache = cache_at(20, 4, 0);
     let key = key_of("eth_gasPrice", &json!([]));
-    assert!(cache.store(C, &key, About::Head, "\"0x1\"", 10, &S));
+    assert!(
+        cache
+            .store(C, &key, About::Head, "\"0x1\"", 10, &S)
+            .in_memory
+    );
     // A block known: nothing.
     assert_eq!(cache.heard_head(C, &header(19, 0, 0), 500), None);
     assert!(cache.lookup(C, &key, About::Head, 600, &S).is_some());
@@ -529,15 +578,23 @@ fn a_head_heard_on_a_websocket_moves_the_head_only_on_top_of_it() {
 fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
     // finalized 0: anvil's below 64 blocks.
     let mut cache = cache_at(30, 0, 0);
-    assert!(cache.store(
-        C,
-        "eth_getblockbynumber [\"0x0\"]",
-        About::Number(0),
-        "\"genesis\"",
-        0,
-        &S
-    ));
-    assert!(cache.store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S));
+    assert!(
+        cache
+            .store(
+                C,
+                "eth_getblockbynumber [\"0x0\"]",
+                About::Number(0),
+                "\"genesis\"",
+                0,
+                &S
+            )
+            .in_memory
+    );
+    assert!(
+        cache
+            .store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S)
+            .in_memory
+    );
     // Reset: the head is block 1 of another chain.
     cache.adopt(C, &[header(1, 7, 7)], 10);
     assert_eq!(
@@ -547,7 +604,11 @@ fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
     );
     // A lower head that links (a shorter fork) is a reorg, not a reset.
     let mut cache = cache_at(30, 0, 0);
-    assert!(cache.store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S));
+    assert!(
+        cache
+            .store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S)
+            .in_memory
+    );
     cache.adopt(C, &[header(29, 1, 0)], 10);
     assert_eq!(cache.held().1, 1);
 }

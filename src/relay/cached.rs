@@ -155,10 +155,10 @@ impl<B: Backend> Relay<'_, B> {
             let stable = head_before == head_hash(cache, chain) || about == About::BlockHash;
             if stable {
                 let now = self.backend.now_ms();
-                let (_, tag) = cache
+                let stored = cache
                     .borrow_mut()
-                    .store_tagged(chain, &key, about, result, now, &settings);
-                if tag == Some(Tag::Final) {
+                    .store(chain, &key, about, result, now, &settings);
+                if stored.tag == Some(Tag::Final) {
                     final_result = Some(result.clone());
                 }
             }
@@ -308,7 +308,7 @@ impl<B: Backend> Relay<'_, B> {
         }
         // The head ask's own answer is a client's read too.
         let latest_key = key_of("eth_getBlockByNumber", &json!(["latest", false]));
-        cache
+        let _ = cache
             .borrow_mut()
             .store(chain, &latest_key, About::Head, &latest, now, settings);
         if cache.borrow().genesis(chain).is_none() {
