@@ -203,9 +203,10 @@ async fn handle_rpc(
     let Some(body) = body_within(&mut req, declared, config.max_request_bytes).await? else {
         return too_large();
     };
+    let url = req.url()?;
     // The client's opt-in to the public mempool for its private sends: a bad one is refused
     // before anything is read or sent.
-    let opt_in = match private_terms::opt_in_of_query(req.url()?.query()) {
+    let opt_in = match private_terms::opt_in_of_query(url.query()) {
         Ok(blocks) => blocks,
         Err(bad) => {
             let error = RpcError::new(jsonrpc::INVALID_REQUEST, bad.to_string());
@@ -213,7 +214,7 @@ async fn handle_rpc(
         }
     };
     let mut backend = WorkerBackend::new(config, env, id, client_ip(&req));
-    backend.cache_origin = Some(req.url()?.origin().ascii_serialization());
+    backend.cache_origin = Some(url.origin().ascii_serialization());
     #[cfg(feature = "test-faults")]
     {
         backend.test_fault = req.headers().get(crate::edge::backend::TEST_FAULT_HEADER)?;
