@@ -53,7 +53,7 @@ fn the_bytes_counted_cover_the_heap_the_answers_take() {
             hash: hash(n),
             parent_hash: hash(n - 1),
         };
-        cache.adopt(chain, &[header], 0);
+        cache.adopt(chain, &[header], 0, 0);
     }
     cache.set_finalized(chain, 100, 0);
     let before = HELD.load(Ordering::Relaxed);

@@ -21,8 +21,10 @@ pub const MAX_WALK: usize = 32;
 pub struct ChainView {
     /// Canonical blocks by number: a run ending at the head, each the parent of the next.
     canonical: BTreeMap<u64, Header>,
-    /// When the head was last asked and learned, ms.
+    /// When the head was last asked and learned, ms (`None` once suspect).
     head_at_ms: Option<u64>,
+    /// When a head was last adopted, ms (suspect or not).
+    adopted_ms: Option<u64>,
     /// The finalized block's number, and when it was learned, ms.
     finalized: Option<(u64, u64)>,
     /// The genesis block's hash, when learned.
@@ -54,6 +56,11 @@ impl ChainView {
     pub fn head_fresh(&self, now_ms: u64, fresh_ms: u64) -> bool {
         self.head_at_ms
             .is_some_and(|at| now_ms.saturating_sub(at) < fresh_ms)
+    }
+
+    /// When a head was last adopted ([`ChainView::adopt`]), ms.
+    pub fn adopted_ms(&self) -> Option<u64> {
+        self.adopted_ms
     }
 
     /// Takes the head as not fresh: an answer named a block the view does not know at its
@@ -102,17 +109,13 @@ impl ChainView {
             .is_some_and(|(_, at)| now_ms.saturating_sub(at) < fresh_ms)
     }
 
-    /// Learns that block `number` is finalized at `now_ms`. A lower number than the one known
-    /// is a chain that went back (a dev chain reset): believed, and answered `true`, for the
-    /// caller to drop everything it kept of this chain.
-    pub fn set_finalized(&mut self, number: u64, now_ms: u64) -> bool {
-        let went_back = self.finalized().is_some_and(|known| number < known);
+    /// Learns that block `number` is finalized at `now_ms`. The finalized block only goes up:
+    /// a lower number (an upstream an epoch behind another) leaves the one known, fresh again.
+    /// A chain that really went back (a dev chain reset) is found by its head
+    /// ([`crate::cache::ReadCache::adopt`]).
+    pub fn set_finalized(&mut self, number: u64, now_ms: u64) {
+        let number = self.finalized().map_or(number, |known| known.max(number));
         self.finalized = Some((number, now_ms));
-        if went_back {
-            self.canonical.clear();
-            self.head_at_ms = None;
-        }
-        went_back
     }
 
     /// The parent to ask for to link `chain` (a new head first, then its parents as asked, each
@@ -150,6 +153,7 @@ impl ChainView {
             return Adopted::Same;
         };
         self.head_at_ms = Some(now_ms);
+        self.adopted_ms = Some(now_ms);
         if self.head().is_some_and(|known| known.hash == head.hash) {
             return Adopted::Same;
         }

@@ -8,7 +8,55 @@ use super::chain::ChainView;
 use super::policy::{named_block, About, Header};
 use super::store::Tag;
 use super::CacheSettings;
+use crate::jsonrpc::Answer;
 use serde_json::Value;
+
+/// What an upstream said of the `finalized` block tag (`eth_getBlockByNumber("finalized",
+/// false)`, [`Finalized::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finalized {
+    /// The finalized block's number.
+    Block(u64),
+    /// The chain has no such block: the answer is `null`, or an invalid-params error (-32602,
+    /// EIP-1474) or one whose message names the tag (geth before the merge: "finalized block
+    /// not found"). Its finality is the head less `CACHE_FINALITY_DEPTH`.
+    NoTag,
+    /// Anything else (no answer, a rate limit or another error, a body that is no block): the
+    /// finalized block known holds, and nothing is guessed from the depth, which could call an
+    /// unfinalized block final.
+    Failed,
+}
+
+impl Finalized {
+    /// Reads an upstream's answer (`None`: there was none).
+    pub fn of(answer: Option<&Answer>) -> Finalized {
+        match answer {
+            Some(Answer::Result(result)) if result.trim() == "null" => Finalized::NoTag,
+            Some(Answer::Result(result)) => serde_json::from_str::<Value>(result)
+                .ok()
+                .and_then(|block| Header::of_block(&block))
+                .map_or(Finalized::Failed, |h| Finalized::Block(h.number)),
+            Some(Answer::Error(error)) => {
+                let error: Value = serde_json::from_str(error).unwrap_or(Value::Null);
+                let code = error.get("code").and_then(Value::as_i64);
+                let message = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                if code == Some(crate::jsonrpc::INVALID_PARAMS)
+                    || message.contains("finalized")
+                    || message.contains("block tag")
+                {
+                    Finalized::NoTag
+                } else {
+                    Finalized::Failed
+                }
+            }
+            None => Finalized::Failed,
+        }
+    }
+}
 
 /// Whether an answer tagged `tag` still holds at `now_ms` on a chain seen as `view`.
 pub fn holds(view: Option<&ChainView>, tag: &Tag, now_ms: u64, settings: &CacheSettings) -> bool {

@@ -4,12 +4,18 @@
 use crate::jsonrpc::Answer;
 use std::collections::HashMap;
 
-/// An identical read in flight: since when, and its answer once it landed (`None` inside: it
-/// failed or was abandoned, and each waiter asks for itself).
+/// An identical read in flight: since when, the followers waiting for it, and its answer once
+/// it landed (`None` inside: it failed or was abandoned, and each waiter asks for itself), kept
+/// only while a follower has yet to take it.
 struct Flight {
     since_ms: u64,
-    landed: Option<Option<Answer>>,
+    waiting: u32,
+    landed: Option<(u64, Option<Answer>)>,
 }
+
+/// How long a landed answer waits for followers that never came for it (their requests were
+/// cancelled), ms: the followers look every few ms.
+const LANDED_KEPT_MS: u64 = 1_000;
 
 /// Whether a read leads (asks the upstream) or follows one in flight ([`Flights::begin`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,9 +48,12 @@ impl Flights {
         }
     }
 
-    /// Ends `chain`'s head ask.
-    pub fn release_refresh(&mut self, chain: u64) {
-        self.refreshing.remove(&chain);
+    /// Ends `chain`'s head ask claimed at `since_ms` (a later claim, made once this one was
+    /// given up on, stays).
+    pub fn release_refresh(&mut self, chain: u64, since_ms: u64) {
+        if self.refreshing.get(&chain) == Some(&since_ms) {
+            self.refreshing.remove(&chain);
+        }
     }
 
     /// Whether `chain`'s head ask is under way.
@@ -55,41 +64,69 @@ impl Flights {
     /// Starts a read of `key` on `chain` at `now_ms`: it follows an identical read in flight
     /// that began less than `give_up_ms` ago, else it leads.
     pub fn begin(&mut self, chain: u64, key: &str, now_ms: u64, give_up_ms: u64) -> Begin {
+        // A landed answer no follower came for goes (its memory is outside the cache's bound).
+        self.reads.retain(|_, f| {
+            f.landed
+                .as_ref()
+                .is_none_or(|(at, _)| now_ms.saturating_sub(*at) < LANDED_KEPT_MS)
+        });
         let id = (chain, key.to_string());
-        if let Some(flight) = self.reads.get(&id) {
+        if let Some(flight) = self.reads.get_mut(&id) {
             if flight.landed.is_none() && now_ms.saturating_sub(flight.since_ms) < give_up_ms {
+                flight.waiting += 1;
                 return Begin::Follow;
             }
-        }
-        // Landed flights are kept a moment for their followers to read, then go.
-        if self.reads.len() >= 64 {
-            self.reads
-                .retain(|_, f| f.landed.is_none() || now_ms.saturating_sub(f.since_ms) < 1_000);
         }
         self.reads.insert(
             id,
             Flight {
                 since_ms: now_ms,
+                waiting: 0,
                 landed: None,
             },
         );
         Begin::Lead
     }
 
-    /// The leader's `answer` to `key` on `chain` (`None`: it failed or gave up, each follower
-    /// asks for itself).
-    pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>) {
-        if let Some(flight) = self.reads.get_mut(&(chain, key.to_string())) {
-            flight.landed = Some(answer);
+    /// The leader's `answer` to `key` on `chain` at `now_ms` (`None`: it failed or gave up, each
+    /// follower asks for itself); kept only while followers wait for it.
+    pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>, now_ms: u64) {
+        let id = (chain, key.to_string());
+        match self.reads.get_mut(&id) {
+            Some(flight) if flight.waiting > 0 => flight.landed = Some((now_ms, answer)),
+            Some(_) => {
+                self.reads.remove(&id);
+            }
+            None => {}
         }
     }
 
-    /// For a follower: the leader's answer once it landed (`Some(None)`: ask for yourself, also
-    /// when the flight is gone); `None` while it is in flight.
-    pub fn landed(&self, chain: u64, key: &str) -> Option<Option<Answer>> {
-        match self.reads.get(&(chain, key.to_string())) {
-            Some(flight) => flight.landed.clone(),
-            None => Some(None),
+    /// For a follower: takes the leader's answer once it landed (`Some(None)`: ask for
+    /// yourself, also when the flight is gone); `None` while it is in flight. The last follower
+    /// to take it frees it.
+    pub fn take_landed(&mut self, chain: u64, key: &str) -> Option<Option<Answer>> {
+        let id = (chain, key.to_string());
+        let Some(flight) = self.reads.get_mut(&id) else {
+            return Some(None);
+        };
+        let (_, answer) = flight.landed.as_ref()?;
+        let answer = answer.clone();
+        flight.waiting = flight.waiting.saturating_sub(1);
+        if flight.waiting == 0 {
+            self.reads.remove(&id);
         }
+        Some(answer)
+    }
+
+    /// A follower gives up waiting (the leader took too long): it is no longer counted.
+    pub fn leave(&mut self, chain: u64, key: &str) {
+        if let Some(flight) = self.reads.get_mut(&(chain, key.to_string())) {
+            flight.waiting = flight.waiting.saturating_sub(1);
+        }
+    }
+
+    /// How many reads are in flight or landed and not yet taken.
+    pub fn count(&self) -> usize {
+        self.reads.len()
     }
 }

@@ -289,9 +289,20 @@ impl ReadCache {
     }
 
     /// Learns `chain`'s genesis hash: a shared cache's keys carry it, so that a chain started
-    /// anew (a dev chain reset) never finds the old one's answers.
-    pub fn set_genesis(&mut self, chain: u64, hash: &str) {
-        self.views.entry(chain).or_default().set_genesis(hash);
+    /// anew (a dev chain reset) never finds the old one's answers. Another genesis than the one
+    /// known is such a chain: everything kept of the old one goes, its finalized block too (the
+    /// new chain's head is asked at the next read). Returns whether it was another.
+    pub fn set_genesis(&mut self, chain: u64, hash: &str) -> bool {
+        let view = self.views.entry(chain).or_default();
+        let anew = view
+            .genesis()
+            .is_some_and(|known| !known.eq_ignore_ascii_case(hash));
+        if anew {
+            *view = ChainView::default();
+            self.entries.drop_chain(chain);
+        }
+        view.set_genesis(hash);
+        anew
     }
 
     /// The parent to ask for to link the new head `headers` ([`ChainView::missing_parent`]).
@@ -299,12 +310,19 @@ impl ReadCache {
         self.views.get(&chain)?.missing_parent(headers)
     }
 
-    /// Takes `headers` (a new head, then the parents asked) as `chain`'s canonical chain at
-    /// `now_ms` ([`ChainView::adopt`]) and drops what it makes stale: on a reorg every answer
-    /// about a block at or above the fork point, on any new head the answers at the old one. A
-    /// head below the finalized block is a chain that went back: everything of it goes.
-    pub fn adopt(&mut self, chain: u64, headers: &[Header], now_ms: u64) -> Adopted {
+    /// Takes `headers` (a new head, then the parents asked, from an ask begun at `asked_ms`) as
+    /// `chain`'s canonical chain at `now_ms` ([`ChainView::adopt`]) and drops what it makes
+    /// stale: on a reorg every answer about a block at or above the fork point, on any new head
+    /// the answers at the old one. A head below the finalized block is a chain that went back:
+    /// everything of it goes. An ask begun before the last head was adopted changes nothing
+    /// ([`Adopted::Same`]).
+    pub fn adopt(&mut self, chain: u64, headers: &[Header], asked_ms: u64, now_ms: u64) -> Adopted {
         let view = self.views.entry(chain).or_default();
+        // An ask that began before the head known was learned (a slow one, given up on while
+        // another ran) says nothing newer: taken, it would move the head back.
+        if view.adopted_ms().is_some_and(|at| at > asked_ms) {
+            return Adopted::Same;
+        }
         let below_final = headers
             .first()
             .is_some_and(|h| view.finalized().is_some_and(|f| h.number < f));
@@ -350,7 +368,7 @@ impl ReadCache {
             view.suspect();
             return None;
         }
-        Some(self.adopt(chain, std::slice::from_ref(header), now_ms))
+        Some(self.adopt(chain, std::slice::from_ref(header), now_ms, now_ms))
     }
 
     /// Takes `chain`'s head as not fresh: the head is asked at the next read that depends on it
@@ -362,17 +380,13 @@ impl ReadCache {
         }
     }
 
-    /// Learns that `chain`'s block `number` is finalized at `now_ms`; a lower one than known (a
-    /// chain that went back) drops everything of the chain.
+    /// Learns that `chain`'s block `number` is finalized at `now_ms` ([`ChainView::set_finalized`]:
+    /// it only goes up).
     pub fn set_finalized(&mut self, chain: u64, number: u64, now_ms: u64) {
-        if self
-            .views
+        self.views
             .entry(chain)
             .or_default()
-            .set_finalized(number, now_ms)
-        {
-            self.entries.drop_chain(chain);
-        }
+            .set_finalized(number, now_ms);
     }
 
     /// Claims `chain`'s head ask at `now_ms` ([`Flights::claim_refresh`]).
@@ -380,9 +394,9 @@ impl ReadCache {
         self.flights.claim_refresh(chain, now_ms, give_up_ms)
     }
 
-    /// Ends `chain`'s head ask.
-    pub fn release_refresh(&mut self, chain: u64) {
-        self.flights.release_refresh(chain);
+    /// Ends `chain`'s head ask claimed at `since_ms` ([`Flights::release_refresh`]).
+    pub fn release_refresh(&mut self, chain: u64, since_ms: u64) {
+        self.flights.release_refresh(chain, since_ms);
     }
 
     /// Whether `chain`'s head ask is under way.
@@ -400,14 +414,24 @@ impl ReadCache {
         begin
     }
 
-    /// The leader's `answer` to `key` on `chain` ([`Flights::land`]).
-    pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>) {
-        self.flights.land(chain, key, answer);
+    /// The leader's `answer` to `key` on `chain` at `now_ms` ([`Flights::land`]).
+    pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>, now_ms: u64) {
+        self.flights.land(chain, key, answer, now_ms);
     }
 
-    /// For a follower: the leader's answer once it landed ([`Flights::landed`]).
-    pub fn landed(&self, chain: u64, key: &str) -> Option<Option<Answer>> {
-        self.flights.landed(chain, key)
+    /// For a follower: takes the leader's answer once it landed ([`Flights::take_landed`]).
+    pub fn take_landed(&mut self, chain: u64, key: &str) -> Option<Option<Answer>> {
+        self.flights.take_landed(chain, key)
+    }
+
+    /// A follower gives up waiting ([`Flights::leave`]).
+    pub fn leave_flight(&mut self, chain: u64, key: &str) {
+        self.flights.leave(chain, key);
+    }
+
+    /// How many reads are in flight, or landed and not yet taken by their followers.
+    pub fn flights(&self) -> usize {
+        self.flights.count()
     }
 
     /// The counters gathered since they were last taken, when [`STATS_EVERY_MS`] passed at

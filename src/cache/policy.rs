@@ -60,6 +60,8 @@ impl About {
             "eth_blockNumber" => About::HeadNumber,
             "eth_getTransactionByHash" | "eth_getTransactionReceipt" => About::Answer,
             "eth_getLogs" => Self::of_logs(params.get(0)),
+            // An uncle's header names a block that is not the canonical one at its number.
+            "eth_getUncleByBlockHashAndIndex" | "eth_getUncleByBlockNumberAndIndex" => About::Never,
             m if AT_HEAD.contains(&m) => About::Head,
             m if BY_BLOCK_HASH.contains(&m) => match params.get(0) {
                 Some(Value::String(_)) => About::BlockHash,
@@ -76,14 +78,22 @@ impl About {
             BlockRef::Latest | BlockRef::Safe | BlockRef::Finalized => About::Head,
             BlockRef::Earliest => About::Number(0),
             BlockRef::Number(n) => About::Number(n),
-            BlockRef::Hash => About::BlockHash,
+            BlockRef::Hash {
+                require_canonical: false,
+            } => About::BlockHash,
+            // An answer the node gives only while the block is canonical (EIP-1898): the cache
+            // could not say when it stops.
+            BlockRef::Hash {
+                require_canonical: true,
+            } => About::Never,
             BlockRef::Pending | BlockRef::Invalid => About::Never,
         }
     }
 
     /// `eth_getLogs`: a `blockHash` names its block; a range is about its `toBlock` (left out,
     /// the head), since a block's hash commits to every block below it; a range from a tag
-    /// that moves (`latest`, `pending`) to a number is never kept.
+    /// that moves (`latest`, also when `fromBlock` is left out, `safe`, `finalized`, `pending`)
+    /// to a number is never kept.
     fn of_logs(filter: Option<&Value>) -> About {
         let Some(Value::Object(filter)) = filter else {
             return About::Never;
@@ -99,12 +109,13 @@ impl About {
         if [tag("fromBlock"), tag("toBlock")].contains(&Some("pending")) {
             return About::Never;
         }
+        // `fromBlock` left out is `latest` (the execution API's default), a tag that moves.
+        let from_moves = matches!(
+            BlockRef::parse(filter.get("fromBlock")),
+            BlockRef::Latest | BlockRef::Safe | BlockRef::Finalized
+        );
         match Self::of_block(BlockRef::parse(filter.get("toBlock"))) {
-            About::Number(_)
-                if matches!(tag("fromBlock"), Some("latest" | "safe" | "finalized")) =>
-            {
-                About::Never
-            }
+            About::Number(_) if from_moves => About::Never,
             About::BlockHash => About::Never,
             about => about,
         }

@@ -1,4 +1,5 @@
 use super::chain::{Adopted, ChainView, MAX_WALK, WINDOW};
+use super::finality::Finalized;
 use super::policy::{key_of, About, Header};
 use super::*;
 use serde_json::json;
@@ -34,7 +35,7 @@ fn cache_at(head: u64, finalized: u64, now: u64) -> ReadCache {
     let mut cache = ReadCache::new(1 << 20);
     // Learned one by one, as the head moved.
     for n in 1..=head {
-        cache.adopt(C, &[header(n, 0, 0)], now);
+        cache.adopt(C, &[header(n, 0, 0)], now, now);
     }
     cache.set_finalized(C, finalized, now);
     cache
@@ -66,6 +67,35 @@ fn what_a_read_is_about_by_method_and_params() {
             "eth_call",
             json!([{}, {"blockHash": hash(5, 0)}]),
             About::BlockHash,
+        ),
+        // helper-7's findings: an answer the node gives only while the block is canonical; a
+        // range from `latest` (left out) to a number; an uncle's header, which names a block
+        // that is not the canonical one at its number.
+        (
+            "eth_call",
+            json!([{}, {"blockHash": hash(5, 0), "requireCanonical": true}]),
+            About::Never,
+        ),
+        ("eth_getLogs", json!([{"toBlock": "0x9"}]), About::Never),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": null, "toBlock": "0x9"}]),
+            About::Never,
+        ),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": "0x9"}]),
+            About::Number(9),
+        ),
+        (
+            "eth_getUncleByBlockNumberAndIndex",
+            json!(["0x9", "0x0"]),
+            About::Never,
+        ),
+        (
+            "eth_getUncleByBlockHashAndIndex",
+            json!([hash(9, 0), "0x0"]),
+            About::Never,
         ),
         (
             "eth_getTransactionCount",
@@ -250,8 +280,8 @@ fn an_answer_about_a_finalized_block_holds_through_new_heads_and_reorgs() {
     let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
     assert!(cache.store(C, &key, about, &block(30, 0), 0, &S).in_memory);
     // Much later, the head moved and a reorg happened above it.
-    cache.adopt(C, &[header(101, 0, 0)], 5_000);
-    cache.adopt(C, &[header(101, 1, 0)], 5_001);
+    cache.adopt(C, &[header(101, 0, 0)], 5_000, 5_000);
+    cache.adopt(C, &[header(101, 1, 0)], 5_001, 5_001);
     assert_eq!(
         cache.lookup(C, &key, about, 5_002, &S).as_deref(),
         Some(block(30, 0).as_str())
@@ -273,7 +303,7 @@ fn an_answer_about_an_unfinalized_block_goes_with_a_reorg_at_or_below_it() {
     assert_eq!(cache.held().1, 4);
     // anvil_reorg(3): 18..=20 replaced.
     let chain = [header(20, 1, 1), header(19, 1, 1), header(18, 1, 0)];
-    assert_eq!(cache.adopt(C, &chain, 10), Adopted::Reorg { fork: 18 });
+    assert_eq!(cache.adopt(C, &chain, 10, 10), Adopted::Reorg { fork: 18 });
     assert_eq!(cache.held().1, 2, "18 and 19 dropped, 16 and 17 kept");
     assert!(cache.lookup(C, &key(17), about(17), 20, &S).is_some());
     assert!(cache.lookup(C, &key(18), about(18), 20, &S).is_none());
@@ -297,12 +327,12 @@ fn an_answer_at_the_head_holds_only_while_the_head_has_not_moved_and_is_fresh() 
             .store(C, &key, About::Head, "\"0x01\"", 100, &S)
             .in_memory
     );
-    cache.adopt(C, &[header(20, 0, 0)], 1_100);
+    cache.adopt(C, &[header(20, 0, 0)], 1_100, 1_100);
     assert!(
         cache.lookup(C, &key, About::Head, 1_200, &S).is_some(),
         "same head, asked again"
     );
-    cache.adopt(C, &[header(21, 0, 0)], 1_300);
+    cache.adopt(C, &[header(21, 0, 0)], 1_300, 1_300);
     assert!(
         cache.lookup(C, &key, About::Head, 1_400, &S).is_none(),
         "a new head"
@@ -351,7 +381,7 @@ fn what_is_never_kept() {
     assert!(!store(&mut cache, About::Never, "\"0x1\""));
     assert_eq!(cache.held().1, 0);
     // The same logs, of the canonical block, once the head was asked again: kept.
-    cache.adopt(C, &[header(20, 0, 0)], 10);
+    cache.adopt(C, &[header(20, 0, 0)], 10, 10);
     let logs = json!([{"blockNumber": "0xf", "blockHash": hash(15, 0)}]).to_string();
     assert!(store(&mut cache, About::Number(16), &logs));
 }
@@ -367,7 +397,7 @@ fn a_receipt_holds_while_its_block_is_canonical() {
             .in_memory
     );
     assert!(cache.lookup(C, &key, About::Answer, 20, &S).is_some());
-    cache.adopt(C, &[header(21, 0, 0)], 30);
+    cache.adopt(C, &[header(21, 0, 0)], 30, 30);
     assert!(
         cache.lookup(C, &key, About::Answer, 40, &S).is_some(),
         "a new head keeps it"
@@ -375,6 +405,7 @@ fn a_receipt_holds_while_its_block_is_canonical() {
     cache.adopt(
         C,
         &[header(21, 1, 1), header(20, 1, 1), header(19, 1, 0)],
+        50,
         50,
     );
     assert!(
@@ -418,7 +449,7 @@ fn a_chain_that_went_back_loses_everything_kept_of_it() {
             .in_memory
     );
     // Reset to genesis: the head is below the finalized block.
-    cache.adopt(C, &[header(2, 5, 5)], 10);
+    cache.adopt(C, &[header(2, 5, 5)], 10, 10);
     assert!(cache.lookup(C, &key, About::Number(30), 20, &S).is_none());
     assert!(
         cache
@@ -450,24 +481,57 @@ fn identical_reads_in_flight_are_one_and_a_failed_leader_frees_its_followers() {
     let mut cache = ReadCache::new(1 << 20);
     assert_eq!(cache.begin(C, "k", 0, 1_000), Begin::Lead);
     assert_eq!(cache.begin(C, "k", 10, 1_000), Begin::Follow);
+    assert_eq!(cache.begin(C, "k", 11, 1_000), Begin::Follow);
     assert_eq!(
         cache.begin(C + 1, "k", 10, 1_000),
         Begin::Lead,
         "another chain's"
     );
-    assert_eq!(cache.landed(C, "k"), None);
-    cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())));
-    assert_eq!(
-        cache.landed(C, "k"),
-        Some(Some(Answer::Result("\"0x1\"".into())))
-    );
+    assert_eq!(cache.take_landed(C, "k"), None);
+    cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())), 20);
     // Landed: the next one leads.
     assert_eq!(cache.begin(C, "k", 20, 1_000), Begin::Lead);
-    cache.land(C, "k", None);
-    assert_eq!(cache.landed(C, "k"), Some(None));
+    cache.land(C, "k", None, 30);
+    assert_eq!(cache.take_landed(C, "k"), Some(None));
     // A leader that never lands is given up on.
     assert_eq!(cache.begin(C, "j", 0, 1_000), Begin::Lead);
     assert_eq!(cache.begin(C, "j", 1_000, 1_000), Begin::Lead);
+}
+
+#[test]
+fn a_landed_answer_is_held_only_for_the_followers_waiting_for_it() {
+    // helper-7's finding: landed answers were kept up to 64 at a time whatever their size,
+    // outside CACHE_MAX_BYTES.
+    let mut cache = ReadCache::new(1 << 20);
+    let answer = || Some(Answer::Result(format!("\"0x{}\"", "ab".repeat(1 << 19))));
+    // No follower: nothing is kept once the leader lands.
+    assert_eq!(cache.begin(C, "big", 0, 5_000), Begin::Lead);
+    cache.land(C, "big", answer(), 10);
+    assert_eq!(cache.flights(), 0);
+    // Two followers: the answer goes with the second.
+    assert_eq!(cache.begin(C, "big", 20, 5_000), Begin::Lead);
+    assert_eq!(cache.begin(C, "big", 21, 5_000), Begin::Follow);
+    assert_eq!(cache.begin(C, "big", 22, 5_000), Begin::Follow);
+    cache.land(C, "big", answer(), 30);
+    assert_eq!(cache.take_landed(C, "big"), Some(answer()));
+    assert_eq!(cache.flights(), 1);
+    assert_eq!(cache.take_landed(C, "big"), Some(answer()));
+    assert_eq!(cache.flights(), 0);
+    // A follower that gives up is not waited for; one whose request was cancelled (it never
+    // comes back) is waited for a second at most.
+    assert_eq!(cache.begin(C, "a", 40, 5_000), Begin::Lead);
+    assert_eq!(cache.begin(C, "a", 41, 5_000), Begin::Follow);
+    cache.leave_flight(C, "a");
+    cache.land(C, "a", answer(), 50);
+    assert_eq!(cache.flights(), 0);
+    assert_eq!(cache.begin(C, "b", 60, 5_000), Begin::Lead);
+    assert_eq!(cache.begin(C, "b", 61, 5_000), Begin::Follow);
+    cache.land(C, "b", answer(), 70);
+    assert_eq!(cache.flights(), 1);
+    assert_eq!(cache.begin(C, "c", 1_069, 5_000), Begin::Lead);
+    assert_eq!(cache.flights(), 2, "b's answer still waits a second");
+    assert_eq!(cache.begin(C, "d", 1_070, 5_000), Begin::Lead);
+    assert_eq!(cache.flights(), 2, "b's answer gone: c and d in flight");
 }
 
 #[test]
@@ -476,9 +540,82 @@ fn the_head_ask_is_one_at_a_time() {
     assert!(cache.claim_refresh(C, 0, 5_000));
     assert!(!cache.claim_refresh(C, 10, 5_000));
     assert!(cache.claim_refresh(C + 1, 10, 5_000));
-    cache.release_refresh(C);
+    cache.release_refresh(C, 0);
     assert!(cache.claim_refresh(C, 20, 5_000));
     assert!(cache.claim_refresh(C, 5_020, 5_000), "given up on");
+    // The ask given up on ends: the later one's claim stays (helper-7's finding).
+    cache.release_refresh(C, 20);
+    assert!(cache.refreshing(C));
+    assert!(!cache.claim_refresh(C, 5_030, 5_000));
+    cache.release_refresh(C, 5_020);
+    assert!(!cache.refreshing(C));
+}
+
+#[test]
+fn a_slow_head_ask_overtaken_by_a_later_one_does_not_move_the_head_back() {
+    // helper-7's finding: an ask that began before the head known was adopted took its lower
+    // head as a reorg, and eth_blockNumber went back.
+    let mut cache = cache_at(100, 0, 1_000);
+    assert_eq!(
+        cache.adopt(C, &[header(98, 0, 0)], 500, 1_500),
+        Adopted::Same,
+        "begun at 500, before the head 100 was adopted (cache_at)"
+    );
+    assert_eq!(
+        cache.view(C).and_then(|v| v.head()).map(|h| h.number),
+        Some(100)
+    );
+    assert_eq!(
+        cache.adopt(C, &[header(101, 0, 0)], 1_600, 1_700),
+        Adopted::Extended
+    );
+}
+
+#[test]
+fn the_finalized_block_only_goes_up_and_is_not_guessed_when_its_ask_fails() {
+    // helper-7's finding: a lower finalized block (another upstream an epoch behind) wiped the
+    // chain's answers, and a failed ask put the finalized block at the head less the depth.
+    let mut cache = cache_at(100, 0, 0);
+    let key = key_of("eth_getBlockByNumber", &serde_json::json!(["0x1e", false]));
+    cache.set_finalized(C, 40, 1_000);
+    assert!(
+        cache
+            .store(C, &key, About::Number(30), &block(30, 0), 1_000, &S)
+            .in_memory
+    );
+    cache.set_finalized(C, 20, 1_100);
+    assert_eq!(cache.view(C).and_then(|v| v.finalized()), Some(40));
+    assert!(cache
+        .lookup(C, &key, About::Number(30), 1_100, &S)
+        .is_some());
+    let error = |code: i64, message: &str| {
+        Answer::Error(serde_json::json!({"code": code, "message": message}).to_string())
+    };
+    assert_eq!(
+        Finalized::of(Some(&Answer::Result("null".into()))),
+        Finalized::NoTag
+    );
+    assert_eq!(
+        Finalized::of(Some(&error(-32602, "invalid argument 0"))),
+        Finalized::NoTag
+    );
+    assert_eq!(
+        Finalized::of(Some(&error(-32000, "finalized block not found"))),
+        Finalized::NoTag
+    );
+    assert_eq!(
+        Finalized::of(Some(&error(-32005, "rate limit exceeded"))),
+        Finalized::Failed
+    );
+    assert_eq!(
+        Finalized::of(Some(&error(429, "Too Many Requests"))),
+        Finalized::Failed
+    );
+    assert_eq!(Finalized::of(None), Finalized::Failed);
+    assert_eq!(
+        Finalized::of(Some(&Answer::Result(block(64, 0)))),
+        Finalized::Block(64)
+    );
 }
 
 #[test]
@@ -596,7 +733,7 @@ fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
             .in_memory
     );
     // Reset: the head is block 1 of another chain.
-    cache.adopt(C, &[header(1, 7, 7)], 10);
+    cache.adopt(C, &[header(1, 7, 7)], 10, 10);
     assert_eq!(
         cache.held().1,
         0,
@@ -609,7 +746,7 @@ fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
             .store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S)
             .in_memory
     );
-    cache.adopt(C, &[header(29, 1, 0)], 10);
+    cache.adopt(C, &[header(29, 1, 0)], 10, 10);
     assert_eq!(cache.held().1, 1);
 }
 
@@ -626,4 +763,28 @@ fn what_may_be_final_in_a_shared_cache() {
         !cache.may_be_final(C + 1, About::Number(0)),
         "nothing known of it"
     );
+}
+
+#[test]
+fn another_genesis_is_a_chain_started_anew_and_everything_of_the_old_one_goes() {
+    // With the finalized block only going up, a dev chain reset whose head is higher than the
+    // old one's (it does not link: a reorg) is found by its genesis, asked again.
+    let mut cache = cache_at(100, 40, 1_000);
+    assert!(!cache.set_genesis(C, &hash(0, 0)));
+    let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
+    assert!(
+        cache
+            .store(C, &key, About::Number(30), &block(30, 0), 1_000, &S)
+            .in_memory
+    );
+    assert!(!cache.set_genesis(C, &hash(0, 0).to_uppercase().replace("0X", "0x")));
+    assert!(cache
+        .lookup(C, &key, About::Number(30), 1_000, &S)
+        .is_some());
+    assert!(cache.set_genesis(C, &hash(0, 1)));
+    assert!(cache
+        .lookup(C, &key, About::Number(30), 1_000, &S)
+        .is_none());
+    assert_eq!(cache.view(C).and_then(|v| v.finalized()), None);
+    assert_eq!(cache.genesis(C), Some(hash(0, 1).as_str()));
 }

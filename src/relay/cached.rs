@@ -6,6 +6,7 @@
 //! [`crate::cache::FINALIZED_FRESH_MS`]); its own answer serves the same read by clients.
 
 use super::{Backend, Relay};
+use crate::cache::finality::Finalized;
 use crate::cache::policy::{key_of, About, Header};
 use crate::cache::{Begin, CacheSettings, ReadCache, Tag};
 use crate::jsonrpc::{Answer, Request, Response};
@@ -48,6 +49,8 @@ struct Flying<'c> {
     cache: &'c RefCell<ReadCache>,
     chain: u64,
     key: &'c str,
+    /// When the flight began, ms: a dropped flight's `None` is kept for its followers from then.
+    since_ms: u64,
     landed: bool,
 }
 
@@ -55,7 +58,7 @@ impl Drop for Flying<'_> {
     fn drop(&mut self) {
         if !self.landed {
             if let Ok(mut cache) = self.cache.try_borrow_mut() {
-                cache.land(self.chain, self.key, None);
+                cache.land(self.chain, self.key, None, self.since_ms);
             }
         }
     }
@@ -65,12 +68,14 @@ impl Drop for Flying<'_> {
 struct Asking<'c> {
     cache: &'c RefCell<ReadCache>,
     chain: u64,
+    /// When it was claimed, ms.
+    since_ms: u64,
 }
 
 impl Drop for Asking<'_> {
     fn drop(&mut self) {
         if let Ok(mut cache) = self.cache.try_borrow_mut() {
-            cache.release_refresh(self.chain);
+            cache.release_refresh(self.chain, self.since_ms);
         }
     }
 }
@@ -122,10 +127,14 @@ impl<B: Backend> Relay<'_, B> {
         if cache.borrow_mut().begin(chain, &key, started, give_up_ms) == Begin::Follow {
             loop {
                 self.backend.sleep(FOLLOW_POLL_MS).await;
-                match cache.borrow().landed(chain, &key) {
+                let landed = cache.borrow_mut().take_landed(chain, &key);
+                match landed {
                     Some(Some(answer)) => return Response::new(&id, answer),
                     Some(None) => break,
-                    None if self.backend.now_ms() > started.saturating_add(give_up_ms) => break,
+                    None if self.backend.now_ms() > started.saturating_add(give_up_ms) => {
+                        cache.borrow_mut().leave_flight(chain, &key);
+                        break;
+                    }
                     None => {}
                 }
             }
@@ -136,6 +145,7 @@ impl<B: Backend> Relay<'_, B> {
             cache,
             chain,
             key: &key,
+            since_ms: started,
             landed: false,
         };
         // The head before the ask: an answer is kept only if the head is still the same after.
@@ -163,7 +173,8 @@ impl<B: Backend> Relay<'_, B> {
                 }
             }
         }
-        cache.borrow_mut().land(chain, &key, answer);
+        let now = self.backend.now_ms();
+        cache.borrow_mut().land(chain, &key, answer, now);
         flying.landed = true;
         // Its followers have it: the data centre's cache is written after.
         if let Some(result) = final_result {
@@ -262,7 +273,11 @@ impl<B: Backend> Relay<'_, B> {
             }
             return;
         }
-        let _asking = Asking { cache, chain };
+        let _asking = Asking {
+            cache,
+            chain,
+            since_ms: started,
+        };
         // Several upstreams: the best head they know, asked of each (their answers teach the
         // race their heads, so a lagging one gets no read of the tip), then that block from one
         // that has it. One: its latest block.
@@ -296,7 +311,7 @@ impl<B: Backend> Relay<'_, B> {
             }
         }
         let now = self.backend.now_ms();
-        let adopted = cache.borrow_mut().adopt(chain, &headers, now);
+        let adopted = cache.borrow_mut().adopt(chain, &headers, started, now);
         if let crate::cache::chain::Adopted::Reorg { fork } = adopted {
             self.backend.emit(
                 &Metric::new("cache_reorg", "", "fork")
@@ -311,26 +326,36 @@ impl<B: Backend> Relay<'_, B> {
         let _ = cache
             .borrow_mut()
             .store(chain, &latest_key, About::Head, &latest, now, settings);
-        if cache.borrow().genesis(chain).is_none() {
+        // The genesis once, and again after a reorg: a dev chain started anew with a higher
+        // head does not link either, and its finalized block may be below the old one's.
+        let reorg = matches!(adopted, crate::cache::chain::Adopted::Reorg { .. });
+        if reorg || cache.borrow().genesis(chain).is_none() {
             if let Some((genesis, _)) = self
                 .ask_block("eth_getBlockByNumber", json!(["0x0", false]))
                 .await
             {
-                cache.borrow_mut().set_genesis(chain, &genesis.hash);
+                if cache.borrow_mut().set_genesis(chain, &genesis.hash) {
+                    self.backend.emit(
+                        &Metric::new("cache_reorg", "", "genesis")
+                            .value("count", 1.0)
+                            .field("genesis", genesis.hash.clone()),
+                    );
+                }
             }
         }
         if cache.borrow().needs_finalized(chain, now) {
-            let finalized = match self
-                .ask_block("eth_getBlockByNumber", json!(["finalized", false]))
-                .await
-            {
-                Some((block, _)) => block.number,
-                None => head.number.saturating_sub(settings.finality_depth),
+            let finalized = match self.ask_finalized().await {
+                Finalized::Block(number) => Some(number),
+                Finalized::NoTag => Some(head.number.saturating_sub(settings.finality_depth)),
+                // Asked again at the next head ask; meanwhile the one known holds.
+                Finalized::Failed => None,
             };
-            let now = self.backend.now_ms();
-            cache
-                .borrow_mut()
-                .set_finalized(chain, finalized.min(head.number), now);
+            if let Some(finalized) = finalized {
+                let now = self.backend.now_ms();
+                cache
+                    .borrow_mut()
+                    .set_finalized(chain, finalized.min(head.number), now);
+            }
         }
     }
 
@@ -349,6 +374,27 @@ impl<B: Backend> Relay<'_, B> {
             .await
             .ok()?;
         crate::upstream::heads::head_of(&reply.body)
+    }
+
+    /// The `finalized` block's number, asked as [`Relay::ask_block`] asks ([`Finalized`]).
+    async fn ask_finalized(&self) -> Finalized {
+        let params = json!(["finalized", false]);
+        let need = BlockNeed::of("eth_getBlockByNumber", &params);
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": params});
+        let Ok(reply) = self
+            .backend
+            .post_read(
+                &body.to_string(),
+                CallKind::OwnOther,
+                need,
+                self.config.upstream_timeout_ms,
+            )
+            .await
+        else {
+            return Finalized::Failed;
+        };
+        Finalized::of(Answer::parse(&reply.body).as_ref())
     }
 
     /// Asks the upstream for a block (a question of the relay's own, [`CallKind::OwnOther`]):

@@ -45,8 +45,12 @@ pub enum BlockRef {
     /// A block number (a hex quantity, or EIP-1898's `{blockNumber}`).
     Number(u64),
     /// A block hash: a 32-byte hex string (`eth_getBlockReceipts` takes one) or EIP-1898's
-    /// `{blockHash}`.
-    Hash,
+    /// `{blockHash}`; `require_canonical`: EIP-1898's `requireCanonical: true` (the node
+    /// refuses the read once the block is no longer canonical).
+    Hash {
+        /// EIP-1898's `requireCanonical`.
+        require_canonical: bool,
+    },
     /// Anything else: not a block parameter the node would take.
     Invalid,
 }
@@ -71,11 +75,15 @@ impl BlockRef {
                 "safe" => BlockRef::Safe,
                 "finalized" => BlockRef::Finalized,
                 "earliest" => BlockRef::Earliest,
-                hash if hash.len() == 66 => BlockRef::Hash,
+                hash if hash.len() == 66 => BlockRef::Hash {
+                    require_canonical: false,
+                },
                 number => hex::decode_quantity(number).map_or(BlockRef::Invalid, BlockRef::Number),
             },
             Some(Value::Object(o)) => match (o.get("blockHash"), o.get("blockNumber")) {
-                (Some(Value::String(_)), _) => BlockRef::Hash,
+                (Some(Value::String(_)), _) => BlockRef::Hash {
+                    require_canonical: o.get("requireCanonical") == Some(&Value::Bool(true)),
+                },
                 (None, Some(number @ Value::String(_))) => Self::parse(Some(number)),
                 _ => BlockRef::Invalid,
             },
@@ -100,14 +108,18 @@ mod tests {
         assert_eq!(parse(json!("finalized")), BlockRef::Finalized);
         assert_eq!(parse(json!("earliest")), BlockRef::Earliest);
         assert_eq!(parse(json!("0x1b4")), BlockRef::Number(436));
-        assert_eq!(
-            parse(json!(format!("0x{}", "ab".repeat(32)))),
-            BlockRef::Hash
-        );
+        let hash = |require_canonical| BlockRef::Hash { require_canonical };
+        assert_eq!(parse(json!(format!("0x{}", "ab".repeat(32)))), hash(false));
         assert_eq!(parse(json!({"blockNumber": "0x10"})), BlockRef::Number(16));
         assert_eq!(
             parse(json!({"blockHash": format!("0x{}", "ab".repeat(32)), "requireCanonical": true})),
-            BlockRef::Hash
+            hash(true)
+        );
+        assert_eq!(
+            parse(
+                json!({"blockHash": format!("0x{}", "ab".repeat(32)), "requireCanonical": false})
+            ),
+            hash(false)
         );
         for bad in [
             json!("0xzz"),

@@ -61,7 +61,7 @@ impl BlockNeed {
             BlockRef::Safe
             | BlockRef::Finalized
             | BlockRef::Earliest
-            | BlockRef::Hash
+            | BlockRef::Hash { .. }
             | BlockRef::Invalid => BlockNeed::Any,
         }
     }
