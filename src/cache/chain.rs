@@ -27,6 +27,8 @@ pub struct ChainView {
     adopted_ms: Option<u64>,
     /// The finalized block's number, and when it was learned, ms.
     finalized: Option<(u64, u64)>,
+    /// When the finalized block was last asked, ms, answered or not.
+    finalized_asked_ms: Option<u64>,
     /// The genesis block's hash, when learned.
     genesis: Option<String>,
 }
@@ -103,10 +105,17 @@ impl ChainView {
         self.finalized.map(|(n, _)| n)
     }
 
-    /// Whether the finalized block was learned within `fresh_ms` of `now_ms`.
+    /// Whether the finalized block was asked within `fresh_ms` of `now_ms` (learned, or an ask
+    /// that failed: it is not asked again sooner).
     pub fn finalized_fresh(&self, now_ms: u64, fresh_ms: u64) -> bool {
-        self.finalized
-            .is_some_and(|(_, at)| now_ms.saturating_sub(at) < fresh_ms)
+        self.finalized_asked_ms
+            .is_some_and(|at| now_ms.saturating_sub(at) < fresh_ms)
+    }
+
+    /// The finalized block was asked at `now_ms` and could not be learned: the one known holds,
+    /// and it is asked again once [`ChainView::finalized_fresh`] says so.
+    pub fn finalized_unanswered(&mut self, now_ms: u64) {
+        self.finalized_asked_ms = Some(now_ms);
     }
 
     /// Learns that block `number` is finalized at `now_ms`. The finalized block only goes up:
@@ -116,6 +125,7 @@ impl ChainView {
     pub fn set_finalized(&mut self, number: u64, now_ms: u64) {
         let number = self.finalized().map_or(number, |known| known.max(number));
         self.finalized = Some((number, now_ms));
+        self.finalized_asked_ms = Some(now_ms);
     }
 
     /// The parent to ask for to link `chain` (a new head first, then its parents as asked, each

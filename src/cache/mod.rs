@@ -389,6 +389,15 @@ impl ReadCache {
             .set_finalized(number, now_ms);
     }
 
+    /// `chain`'s finalized block was asked at `now_ms` and not learned
+    /// ([`ChainView::finalized_unanswered`]).
+    pub fn finalized_unanswered(&mut self, chain: u64, now_ms: u64) {
+        self.views
+            .entry(chain)
+            .or_default()
+            .finalized_unanswered(now_ms);
+    }
+
     /// Claims `chain`'s head ask at `now_ms` ([`Flights::claim_refresh`]).
     pub fn claim_refresh(&mut self, chain: u64, now_ms: u64, give_up_ms: u64) -> bool {
         self.flights.claim_refresh(chain, now_ms, give_up_ms)

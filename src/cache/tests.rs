@@ -612,6 +612,13 @@ fn the_finalized_block_only_goes_up_and_is_not_guessed_when_its_ask_fails() {
         Finalized::Failed
     );
     assert_eq!(Finalized::of(None), Finalized::Failed);
+    // A failed ask is not made again at every read: once a FINALIZED_FRESH_MS.
+    let mut fresh = ReadCache::new(1 << 20);
+    assert!(fresh.needs_finalized(C, 0));
+    fresh.finalized_unanswered(C, 0);
+    assert!(!fresh.needs_finalized(C, FINALIZED_FRESH_MS - 1));
+    assert!(fresh.needs_finalized(C, FINALIZED_FRESH_MS));
+    assert_eq!(fresh.view(C).and_then(|v| v.finalized()), None);
     assert_eq!(
         Finalized::of(Some(&Answer::Result(block(64, 0)))),
         Finalized::Block(64)

@@ -347,14 +347,17 @@ impl<B: Backend> Relay<'_, B> {
             let finalized = match self.ask_finalized().await {
                 Finalized::Block(number) => Some(number),
                 Finalized::NoTag => Some(head.number.saturating_sub(settings.finality_depth)),
-                // Asked again at the next head ask; meanwhile the one known holds.
+                // The one known holds; asked again in FINALIZED_FRESH_MS.
                 Finalized::Failed => None,
             };
-            if let Some(finalized) = finalized {
-                let now = self.backend.now_ms();
-                cache
-                    .borrow_mut()
-                    .set_finalized(chain, finalized.min(head.number), now);
+            let now = self.backend.now_ms();
+            match finalized {
+                Some(finalized) => {
+                    cache
+                        .borrow_mut()
+                        .set_finalized(chain, finalized.min(head.number), now)
+                }
+                None => cache.borrow_mut().finalized_unanswered(chain, now),
             }
         }
     }
