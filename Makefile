@@ -5,7 +5,7 @@ SHELL := bash
 # Native builds of the core keep their own target dir, apart from the wasm32 build's.
 NATIVE := CARGO_TARGET_DIR=target/native
 
-.PHONY: help setup build dev test test-native test-e2e bench bench-e2e soak fuzz fmt lint clean
+.PHONY: help setup build dev test test-native test-e2e bench bench-e2e soak soak-cache fuzz fmt lint clean
 
 help:
 	@echo "make dev    - run anvil and the relay locally (http://127.0.0.1:8787)"
@@ -14,6 +14,7 @@ help:
 	@echo "make lint   - cargo fmt --check and clippy (native, and the wasm32 adapters)"
 	@echo "make fuzz   - fuzz the decoder for FUZZ_SECONDS (default 1800)"
 	@echo "make soak   - every fault at once (outages, a kill, pool drops, lost answers, copies), 10 senders x 30, for SEEDS seeds from SEED_FROM (default 20 from 1)"
+	@echo "make soak-cache - the read cache through a reorg every 3-7 s (depth 1-6) for DURATION_S (default 120): no answer names a replaced block after CACHE_HEAD_MS + 0.5 s"
 	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
 	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS), behind a strict upstream, a private route (ROUTE=private: 1 x 20) and a mempool one (UPSTREAM, SEND_WINDOW: 1 x 40, 1 x 200, 20 x 20), 1 x 40 under production's six-connection cap (CONNECTION_CAP); one sender at 50/s for 120 s and the rows written per transaction (RATE, DURATION_S); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS)"
 
@@ -68,6 +69,11 @@ bench-e2e: build
 # (tests/every-fault.test.mjs). SEEDS, SEED_FROM, SENDERS, TXS, KEEP_DIR.
 soak: build
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/soak.mjs
+
+# The read cache through many reorgs (tests/bench/cache-soak.mjs): `make test` has one
+# (tests/cache.test.mjs). DURATION_S, READERS, SEED.
+soak-cache: build
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/cache-soak.mjs
 
 # libFuzzer on the decoder (fuzz/), with rustup's stable toolchain in nightly mode. New inputs go to
 # fuzz/corpus-work; the committed seeds in fuzz/corpus/decode are only read.
