@@ -322,8 +322,18 @@ impl Accepted {
     /// (`vouched` false: its outcome unknown). A vouched one takes the nonce: another hash
     /// holding it is replaced. One not vouched for takes it only from nobody (or from one no
     /// longer pending). Returns the hashes whose stored bytes are no longer needed (the replaced
-    /// one), and prunes at `at_ms`.
-    pub fn record(&mut self, hash: TxHash, nonce: u64, at_ms: u64, vouched: bool) -> Pruned {
+    /// one), and prunes at `at_ms`. `terms` are what its sender asked of a private route
+    /// ([`PrivateTerms`]), kept as the first send that carried terms asked: a later copy of the
+    /// same bytes (a plain resend, a resend with another opt-in) neither lifts a
+    /// `maxBlockNumber` nor opts it in.
+    pub fn record(
+        &mut self,
+        hash: TxHash,
+        nonce: u64,
+        at_ms: u64,
+        vouched: bool,
+        terms: PrivateTerms,
+    ) -> Pruned {
         let mut pruned = Pruned::default();
         let holder = self.by_nonce.get(&nonce).copied().filter(|h| *h != hash);
         let holder_pending = holder
@@ -347,6 +357,11 @@ impl Accepted {
                 route: before.map_or_else(RouteTrack::default, |tx| tx.route),
             },
         );
+        if let Some(route) = self.route_mut(&hash) {
+            if route.terms == PrivateTerms::default() {
+                route.terms = terms;
+            }
+        }
         let more = self.prune(at_ms);
         pruned.gone.extend(more.gone);
         pruned.expired.extend(more.expired);
@@ -432,17 +447,6 @@ impl Accepted {
             }
         }
         pruned
-    }
-
-    /// Keeps what `hash`'s sender asked of the private route with it (when it is known), as the
-    /// first send that carried terms asked: a later copy of the same bytes (a plain resend, a
-    /// resend with another opt-in) neither lifts a `maxBlockNumber` nor opts it in.
-    pub fn set_terms(&mut self, hash: &TxHash, terms: PrivateTerms) {
-        if let Some(route) = self.route_mut(hash) {
-            if route.terms == PrivateTerms::default() {
-                route.terms = terms;
-            }
-        }
     }
 
     /// Whether a pending one's terms need the chain's head ([`PrivateTerms::needs_head`]).

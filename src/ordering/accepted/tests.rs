@@ -9,13 +9,19 @@ fn stored_bytes_are_bounded_the_oldest_pending_expiring_first() {
     let mut a = Accepted::new(60_000, 600_000);
     let big = MAX_TRACKED_BYTES / 3;
     for n in 0..3u8 {
-        a.record(h(n), u64::from(n), 1_000 + u64::from(n), true);
+        a.record(
+            h(n),
+            u64::from(n),
+            1_000 + u64::from(n),
+            true,
+            PrivateTerms::default(),
+        );
         assert!(
             a.sized(&h(n), big, 1_000).over_bytes.is_empty(),
             "within the bound"
         );
     }
-    a.record(h(3), 3, 2_000, true);
+    a.record(h(3), 3, 2_000, true, PrivateTerms::default());
     let pruned = a.sized(&h(3), big, 2_000);
     let expired: Vec<TxHash> = pruned.over_bytes.iter().map(|(hash, _)| *hash).collect();
     assert_eq!(expired, vec![h(0)], "the oldest go until it fits");
@@ -26,7 +32,10 @@ fn stored_bytes_are_bounded_the_oldest_pending_expiring_first() {
 #[test]
 fn pending_until_final_then_remembered_for_the_window() {
     let mut a = Accepted::new(1_000, 5_000);
-    assert_eq!(a.record(h(1), 5, 100, true), Pruned::default());
+    assert_eq!(
+        a.record(h(1), 5, 100, true, PrivateTerms::default()),
+        Pruned::default()
+    );
     assert_eq!(a.get(&h(1), 200).unwrap().status, Status::Pending);
     assert_eq!(a.pending(), vec![(5, h(1))]);
     assert_eq!(a.with_nonce(5, 200), Some(h(1)));
@@ -46,7 +55,7 @@ fn pending_until_final_then_remembered_for_the_window() {
 #[test]
 fn pending_ones_expire_after_the_tracking_window() {
     let mut a = Accepted::new(1_000, 5_000);
-    a.record(h(1), 5, 100, true);
+    a.record(h(1), 5, 100, true, PrivateTerms::default());
     let pruned = a.prune(5_100);
     assert_eq!(pruned.expired.len(), 1);
     assert_eq!(a.get(&h(1), 5_100).unwrap().status, Status::Expired);
@@ -61,9 +70,12 @@ fn pending_ones_expire_after_the_tracking_window() {
 #[test]
 fn a_replacement_takes_the_nonce_and_says_so() {
     let mut a = Accepted::new(10_000, 60_000);
-    a.record(h(1), 5, 0, true);
-    a.record(h(2), 6, 1, true);
-    assert_eq!(a.record(h(3), 5, 2, true).gone, vec![h(1)]);
+    a.record(h(1), 5, 0, true, PrivateTerms::default());
+    a.record(h(2), 6, 1, true, PrivateTerms::default());
+    assert_eq!(
+        a.record(h(3), 5, 2, true, PrivateTerms::default()).gone,
+        vec![h(1)]
+    );
     assert_eq!(a.with_nonce(5, 3), Some(h(3)));
     assert_eq!(
         a.get(&h(1), 3).unwrap().status,
@@ -77,9 +89,12 @@ fn a_replacement_takes_the_nonce_and_says_so() {
 #[test]
 fn one_with_an_unknown_outcome_takes_the_nonce_only_once_vouched_for() {
     let mut a = Accepted::new(10_000, 60_000);
-    a.record(h(1), 5, 0, false);
+    a.record(h(1), 5, 0, false, PrivateTerms::default());
     // Another transaction with nonce 5 whose answer was lost: both are followed.
-    assert_eq!(a.record(h(2), 5, 1, false), Pruned::default());
+    assert_eq!(
+        a.record(h(2), 5, 1, false, PrivateTerms::default()),
+        Pruned::default()
+    );
     assert_eq!(a.with_nonce(5, 2), Some(h(1)), "the first still holds it");
     assert_eq!(a.pending(), vec![(5, h(1)), (5, h(2))]);
     assert_eq!(a.from_nonce(0, 2), vec![(5, h(1)), (5, h(2))]);
@@ -93,19 +108,22 @@ fn one_with_an_unknown_outcome_takes_the_nonce_only_once_vouched_for() {
     );
     assert_eq!(a.pending(), vec![(5, h(2))]);
     // A vouched one takes the nonce at once.
-    assert_eq!(a.record(h(3), 5, 4, true).gone, vec![h(2)]);
+    assert_eq!(
+        a.record(h(3), 5, 4, true, PrivateTerms::default()).gone,
+        vec![h(2)]
+    );
 }
 
 #[test]
 fn vouch_resend_forget_and_clear() {
     let mut a = Accepted::new(10_000, 60_000);
-    a.record(h(1), 1, 0, false);
-    a.record(h(2), 2, 0, false);
+    a.record(h(1), 1, 0, false, PrivateTerms::default());
+    a.record(h(2), 2, 0, false, PrivateTerms::default());
     assert!(!a.get(&h(1), 1).unwrap().vouched);
     assert!(a.vouch(&h(1), 1).is_some());
     assert!(a.get(&h(1), 1).unwrap().vouched);
     assert_eq!((a.resent(&h(1)), a.resent(&h(1))), (1, 2));
-    a.record(h(1), 1, 5, true);
+    a.record(h(1), 1, 5, true, PrivateTerms::default());
     assert_eq!(
         a.get(&h(1), 6).unwrap().resent,
         2,
@@ -129,7 +147,7 @@ fn bounded_oldest_final_first() {
     let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
     let mut gone = Vec::new();
     for n in 0..(MAX_ACCEPTED as u64 + 3) {
-        gone.extend(a.record(nth(n), n, n, true).gone);
+        gone.extend(a.record(nth(n), n, n, true, PrivateTerms::default()).gone);
         a.finish(&nth(n), Status::Included { block: n }, n);
     }
     assert_eq!(a.len(), MAX_ACCEPTED);
@@ -140,11 +158,11 @@ fn bounded_oldest_final_first() {
 fn a_pending_one_is_never_forgotten_for_the_bound() {
     // Issue 32, point 6: past MAX_ACCEPTED only final ones leave; pending ones stay tracked.
     let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
-    a.record(nth(0), 0, 0, true);
+    a.record(nth(0), 0, 0, true, PrivateTerms::default());
     assert!(!a.is_full(None));
     let mut gone = Vec::new();
     for n in 1..=(MAX_ACCEPTED as u64) {
-        gone.extend(a.record(nth(n), n, n, true).gone);
+        gone.extend(a.record(nth(n), n, n, true, PrivateTerms::default()).gone);
         if n % 2 == 1 {
             a.finish(&nth(n), Status::Included { block: n }, n);
         }
@@ -158,7 +176,9 @@ fn a_pending_one_is_never_forgotten_for_the_bound() {
     let mut b = Accepted::new(u64::MAX / 4, u64::MAX / 4);
     for n in 0..(MAX_ACCEPTED as u64 + 1) {
         assert!(
-            b.record(nth(n), n, n, true).gone.is_empty(),
+            b.record(nth(n), n, n, true, PrivateTerms::default())
+                .gone
+                .is_empty(),
             "none forgotten"
         );
     }
@@ -173,12 +193,18 @@ fn a_pending_one_is_never_forgotten_for_the_bound() {
 fn the_pending_bound_counts_what_is_outstanding_and_caps_what_waits_to_be_told_apart() {
     let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
     for n in 0..(MAX_PENDING as u64 - 1) {
-        a.record(nth(n), n, n, true);
+        a.record(nth(n), n, n, true, PrivateTerms::default());
     }
     let mined = Some(MAX_PENDING as u64 - MAX_ACCEPTED as u64);
     assert_eq!(a.outstanding(mined), MAX_ACCEPTED - 1);
     assert!(!a.is_full(mined));
-    a.record(nth(MAX_PENDING as u64), MAX_PENDING as u64, 0, true);
+    a.record(
+        nth(MAX_PENDING as u64),
+        MAX_PENDING as u64,
+        0,
+        true,
+        PrivateTerms::default(),
+    );
     assert!(
         a.is_full(Some(MAX_PENDING as u64)),
         "four times the bound pending in all"
@@ -189,7 +215,7 @@ fn the_pending_bound_counts_what_is_outstanding_and_caps_what_waits_to_be_told_a
 fn with_tracking_off_the_oldest_pending_ones_expire_past_the_bound() {
     let mut a = Accepted::new(u64::MAX / 4, u64::MAX / 4);
     for n in 0..(MAX_ACCEPTED as u64 + 2) {
-        a.record(nth(n), n, n, true);
+        a.record(nth(n), n, n, true, PrivateTerms::default());
     }
     assert_eq!(
         a.untracked_bound(5)

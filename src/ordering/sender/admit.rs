@@ -310,10 +310,10 @@ impl Sender {
         match (known, check) {
             (Some(true), _) | (None, Check::Accepted) => {
                 let entry = self.queue.remove(id);
-                let pruned = self.accepted.record(hash, nonce, now_ms, known.is_some());
-                if let Some(e) = &entry {
-                    self.accepted.set_terms(&hash, e.tx.terms());
-                }
+                let terms = entry.as_ref().map(|e| e.tx.terms()).unwrap_or_default();
+                let pruned = self
+                    .accepted
+                    .record(hash, nonce, now_ms, known.is_some(), terms);
                 self.pruned(pruned, now_ms);
                 if let Some(Seen::Included { block }) = seen {
                     self.included(&hash, &block, now_ms);
@@ -332,7 +332,8 @@ impl Sender {
                 // The upstream forgot it: the client's copy waits like any transaction, and the
                 // relay keeps its own, no longer vouched for (should the copy be refused unsent,
                 // the stored one is checked again and sent from its bytes: `refuse`).
-                let pruned = self.accepted.record(hash, nonce, now_ms, false);
+                let terms = self.queue.get(id).map(|e| e.tx.terms()).unwrap_or_default();
+                let pruned = self.accepted.record(hash, nonce, now_ms, false, terms);
                 self.pruned(pruned, now_ms);
                 self.screen(id, now_ms);
             }

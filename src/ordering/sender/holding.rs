@@ -76,8 +76,9 @@ impl Sender {
                             && tx.route.status != Some(RouteStatus::Included)
                     })
                 });
-            let pruned = self.accepted.record(hash, nonce, now_ms, true);
-            self.accepted.set_terms(&hash, entry.tx.terms());
+            let pruned = self
+                .accepted
+                .record(hash, nonce, now_ms, true, entry.tx.terms());
             self.pruned(pruned, now_ms);
             let pruned = self
                 .accepted
@@ -89,8 +90,9 @@ impl Sender {
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
             // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
             // and sends it again if the upstream does not have it.
-            let pruned = self.accepted.record(hash, nonce, now_ms, false);
-            self.accepted.set_terms(&hash, entry.tx.terms());
+            let pruned = self
+                .accepted
+                .record(hash, nonce, now_ms, false, entry.tx.terms());
             self.pruned(pruned, now_ms);
             self.storage.unverified = true;
         } else {
@@ -271,8 +273,7 @@ impl Sender {
         if !result.class.went_in() {
             return;
         }
-        let pruned = self.accepted.record(hash, nonce, now_ms, true);
-        self.accepted.set_terms(&hash, tx.terms());
+        let pruned = self.accepted.record(hash, nonce, now_ms, true, tx.terms());
         self.pruned(pruned, now_ms);
         if let Some(next) = self.nonces.next {
             self.nonces.next = Some(next.max(nonce + 1));
@@ -446,8 +447,9 @@ impl Sender {
                 // Nothing to go on: the outcome stays unknown. Remembered, not vouched for.
                 self.unhold(holding.entry);
                 if let Some(entry) = self.queue.remove(holding.entry) {
-                    let pruned = self.accepted.record(hash, nonce, now_ms, false);
-                    self.accepted.set_terms(&hash, entry.tx.terms());
+                    let pruned = self
+                        .accepted
+                        .record(hash, nonce, now_ms, false, entry.tx.terms());
                     self.pruned(pruned, now_ms);
                     self.storage.unverified = true;
                     let unknown = Answer::error(&RpcError::new(

@@ -135,8 +135,9 @@ impl Sender {
         self.storage.chain.persisted = chain.is_some();
         self.storage.chain.genesis = chain;
         for row in rows {
-            let pruned = self.accepted.record(row.hash, row.nonce, row.at_ms, false);
-            self.accepted.set_terms(&row.hash, row.terms);
+            let pruned = self
+                .accepted
+                .record(row.hash, row.nonce, row.at_ms, false, row.terms);
             self.pruned(pruned, now_ms);
         }
         let pruned = self.accepted.prune(now_ms);
@@ -413,8 +414,9 @@ impl Sender {
         let (hash, nonce, at_ms) = (e.hash(), e.nonce(), e.arrived_ms);
         let settles = matches!(refusal, Refusal::Stale { .. } | Refusal::Replacement { .. });
         if e.stored && !settles && self.accepted.get(&hash, at_ms).is_none() {
-            let pruned = self.accepted.record(hash, nonce, at_ms, false);
-            self.accepted.set_terms(&hash, e.tx.terms());
+            let pruned = self
+                .accepted
+                .record(hash, nonce, at_ms, false, e.tx.terms());
             self.pruned(pruned, at_ms);
         }
         if self
