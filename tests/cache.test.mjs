@@ -108,8 +108,10 @@ function reads(c, lastHead, watcher) {
     (i) => call("eth_getTransactionReceipt", [c.old[i % c.old.length]]),
     (i) => call("eth_getBlockByNumber", [oldBlock(i), false]),
     () => call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x20" }]),
-    (i) => call("eth_getBlockByNumber", [quantity(Math.max(0, lastHead() - (Math.floor(i / 11) % 4))), false]),
+    (i) => call("eth_getBlockByNumber", [quantity(Math.max(0, lastHead() - (Math.floor(i / 12) % 4))), false]),
     () => call("eth_getTransactionReceipt", [watcher.sent.at(-3) ?? c.old[0]]),
+    // At a recent block by number (moving every fourth block): asked of that block by its hash.
+    () => call("eth_call", [{ to: c.contract }, quantity(Math.max(1, lastHead() - (lastHead() % 4) - 4))]),
   ];
 }
 
@@ -173,7 +175,10 @@ async function check(c, heads, done, canonicalAt) {
         if (Number(result.number) < 40) assert.deepEqual(result, await straight(req), "an old block as the node has it");
         break;
       case "eth_call":
-        if (!may.some((h) => h.callResult === result)) wrong.push({ req, why: `eth_call ${Number(result)} not among ${may.map((h) => h.number)}` });
+        if (req.params[1] !== "latest") {
+          // The number contract at a block by number answers that number.
+          if (Number(result) !== Number(req.params[1])) wrong.push({ req, why: `eth_call at ${req.params[1]} said ${result}` });
+        } else if (!may.some((h) => h.callResult === result)) wrong.push({ req, why: `eth_call ${Number(result)} not among ${may.map((h) => h.number)}` });
         break;
       case "eth_getBalance":
         if (!may.some((h) => h.balance === result)) wrong.push({ req, why: `balance ${BigInt(result)} not among heads ${may.map((h) => h.number)}` });
@@ -233,6 +238,9 @@ test("a dapp's read trace, 1,000 reads over 30 s through the relay: the upstream
     assert.equal(done.length, 1000);
     assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} answers not the node's`);
     assert.ok(upstream <= 250, `the upstream got ${upstream} of 1000 reads`);
+    // A read at a recent block by number went to the upstream by that block's hash (EIP-1898).
+    const pinned = c.proxy.requests.filter((r) => r.body?.method === "eth_call" && r.body.params?.[1]?.blockHash);
+    assert.ok(pinned.length > 0, "eth_call at a recent number asked by its block's hash");
     assert.ok(done.every((d) => d.cache === "HIT" || d.cache === "MISS"), "every read says X-Cache");
     // The isolate's counters, written every 10 s.
     const lines = c.relay.logs.filter((l) => l.includes('"event":"cache"')).map((l) => JSON.parse(l.slice(l.indexOf("{"))));

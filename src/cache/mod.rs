@@ -389,6 +389,18 @@ impl ReadCache {
             .set_finalized(number, now_ms);
     }
 
+    /// The params to ask a read of `method` with `params` about block `number` on `chain` with
+    /// ([`policy::pinned`]): by the hash the cache knows at that number, when the block is not
+    /// finalized (its answer is then kept only while that block is canonical, and must be that
+    /// block's); `None`: ask as the client did.
+    pub fn pin(&self, chain: u64, method: &str, params: &Value, number: u64) -> Option<Value> {
+        let view = self.views.get(&chain)?;
+        if view.finalized().is_some_and(|f| number <= f) {
+            return None;
+        }
+        policy::pinned(method, params, view.hash_at(number)?)
+    }
+
     /// `chain`'s finalized block was asked at `now_ms` and not learned
     /// ([`ChainView::finalized_unanswered`]).
     pub fn finalized_unanswered(&mut self, chain: u64, now_ms: u64) {

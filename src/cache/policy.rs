@@ -7,7 +7,7 @@
 //! keyed by number served stale data after a reorg). Pure.
 
 use crate::hex;
-use crate::upstream::block_ref::BlockRef;
+use crate::upstream::block_ref::{BlockRef, BLOCK_PARAM};
 use serde_json::Value;
 
 /// What a read's answer is about, from its method and params.
@@ -120,6 +120,35 @@ impl About {
             about => about,
         }
     }
+}
+
+/// Methods whose answer names no block and whose block parameter takes EIP-1898's
+/// `{blockHash}` (geth's `BlockNumberOrHash`; Erigon, Nethermind, Besu and reth take it too).
+const BY_NUMBER_OR_HASH: &[&str] = &[
+    "eth_call",
+    "eth_createAccessList",
+    "eth_estimateGas",
+    "eth_getAccount",
+    "eth_getBalance",
+    "eth_getCode",
+    "eth_getProof",
+    "eth_getStorageAt",
+    "eth_getTransactionCount",
+];
+
+/// `params` of a read of `method` with its block parameter made EIP-1898's `{"blockHash":
+/// hash}`, for a method whose answer names no block ([`BY_NUMBER_OR_HASH`]): asked so, an
+/// upstream still on another fork cannot answer for the block the cache knows at that number
+/// (it answers an error instead). `None` for any other method, or params that are not an array
+/// with the parameter in it.
+pub fn pinned(method: &str, params: &Value, hash: &str) -> Option<Value> {
+    if !BY_NUMBER_OR_HASH.contains(&method) {
+        return None;
+    }
+    let at = BLOCK_PARAM.iter().find(|(m, _)| *m == method)?.1;
+    let mut params = params.as_array()?.clone();
+    *params.get_mut(at)? = serde_json::json!({ "blockHash": hash });
+    Some(Value::Array(params))
 }
 
 /// A block as a header names it: its number, hash and parent's hash (hashes lowercase hex).

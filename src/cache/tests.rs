@@ -795,3 +795,45 @@ fn another_genesis_is_a_chain_started_anew_and_everything_of_the_old_one_goes() 
     assert_eq!(cache.view(C).and_then(|v| v.finalized()), None);
     assert_eq!(cache.genesis(C), Some(hash(0, 1).as_str()));
 }
+
+#[test]
+fn a_read_about_an_unfinalized_block_by_number_is_asked_by_its_hash() {
+    // helper-7's finding: an eth_call at a number, answered by an upstream still on the old
+    // fork, was kept as the new fork's. Asked by the hash the cache knows (EIP-1898), it cannot be.
+    let cache = cache_at(100, 40, 1_000);
+    let call = json!([{"to": "0xab"}, "0x5a"]);
+    assert_eq!(
+        cache.pin(C, "eth_call", &call, 90),
+        Some(json!([{"to": "0xab"}, {"blockHash": hash(90, 0)}]))
+    );
+    let storage = json!(["0xab", "0x0", "0x5a"]);
+    assert_eq!(
+        cache.pin(C, "eth_getStorageAt", &storage, 90),
+        Some(json!(["0xab", "0x0", {"blockHash": hash(90, 0)}]))
+    );
+    assert_eq!(
+        cache.pin(C, "eth_call", &call, 40),
+        None,
+        "finalized: asked as it is"
+    );
+    assert_eq!(
+        cache.pin(C, "eth_call", &call, 101),
+        None,
+        "a block the cache does not know"
+    );
+    assert_eq!(
+        cache.pin(C, "eth_getBlockByNumber", &json!(["0x5a", false]), 90),
+        None,
+        "an answer that names its block is checked by that name"
+    );
+    assert_eq!(
+        cache.pin(C, "eth_getBalance", &json!(["0xab"]), 90),
+        None,
+        "no parameter"
+    );
+    assert_eq!(
+        cache.pin(C + 1, "eth_call", &call, 90),
+        None,
+        "another chain"
+    );
+}

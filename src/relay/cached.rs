@@ -150,16 +150,45 @@ impl<B: Backend> Relay<'_, B> {
         };
         // The head before the ask: an answer is kept only if the head is still the same after.
         let head_before = head_hash(cache, chain);
-        let kind = CallKind::of_method(&req.method);
-        let need = BlockNeed::of(&req.method, &req.params);
+        // About an unfinalized block by number, an answer that names no block is asked of that
+        // block by its hash (EIP-1898): an upstream still on another fork cannot answer for it.
+        let pinned = match about {
+            About::Number(n) => {
+                cache
+                    .borrow()
+                    .pin(chain, &req.method, &req.params, n)
+                    .map(|params| Request {
+                        id: req.id.clone(),
+                        method: req.method.clone(),
+                        params,
+                    })
+            }
+            _ => None,
+        };
+        let asked = pinned.as_ref().unwrap_or(req);
+        let kind = CallKind::of_method(&asked.method);
+        let need = BlockNeed::of(&asked.method, &asked.params);
         let reply = self
             .backend
-            .post_read(&req.to_json(), kind, need, self.config.upstream_timeout_ms)
+            .post_read(
+                &asked.to_json(),
+                kind,
+                need,
+                self.config.upstream_timeout_ms,
+            )
             .await;
         let answer = match &reply {
             Ok(reply) => Answer::parse(&reply.body),
             Err(_) => None,
         };
+        if pinned.is_some() && !matches!(answer, Some(Answer::Result(_))) {
+            // Not answered by the hash (an upstream on another fork, or one that does not take
+            // EIP-1898): asked as the client asked, and nothing kept.
+            let now = self.backend.now_ms();
+            cache.borrow_mut().land(chain, &key, None, now);
+            flying.landed = true;
+            return self.proxy(req).await;
+        }
         let mut final_result = None;
         if let Some(Answer::Result(result)) = &answer {
             let stable = head_before == head_hash(cache, chain) || about == About::BlockHash;
