@@ -109,7 +109,15 @@ pub struct ReadCache {
     stats: CacheStats,
     /// When the counters were last taken, ms.
     stats_since_ms: Option<u64>,
+    /// Per chain, reads asked by their block's hash in a row that the upstream did not answer
+    /// so while it answered them by number ([`ReadCache::pin_refused`]).
+    pin_refusals: HashMap<u64, u32>,
 }
+
+/// After this many reads in a row asked by their block's hash (EIP-1898) and answered only by
+/// number, a chain's upstream is taken not to read that form: its reads by number are asked as
+/// they are ([`ReadCache::pin`]).
+pub const PIN_REFUSALS: u32 = 3;
 
 impl ReadCache {
     /// An empty cache holding at most `max_bytes` of answers.
@@ -120,6 +128,7 @@ impl ReadCache {
             flights: Flights::default(),
             stats: CacheStats::default(),
             stats_since_ms: None,
+            pin_refusals: HashMap::new(),
         }
     }
 
@@ -394,11 +403,31 @@ impl ReadCache {
     /// finalized (its answer is then kept only while that block is canonical, and must be that
     /// block's); `None`: ask as the client did.
     pub fn pin(&self, chain: u64, method: &str, params: &Value, number: u64) -> Option<Value> {
+        if self
+            .pin_refusals
+            .get(&chain)
+            .is_some_and(|n| *n >= PIN_REFUSALS)
+        {
+            return None;
+        }
         let view = self.views.get(&chain)?;
         if view.finalized().is_some_and(|f| number <= f) {
             return None;
         }
         policy::pinned(method, params, view.hash_at(number)?)
+    }
+
+    /// A read asked by its block's hash ([`ReadCache::pin`]) on `chain` was answered so
+    /// (`answered`), or was not while the same read by number was: [`PIN_REFUSALS`] of those in
+    /// a row and the chain's reads are no longer asked by hash (an upstream that does not take
+    /// EIP-1898, Hedera's relay for one, would otherwise cost each such read twice).
+    pub fn pin_answered(&mut self, chain: u64, answered: bool) {
+        let refusals = self.pin_refusals.entry(chain).or_default();
+        *refusals = if answered {
+            0
+        } else {
+            refusals.saturating_add(1)
+        };
     }
 
     /// `chain`'s finalized block was asked at `now_ms` and not learned

@@ -837,3 +837,22 @@ fn a_read_about_an_unfinalized_block_by_number_is_asked_by_its_hash() {
         "another chain"
     );
 }
+
+#[test]
+fn an_upstream_that_does_not_read_a_block_by_hash_is_asked_by_number_after_three() {
+    let mut cache = cache_at(100, 40, 1_000);
+    let call = json!([{"to": "0xab"}, "0x5a"]);
+    for _ in 0..2 {
+        cache.pin_answered(C, false);
+    }
+    cache.pin_answered(C, true);
+    for _ in 0..PIN_REFUSALS - 1 {
+        cache.pin_answered(C, false);
+    }
+    assert!(
+        cache.pin(C, "eth_call", &call, 90).is_some(),
+        "not three in a row yet"
+    );
+    cache.pin_answered(C, false);
+    assert_eq!(cache.pin(C, "eth_call", &call, 90), None);
+}

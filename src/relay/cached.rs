@@ -181,13 +181,25 @@ impl<B: Backend> Relay<'_, B> {
             Ok(reply) => Answer::parse(&reply.body),
             Err(_) => None,
         };
-        if pinned.is_some() && !matches!(answer, Some(Answer::Result(_))) {
+        let pinned_answered = matches!(answer, Some(Answer::Result(_)));
+        if pinned.is_some() && pinned_answered {
+            cache.borrow_mut().pin_answered(chain, true);
+        }
+        if pinned.is_some() && !pinned_answered {
             // Not answered by the hash (an upstream on another fork, or one that does not take
             // EIP-1898): asked as the client asked, and nothing kept.
             let now = self.backend.now_ms();
             cache.borrow_mut().land(chain, &key, None, now);
             flying.landed = true;
-            return self.proxy(req).await;
+            let response = self.proxy(req).await;
+            let by_number = match &response {
+                Response::Text(body) => matches!(Answer::parse(body), Some(Answer::Result(_))),
+                Response::Answer { answer, .. } => matches!(answer, Answer::Result(_)),
+            };
+            if by_number {
+                cache.borrow_mut().pin_answered(chain, false);
+            }
+            return response;
         }
         let mut final_result = None;
         if let Some(Answer::Result(result)) = &answer {
