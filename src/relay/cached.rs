@@ -420,30 +420,27 @@ impl<B: Backend> Relay<'_, B> {
         crate::upstream::heads::head_of(&reply.body)
     }
 
-    /// The `finalized` block's number, asked as [`Relay::ask_block`] asks ([`Finalized`]).
+    /// The `finalized` block's number ([`Finalized`]).
     async fn ask_finalized(&self) -> Finalized {
-        let params = json!(["finalized", false]);
-        let need = BlockNeed::of("eth_getBlockByNumber", &params);
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": params});
-        let Ok(reply) = self
-            .backend
-            .post_read(
-                &body.to_string(),
-                CallKind::OwnOther,
-                need,
-                self.config.upstream_timeout_ms,
-            )
-            .await
-        else {
-            return Finalized::Failed;
-        };
-        Finalized::of(Answer::parse(&reply.body).as_ref())
+        let answer = self
+            .ask_own("eth_getBlockByNumber", json!(["finalized", false]))
+            .await;
+        Finalized::of(answer.as_ref())
     }
 
-    /// Asks the upstream for a block (a question of the relay's own, [`CallKind::OwnOther`]):
-    /// its header and its `result`'s JSON text; `None` when it could not be had.
+    /// Asks the upstream for a block: its header and its `result`'s JSON text; `None` when it
+    /// could not be had.
     async fn ask_block(&self, method: &str, params: Value) -> Option<(Header, String)> {
+        let Some(Answer::Result(result)) = self.ask_own(method, params).await else {
+            return None;
+        };
+        let header = Header::of_block(&serde_json::from_str(&result).ok()?)?;
+        Some((header, result))
+    }
+
+    /// Asks the upstream a question of the relay's own ([`CallKind::OwnOther`]): its answer,
+    /// `None` when there was none.
+    async fn ask_own(&self, method: &str, params: Value) -> Option<Answer> {
         let need = BlockNeed::of(method, &params);
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let reply = self
@@ -456,11 +453,7 @@ impl<B: Backend> Relay<'_, B> {
             )
             .await
             .ok()?;
-        let Some(Answer::Result(result)) = Answer::parse(&reply.body) else {
-            return None;
-        };
-        let header = Header::of_block(&serde_json::from_str(&result).ok()?)?;
-        Some((header, result))
+        Answer::parse(&reply.body)
     }
 }
 
