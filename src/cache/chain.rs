@@ -23,7 +23,7 @@ pub struct ChainView {
     canonical: BTreeMap<u64, Header>,
     /// When the head was last asked and learned, ms (`None` once suspect).
     head_at_ms: Option<u64>,
-    /// When a head was last adopted, ms (suspect or not).
+    /// When the ask of the head last adopted began, ms (suspect or not).
     adopted_ms: Option<u64>,
     /// The finalized block's number, and when it was learned, ms.
     finalized: Option<(u64, u64)>,
@@ -60,9 +60,15 @@ impl ChainView {
             .is_some_and(|at| now_ms.saturating_sub(at) < fresh_ms)
     }
 
-    /// When a head was last adopted ([`ChainView::adopt`]), ms.
+    /// When the ask of the head last adopted began, ms ([`ChainView::set_adopted_ms`]).
     pub fn adopted_ms(&self) -> Option<u64> {
         self.adopted_ms
+    }
+
+    /// The head just adopted ([`ChainView::adopt`]) was asked at `asked_ms`: an ask begun
+    /// before it says nothing newer.
+    pub fn set_adopted_ms(&mut self, asked_ms: u64) {
+        self.adopted_ms = Some(self.adopted_ms.map_or(asked_ms, |at| at.max(asked_ms)));
     }
 
     /// Takes the head as not fresh: an answer named a block the view does not know at its
@@ -163,7 +169,6 @@ impl ChainView {
             return Adopted::Same;
         };
         self.head_at_ms = Some(now_ms);
-        self.adopted_ms = Some(now_ms);
         if self.head().is_some_and(|known| known.hash == head.hash) {
             return Adopted::Same;
         }

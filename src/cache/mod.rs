@@ -327,7 +327,7 @@ impl ReadCache {
     /// ([`Adopted::Same`]).
     pub fn adopt(&mut self, chain: u64, headers: &[Header], asked_ms: u64, now_ms: u64) -> Adopted {
         let view = self.views.entry(chain).or_default();
-        // An ask that began before the head known was learned (a slow one, given up on while
+        // An ask that began before the one whose head is known (a slow one, given up on while
         // another ran) says nothing newer: taken, it would move the head back.
         if view.adopted_ms().is_some_and(|at| at > asked_ms) {
             return Adopted::Same;
@@ -348,6 +348,7 @@ impl ReadCache {
         }
         let view = self.views.entry(chain).or_default();
         let adopted = view.adopt(headers, now_ms);
+        view.set_adopted_ms(asked_ms);
         match adopted {
             Adopted::Same => {}
             Adopted::Extended => {
@@ -400,9 +401,18 @@ impl ReadCache {
 
     /// The params to ask a read of `method` with `params` about block `number` on `chain` with
     /// ([`policy::pinned`]): by the hash the cache knows at that number, when the block is not
-    /// finalized (its answer is then kept only while that block is canonical, and must be that
-    /// block's); `None`: ask as the client did.
-    pub fn pin(&self, chain: u64, method: &str, params: &Value, number: u64) -> Option<Value> {
+    /// finalized and the head is fresh at `now_ms` (asked within `head_ms`: its answer is then
+    /// kept only while that block is canonical, and must be that block's); `None`: ask as the
+    /// client did.
+    pub fn pin(
+        &self,
+        chain: u64,
+        method: &str,
+        params: &Value,
+        number: u64,
+        now_ms: u64,
+        head_ms: u64,
+    ) -> Option<Value> {
         if self
             .pin_refusals
             .get(&chain)
@@ -411,16 +421,17 @@ impl ReadCache {
             return None;
         }
         let view = self.views.get(&chain)?;
-        if view.finalized().is_some_and(|f| number <= f) {
+        if view.finalized().is_some_and(|f| number <= f) || !view.head_fresh(now_ms, head_ms) {
             return None;
         }
         policy::pinned(method, params, view.hash_at(number)?)
     }
 
     /// A read asked by its block's hash ([`ReadCache::pin`]) on `chain` was answered so
-    /// (`answered`), or was not while the same read by number was: [`PIN_REFUSALS`] of those in
-    /// a row and the chain's reads are no longer asked by hash (an upstream that does not take
-    /// EIP-1898, Hedera's relay for one, would otherwise cost each such read twice).
+    /// (`answered`), or refused as a form the upstream does not read
+    /// ([`policy::PinnedAnswer::Unsupported`]): [`PIN_REFUSALS`] of those in a row and the
+    /// chain's reads are no longer asked by hash (an upstream that does not take EIP-1898 would
+    /// otherwise cost each such read twice).
     pub fn pin_answered(&mut self, chain: u64, answered: bool) {
         let refusals = self.pin_refusals.entry(chain).or_default();
         *refusals = if answered {

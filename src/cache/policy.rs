@@ -137,9 +137,10 @@ const BY_NUMBER_OR_HASH: &[&str] = &[
 ];
 
 /// `params` of a read of `method` with its block parameter made EIP-1898's `{"blockHash":
-/// hash}`, for a method whose answer names no block ([`BY_NUMBER_OR_HASH`]): asked so, an
-/// upstream still on another fork cannot answer for the block the cache knows at that number
-/// (it answers an error instead). `None` for any other method, or params that are not an array
+/// hash, "requireCanonical": true}`, for a method whose answer names no block
+/// ([`BY_NUMBER_OR_HASH`]): asked so, an upstream still on another fork cannot answer for the
+/// block the cache knows at that number, nor one that holds it off its chain (it answers an
+/// error instead, [`PinnedAnswer::Unknown`]). `None` for any other method, or params that are not an array
 /// with the parameter in it.
 pub fn pinned(method: &str, params: &Value, hash: &str) -> Option<Value> {
     if !BY_NUMBER_OR_HASH.contains(&method) {
@@ -147,8 +148,56 @@ pub fn pinned(method: &str, params: &Value, hash: &str) -> Option<Value> {
     }
     let at = BLOCK_PARAM.iter().find(|(m, _)| *m == method)?.1;
     let mut params = params.as_array()?.clone();
-    *params.get_mut(at)? = serde_json::json!({ "blockHash": hash });
+    *params.get_mut(at)? = serde_json::json!({ "blockHash": hash, "requireCanonical": true });
     Some(Value::Array(params))
+}
+
+/// What an upstream's answer to a read asked by its block's hash ([`pinned`]) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinnedAnswer {
+    /// A `result`: that block's answer.
+    Answered,
+    /// The upstream does not read the form (-32602, or geth's "invalid argument" / Go's
+    /// "cannot unmarshal"): asked again by number, and counted ([`crate::cache::PIN_REFUSALS`]).
+    Unsupported,
+    /// The block is not the upstream's (geth's "header for hash not found", "not currently
+    /// canonical" with `requireCanonical`; "unknown block", "block not found"): another fork,
+    /// or one behind; asked again by number, nothing kept.
+    Unknown,
+    /// Any other error (a revert, an execution error): the node's answer for that block, given
+    /// as it is (errors are never kept).
+    Other,
+}
+
+impl PinnedAnswer {
+    /// Reads `answer`, an `error` or `result` of a read asked by its block's hash.
+    pub fn of(answer: &crate::jsonrpc::Answer) -> PinnedAnswer {
+        let crate::jsonrpc::Answer::Error(error) = answer else {
+            return PinnedAnswer::Answered;
+        };
+        let error: Value = serde_json::from_str(error).unwrap_or(Value::Null);
+        let code = error.get("code").and_then(Value::as_i64);
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let says = |words: &[&str]| words.iter().any(|w| message.contains(w));
+        if says(&["not found", "canonical", "unknown block", "unknown hash"]) {
+            PinnedAnswer::Unknown
+        } else if code == Some(crate::jsonrpc::INVALID_PARAMS)
+            || says(&[
+                "invalid argument",
+                "unmarshal",
+                "invalid params",
+                "invalid block",
+            ])
+        {
+            PinnedAnswer::Unsupported
+        } else {
+            PinnedAnswer::Other
+        }
+    }
 }
 
 /// A block as a header names it: its number, hash and parent's hash (hashes lowercase hex).

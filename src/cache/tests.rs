@@ -801,41 +801,79 @@ fn a_read_about_an_unfinalized_block_by_number_is_asked_by_its_hash() {
     // helper-7's finding: an eth_call at a number, answered by an upstream still on the old
     // fork, was kept as the new fork's. Asked by the hash the cache knows (EIP-1898), it cannot be.
     let cache = cache_at(100, 40, 1_000);
+    let pin =
+        |method: &str, params: &serde_json::Value, n| cache.pin(C, method, params, n, 1_500, 1_000);
+    let by_hash = |n| json!({"blockHash": hash(n, 0), "requireCanonical": true});
     let call = json!([{"to": "0xab"}, "0x5a"]);
     assert_eq!(
-        cache.pin(C, "eth_call", &call, 90),
-        Some(json!([{"to": "0xab"}, {"blockHash": hash(90, 0)}]))
+        pin("eth_call", &call, 90),
+        Some(json!([{"to": "0xab"}, by_hash(90)]))
     );
     let storage = json!(["0xab", "0x0", "0x5a"]);
     assert_eq!(
-        cache.pin(C, "eth_getStorageAt", &storage, 90),
-        Some(json!(["0xab", "0x0", {"blockHash": hash(90, 0)}]))
+        pin("eth_getStorageAt", &storage, 90),
+        Some(json!(["0xab", "0x0", by_hash(90)]))
     );
     assert_eq!(
-        cache.pin(C, "eth_call", &call, 40),
+        pin("eth_call", &call, 40),
         None,
         "finalized: asked as it is"
     );
     assert_eq!(
-        cache.pin(C, "eth_call", &call, 101),
+        pin("eth_call", &call, 101),
         None,
         "a block the cache does not know"
     );
     assert_eq!(
-        cache.pin(C, "eth_getBlockByNumber", &json!(["0x5a", false]), 90),
+        pin("eth_getBlockByNumber", &json!(["0x5a", false]), 90),
         None,
         "an answer that names its block is checked by that name"
     );
     assert_eq!(
-        cache.pin(C, "eth_getBalance", &json!(["0xab"]), 90),
+        pin("eth_getBalance", &json!(["0xab"]), 90),
         None,
         "no parameter"
     );
     assert_eq!(
-        cache.pin(C + 1, "eth_call", &call, 90),
+        cache.pin(C + 1, "eth_call", &call, 90, 1_500, 1_000),
         None,
         "another chain"
     );
+    // helper-8's finding: a head not asked within CACHE_HEAD_MS may not know the block's hash.
+    assert_eq!(
+        cache.pin(C, "eth_call", &call, 90, 2_000, 1_000),
+        None,
+        "the head is stale"
+    );
+    // What the upstream says to a read by hash.
+    let error = |code: i64, message: &str| {
+        Answer::Error(json!({"code": code, "message": message}).to_string())
+    };
+    use super::policy::PinnedAnswer as P;
+    assert_eq!(P::of(&Answer::Result("\"0x01\"".into())), P::Answered);
+    assert_eq!(
+        P::of(&error(-32000, "header for hash not found")),
+        P::Unknown
+    );
+    assert_eq!(
+        P::of(&error(-32000, "hash 0xab is not currently canonical")),
+        P::Unknown
+    );
+    assert_eq!(
+        P::of(&error(
+            -32602,
+            "invalid argument 1: hex string without 0x prefix"
+        )),
+        P::Unsupported
+    );
+    assert_eq!(
+        P::of(&error(
+            -32000,
+            "json: cannot unmarshal object into Go value of type string"
+        )),
+        P::Unsupported
+    );
+    assert_eq!(P::of(&error(3, "execution reverted")), P::Other);
 }
 
 #[test]
@@ -850,9 +888,9 @@ fn an_upstream_that_does_not_read_a_block_by_hash_is_asked_by_number_after_three
         cache.pin_answered(C, false);
     }
     assert!(
-        cache.pin(C, "eth_call", &call, 90).is_some(),
+        cache.pin(C, "eth_call", &call, 90, 1_000, 1_000).is_some(),
         "not three in a row yet"
     );
     cache.pin_answered(C, false);
-    assert_eq!(cache.pin(C, "eth_call", &call, 90), None);
+    assert_eq!(cache.pin(C, "eth_call", &call, 90, 1_000, 1_000), None);
 }

@@ -7,7 +7,7 @@
 
 use super::{Backend, Relay};
 use crate::cache::finality::Finalized;
-use crate::cache::policy::{key_of, About, Header};
+use crate::cache::policy::{key_of, About, Header, PinnedAnswer};
 use crate::cache::{Begin, CacheSettings, ReadCache, Tag};
 use crate::jsonrpc::{Answer, Request, Response};
 use crate::metrics::Metric;
@@ -152,57 +152,58 @@ impl<B: Backend> Relay<'_, B> {
         let head_before = head_hash(cache, chain);
         // About an unfinalized block by number, an answer that names no block is asked of that
         // block by its hash (EIP-1898): an upstream still on another fork cannot answer for it.
+        let now = self.backend.now_ms();
         let pinned = match about {
-            About::Number(n) => {
-                cache
-                    .borrow()
-                    .pin(chain, &req.method, &req.params, n)
-                    .map(|params| Request {
-                        id: req.id.clone(),
-                        method: req.method.clone(),
-                        params,
-                    })
-            }
+            About::Number(n) => cache
+                .borrow()
+                .pin(chain, &req.method, &req.params, n, now, settings.head_ms)
+                .map(|params| Request {
+                    id: req.id.clone(),
+                    method: req.method.clone(),
+                    params,
+                }),
             _ => None,
         };
+        // Routed by the block the client named: an upstream behind it is skipped either way.
+        let kind = CallKind::of_method(&req.method);
+        let need = BlockNeed::of(&req.method, &req.params);
+        let timeout_ms = self.config.upstream_timeout_ms;
         let asked = pinned.as_ref().unwrap_or(req);
-        let kind = CallKind::of_method(&asked.method);
-        let need = BlockNeed::of(&asked.method, &asked.params);
-        let reply = self
+        let mut reply = self
             .backend
-            .post_read(
-                &asked.to_json(),
-                kind,
-                need,
-                self.config.upstream_timeout_ms,
-            )
+            .post_read(&asked.to_json(), kind, need, timeout_ms)
             .await;
+        let mut keep = true;
+        if pinned.is_some() {
+            let said = match &reply {
+                Ok(reply) => Answer::parse(&reply.body).map(|a| PinnedAnswer::of(&a)),
+                // No answer at all: given as it is, not asked again.
+                Err(_) => None,
+            };
+            match said {
+                Some(PinnedAnswer::Answered) => cache.borrow_mut().pin_answered(chain, true),
+                Some(PinnedAnswer::Unsupported) => cache.borrow_mut().pin_answered(chain, false),
+                _ => {}
+            }
+            if matches!(
+                said,
+                Some(PinnedAnswer::Unsupported | PinnedAnswer::Unknown)
+            ) {
+                // Not that block's upstream, or not a form it reads: asked as the client asked;
+                // its answer goes to the followers too, and is not kept.
+                keep = false;
+                reply = self
+                    .backend
+                    .post_read(&req.to_json(), kind, need, timeout_ms)
+                    .await;
+            }
+        }
         let answer = match &reply {
             Ok(reply) => Answer::parse(&reply.body),
             Err(_) => None,
         };
-        let pinned_answered = matches!(answer, Some(Answer::Result(_)));
-        if pinned.is_some() && pinned_answered {
-            cache.borrow_mut().pin_answered(chain, true);
-        }
-        if pinned.is_some() && !pinned_answered {
-            // Not answered by the hash (an upstream on another fork, or one that does not take
-            // EIP-1898): asked as the client asked, and nothing kept.
-            let now = self.backend.now_ms();
-            cache.borrow_mut().land(chain, &key, None, now);
-            flying.landed = true;
-            let response = self.proxy(req).await;
-            let by_number = match &response {
-                Response::Text(body) => matches!(Answer::parse(body), Some(Answer::Result(_))),
-                Response::Answer { answer, .. } => matches!(answer, Answer::Result(_)),
-            };
-            if by_number {
-                cache.borrow_mut().pin_answered(chain, false);
-            }
-            return response;
-        }
         let mut final_result = None;
-        if let Some(Answer::Result(result)) = &answer {
+        if let Some(Answer::Result(result)) = answer.as_ref().filter(|_| keep) {
             let stable = head_before == head_hash(cache, chain) || about == About::BlockHash;
             if stable {
                 let now = self.backend.now_ms();
