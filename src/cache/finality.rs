@@ -36,14 +36,8 @@ impl Finalized {
                 .ok()
                 .and_then(|block| Header::of_block(&block))
                 .map_or(Finalized::Failed, |h| Finalized::Block(h.number)),
-            Some(Answer::Error(error)) => {
-                let error: Value = serde_json::from_str(error).unwrap_or(Value::Null);
-                let code = error.get("code").and_then(Value::as_i64);
-                let message = error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_ascii_lowercase();
+            Some(error @ Answer::Error(_)) => {
+                let (code, message) = error.error_said().unwrap_or_default();
                 if code == Some(crate::jsonrpc::INVALID_PARAMS)
                     || message.contains("finalized")
                     || message.contains("block tag")

@@ -172,16 +172,9 @@ pub enum PinnedAnswer {
 impl PinnedAnswer {
     /// Reads `answer`, an `error` or `result` of a read asked by its block's hash.
     pub fn of(answer: &crate::jsonrpc::Answer) -> PinnedAnswer {
-        let crate::jsonrpc::Answer::Error(error) = answer else {
+        let Some((code, message)) = answer.error_said() else {
             return PinnedAnswer::Answered;
         };
-        let error: Value = serde_json::from_str(error).unwrap_or(Value::Null);
-        let code = error.get("code").and_then(Value::as_i64);
-        let message = error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_ascii_lowercase();
         let says = |words: &[&str]| words.iter().any(|w| message.contains(w));
         if says(&["not found", "canonical", "unknown block", "unknown hash"]) {
             PinnedAnswer::Unknown

@@ -119,6 +119,22 @@ impl Answer {
         }
     }
 
+    /// An `error`'s code and its message in lowercase (empty when it has none, the code `None`
+    /// when it is not an integer); `None` for a `result`.
+    pub fn error_said(&self) -> Option<(Option<i64>, String)> {
+        let Answer::Error(error) = self else {
+            return None;
+        };
+        let error: serde_json::Value = serde_json::from_str(error).unwrap_or_default();
+        let code = error.get("code").and_then(serde_json::Value::as_i64);
+        let message = error
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        Some((code, message))
+    }
+
     /// The answer that a transaction went in: its hash as a `result` (`"0x"` + 64 hex digits).
     pub fn hash(hash: &crate::transaction::TxHash) -> Answer {
         Answer::Result(format!("\"{}\"", crate::hex::encode(hash)))
