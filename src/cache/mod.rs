@@ -109,14 +109,14 @@ pub struct ReadCache {
     stats: CacheStats,
     /// When the counters were last taken, ms.
     stats_since_ms: Option<u64>,
-    /// Per chain, reads asked by their block's hash in a row that the upstream did not answer
-    /// so while it answered them by number ([`ReadCache::pin_refused`]).
+    /// Per chain, reads asked by their block's hash in a row that the upstream refused as a
+    /// form it does not read ([`ReadCache::pin_answered`]).
     pin_refusals: HashMap<u64, u32>,
 }
 
-/// After this many reads in a row asked by their block's hash (EIP-1898) and answered only by
-/// number, a chain's upstream is taken not to read that form: its reads by number are asked as
-/// they are ([`ReadCache::pin`]).
+/// After this many reads in a row asked by their block's hash (EIP-1898) and refused as a form
+/// the upstream does not read, it is taken not to read it: a chain's reads by number are then
+/// asked as they are ([`ReadCache::pin`]).
 pub const PIN_REFUSALS: u32 = 3;
 
 impl ReadCache {
