@@ -105,17 +105,21 @@ impl About {
                 About::Never
             };
         }
-        let tag = |name: &str| filter.get(name).and_then(Value::as_str);
-        if [tag("fromBlock"), tag("toBlock")].contains(&Some("pending")) {
+        let from = BlockRef::parse(filter.get("fromBlock"));
+        let to = BlockRef::parse(filter.get("toBlock"));
+        if from == BlockRef::Pending || to == BlockRef::Pending {
             return About::Never;
         }
-        // `fromBlock` left out is `latest` (the execution API's default), a tag that moves.
-        let from_moves = matches!(
-            BlockRef::parse(filter.get("fromBlock")),
-            BlockRef::Latest | BlockRef::Safe | BlockRef::Finalized
-        );
-        match Self::of_block(BlockRef::parse(filter.get("toBlock"))) {
-            About::Number(_) if from_moves => About::Never,
+        match Self::of_block(to) {
+            // `fromBlock` left out is `latest` (the execution API's default), a tag that moves.
+            About::Number(_)
+                if matches!(
+                    from,
+                    BlockRef::Latest | BlockRef::Safe | BlockRef::Finalized
+                ) =>
+            {
+                About::Never
+            }
             About::BlockHash => About::Never,
             about => about,
         }
