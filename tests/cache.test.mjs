@@ -254,8 +254,14 @@ test("a dapp's read trace, 1,000 reads over 30 s through the relay: the upstream
   }
 });
 
-test("a reorg of depth 3 while the trace runs: no answer names a block that was not canonical when it was given, none from before the reorg above the fork point", async () => {
-  const c = await chain();
+/**
+ * The trace through an `anvil_reorg` of depth 3 midway, on a relay with `vars`: every answer is
+ * canonical when it was given, where a read begun up to `windowMs` after the reorg returned may
+ * still be answered from the old chain (the relay cannot know of it sooner), counted; none begun
+ * later names a replaced block.
+ */
+async function reorgTrace(vars, windowMs) {
+  const c = await chain(vars);
   const watcher = watch(c);
   try {
     await until(() => watcher.heads.length > 0, 5000);
@@ -276,9 +282,9 @@ test("a reorg of depth 3 while the trace runs: no answer names a block that was 
     const after = new Map();
     for (const n of numbersNamed(done)) after.set(n, (await rpc(c.anvil.url, "eth_getBlockByNumber", [quantity(n), false])).result?.hash);
     // Canonical when the answer was given: before the reorg began, the old chain's (where it
-    // differs); once the relay had to have asked its head again (CACHE_HEAD_MS after the reorg,
-    // and a read's way), the node's now; between, either: a head is believed CACHE_HEAD_MS.
-    const learned = () => reorgAt.done + HEAD_MS + MARGIN_MS;
+    // differs); once the relay had to know of it (`windowMs` after the reorg), the node's now;
+    // between, either.
+    const learned = () => reorgAt.done + windowMs;
     const canonicalAt = (number, start, end) => {
       const old = before.get(number) ?? after.get(number);
       if (end < reorgAt.started) return [old];
@@ -293,19 +299,31 @@ test("a reorg of depth 3 while the trace runs: no answer names a block that was 
       return b && b.number >= reorgAt.fork && before.get(b.number) === b.hash && after.get(b.number) !== b.hash;
     };
     const stale = afterReorg.filter((d) => d.start > learned()).filter(replacedBlock);
-    // Within CACHE_HEAD_MS of the reorg the relay may not know of it yet: counted, not refused.
     const window = afterReorg.filter((d) => d.start <= learned()).filter(replacedBlock);
     const lastInWindow = Math.max(0, ...window.map((d) => d.end - reorgAt.done));
     const reorgLines = c.relay.logs.filter((l) => l.includes('"event":"cache_reorg"'));
-    console.log(`cache reorg trace: ${done.length} reads, ${upstream} upstream, fork ${reorgAt.fork}, blocks replaced ${replaced}, ${afterReorg.length} reads after it, ${window.length} of them naming a replaced block within CACHE_HEAD_MS (the last ${lastInWindow.toFixed(0)} ms after the reorg), ${stale.length} after, cache_reorg lines ${reorgLines.length}`);
+    const heard = c.relay.logs.filter((l) => l.includes('"event":"cache"')).reduce((a, l) => a + JSON.parse(l.slice(l.indexOf("{"))).heads_heard, 0);
+    console.log(`cache reorg trace (${JSON.stringify(vars)}): ${done.length} reads, ${upstream} upstream, fork ${reorgAt.fork}, blocks replaced ${replaced}, ${afterReorg.length} reads after it, ${window.length} of them naming a replaced block within ${windowMs} ms (the last ${lastInWindow.toFixed(0)} ms after the reorg), ${stale.length} after, cache_reorg lines ${reorgLines.length}, heads heard ${heard}`);
     assert.ok(replaced.length >= 1, "the reorg replaced blocks the trace read");
     assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} answers not canonical or not the node's`);
-    assert.deepEqual(stale, [], "no answer from before the reorg above the fork point once the relay asked its head");
+    assert.deepEqual(stale, [], `no answer from before the reorg above the fork point once the relay knew of it`);
     assert.ok(reorgLines.length >= 1, "the relay saw the reorg");
+    return { window, heard };
   } finally {
     await watcher.stop();
     await c.stop();
   }
+}
+
+test("a reorg of depth 3 while the trace runs: the relay hears it on its own newHeads socket, and no read begun after the reorg names a block it replaced", async () => {
+  const { window, heard } = await reorgTrace({}, 0);
+  assert.equal(window.length, 0);
+  assert.ok(heard >= 25, `the head watch heard the chain's heads: ${heard}`);
+});
+
+test("the same with CACHE_HEAD_WATCH=off: the head is only asked, so reads within CACHE_HEAD_MS of the reorg may name a replaced block, none after", async () => {
+  const { heard } = await reorgTrace({ CACHE_HEAD_WATCH: "off" }, HEAD_MS + MARGIN_MS);
+  assert.equal(heard, 0, "no head heard without the watch");
 });
 
 test("what is never kept (errors, null, pending), Cache-Control: no-cache, identical reads in flight as one, and CACHE=off", async () => {
@@ -382,7 +400,8 @@ test("the data centre's cache (Cache API) keeps answers that hold for good, beyo
 });
 
 test("a client's newHeads moves the cache's head: with CACHE_HEAD_MS=60000 eth_blockNumber stays, then follows the chain once a WebSocket hears it; a send makes the head asked again", async () => {
-  const c = await chain({ CACHE_HEAD_MS: "60000" });
+  // Without the relay's own head watch: the client's socket is the only one.
+  const c = await chain({ CACHE_HEAD_MS: "60000", CACHE_HEAD_WATCH: "off" });
   try {
     const number = async () => Number((await post(c.relay.url, call("eth_blockNumber"))).json.result);
     const first = await number();
@@ -412,6 +431,46 @@ test("a client's newHeads moves the cache's head: with CACHE_HEAD_MS=60000 eth_b
     assert.equal(count, "0x1", `its count at latest right after its send (the head was ${before})`);
   } finally {
     await c.stop();
+  }
+});
+
+test("the head watch: with CACHE_HEAD_MS=60000 eth_blockNumber follows the chain on the relay's own newHeads socket, one per isolate and chain; an upstream refusing WebSockets leaves the head asked, with one head_watch_failed line", async () => {
+  const number = async (c) => Number((await post(c.relay.url, call("eth_blockNumber"))).json.result);
+  const c = await chain({ CACHE_HEAD_MS: "60000" });
+  try {
+    const first = await number(c);
+    assert.ok(await until(() => c.proxy.webSocketCount() === 1, 5_000), "the relay's head watch connected");
+    const heads = c.proxy.requests.filter((r) => r.body?.method === "eth_getBlockByNumber").length;
+    for (let i = 0; i < 10; i++) {
+      await sleep(300);
+      await number(c);
+    }
+    const later = await number(c);
+    assert.ok(later >= first + 2, `eth_blockNumber ${later} follows the chain from ${first} with the head believed 60 s`);
+    assert.equal(c.proxy.webSocketCount(), 1, "one watch for the isolate's chain, whatever the reads");
+    const asked = c.proxy.requests.filter((r) => r.body?.method === "eth_getBlockByNumber").length - heads;
+    assert.ok(asked <= 1, `the head followed without being asked again (${asked} asks)`);
+    assert.ok(!c.relay.logs.some((l) => l.includes('"event":"head_watch_failed"')));
+  } finally {
+    await c.stop();
+  }
+  const d = await chain();
+  try {
+    d.proxy.refuseWebSockets(60_000);
+    const first = await number(d);
+    for (let i = 0; i < 10; i++) {
+      await sleep(300);
+      await number(d);
+    }
+    const later = await number(d);
+    assert.ok(later >= first + 2, `eth_blockNumber ${later} follows the chain from ${first} by the head asked every CACHE_HEAD_MS`);
+    const failed = d.relay.logs.filter((l) => l.includes('"event":"head_watch_failed"'));
+    assert.equal(failed.length, 1, `one failure, then none tried for 30 s: ${failed}`);
+    const line = JSON.parse(failed[0].slice(failed[0].indexOf("{")));
+    assert.equal(line.retry_ms, 30000);
+    assert.ok(!line.why.includes(d.proxy.url.replace(/^http:\/\//, "")) || line.why.includes("ws#"), `the upstream named as in every log: ${line.why}`);
+  } finally {
+    await d.stop();
   }
 });
 

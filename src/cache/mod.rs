@@ -23,6 +23,7 @@
 pub mod chain;
 pub mod finality;
 pub mod flight;
+pub mod head_watch;
 pub mod policy;
 pub mod store;
 
@@ -79,6 +80,9 @@ pub struct CacheStats {
     pub reorgs: u64,
     /// Answers dropped by reorgs.
     pub dropped: u64,
+    /// Block headers heard from upstream WebSockets (the head watch's `newHeads`, and clients'):
+    /// [`ReadCache::heard_head`].
+    pub heads_heard: u64,
 }
 
 /// What [`ReadCache::store`] did with an answer.
@@ -368,6 +372,7 @@ impl ReadCache {
     /// the head asked at the next read, whose ask follows it back. Returns what was adopted.
     pub fn heard_head(&mut self, chain: u64, header: &Header, now_ms: u64) -> Option<Adopted> {
         let view = self.views.get_mut(&chain)?;
+        self.stats.heads_heard += 1;
         if view.hash_at(header.number) == Some(header.hash.as_str()) {
             return None;
         }

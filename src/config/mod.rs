@@ -80,6 +80,9 @@ pub struct Config {
     /// `CACHE_MAX_BYTES` (default 16777216, 16 MiB): what the read cache of one isolate may
     /// keep, every chain's answers together, bytes.
     pub cache_max_bytes: usize,
+    /// `CACHE_HEAD_WATCH` (default `on`): while reads come, each isolate follows the chain's head
+    /// on one upstream WebSocket ([`crate::cache::head_watch`]); with `CACHE` off, nothing.
+    pub cache_head_watch: bool,
     /// `CACHE_HEAD_MS` (default 1000) and `CACHE_FINALITY_DEPTH` (default 64): the chain's
     /// cache settings ([`crate::cache::CacheSettings`]).
     pub cache_settings: crate::cache::CacheSettings,
@@ -315,6 +318,7 @@ impl Config {
             max_head_lag: s::MAX_HEAD_LAG.read(get)?,
             cache: s::CACHE.read(get)?,
             cache_max_bytes: s::CACHE_MAX_BYTES.read(get)?,
+            cache_head_watch: s::CACHE_HEAD_WATCH.read(get)?,
             cache_settings: crate::cache::CacheSettings {
                 head_ms: s::CACHE_HEAD_MS.read(get)?,
                 finality_depth: s::CACHE_FINALITY_DEPTH.read(get)?,

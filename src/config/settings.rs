@@ -717,6 +717,19 @@ pub const CACHE_HEAD_MS: Setting<u64> = Setting {
     parse: whole,
 };
 
+/// `CACHE_HEAD_WATCH`: whether each isolate follows the chain's head over an upstream WebSocket
+/// (`newHeads`) besides asking it ([`crate::cache::head_watch`]).
+pub const CACHE_HEAD_WATCH: Setting<bool> = Setting {
+    about: about!(
+        "CACHE_HEAD_WATCH",
+        Chain,
+        "`on`",
+        "`on`: while reads come, each isolate follows the head on one upstream WebSocket (`newHeads`), so a reorg reaches the cache when the node announces it; `off`: the head is only asked"
+    ),
+    default: Some(|| true),
+    parse: |v| pick(v, &[("on", true), ("off", false)]),
+};
+
 /// `CACHE_FINALITY_DEPTH`: blocks below the head taken as finalized where the chain has no
 /// `finalized` tag.
 pub const CACHE_FINALITY_DEPTH: Setting<u64> = Setting {
@@ -788,5 +801,6 @@ pub const SETTINGS: &[About] = &[
     CACHE.about,
     CACHE_MAX_BYTES.about,
     CACHE_HEAD_MS.about,
+    CACHE_HEAD_WATCH.about,
     CACHE_FINALITY_DEPTH.about,
 ];

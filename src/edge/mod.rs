@@ -4,10 +4,11 @@
 //! storage, alarm, the holder's upstream calls), [`http`] (HTTP to one upstream node),
 //! [`race`] (the posts and timers of a call's race over several upstreams, chain checks,
 //! probes), [`platform`] (the core's platform over them), [`websocket`] (a
-//! client's WebSocket, held by the Worker, and the upstream's WebSocket for its subscriptions)
-//! and [`runtime`] (settings, clock and metrics shared by the Worker and the object).
+//! client's WebSocket, held by the Worker, and the upstream's WebSocket for its subscriptions),
+//! [`head_watch`] (the read cache's `newHeads` socket per chain and isolate) and [`runtime`] (settings, clock and metrics shared by the Worker and the object).
 
 pub mod backend;
+pub mod head_watch;
 pub mod http;
 pub mod platform;
 pub mod race;

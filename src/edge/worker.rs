@@ -250,6 +250,8 @@ async fn handle_rpc(
     }
     if let Some(cache) = reply.cache {
         response.headers().set("x-cache", cache)?;
+        // Reads went through the cache: its chain's head is followed while they come.
+        crate::edge::head_watch::open_if_wanted(config);
     }
     Ok(response)
 }
@@ -447,6 +449,10 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     // A probe or chain check this request started outlives its response only through waitUntil.
     if crate::edge::race::background_running() {
         ctx.wait_until(crate::edge::race::background_done());
+    }
+    // A head watch this request opened lives on its I/O.
+    if let Some(watches) = crate::edge::head_watch::keep_alive() {
+        ctx.wait_until(watches);
     }
     if response.status_code() == 101 {
         return Ok(response); // a WebSocket: CORS does not apply, its headers are the runtime's

@@ -292,7 +292,8 @@ impl<B: Backend> Relay<'_, B> {
                 .field("entries", entries)
                 .field("evicted", evicted)
                 .field("reorgs", stats.reorgs)
-                .field("dropped", stats.dropped),
+                .field("dropped", stats.dropped)
+                .field("heads_heard", stats.heads_heard),
         );
     }
 

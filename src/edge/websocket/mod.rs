@@ -15,7 +15,7 @@
 
 mod gaps;
 mod reader;
-mod socket;
+pub(crate) mod socket;
 mod subscribe;
 
 use super::backend::WorkerBackend;

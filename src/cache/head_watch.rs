@@ -1,0 +1,294 @@
+//! The head watch ([`HeadWatch`]): one upstream WebSocket per chain and isolate, subscribed to
+//! `newHeads` (geth's `eth_subscribe`), whose headers move the read cache's head the moment the
+//! node announces them ([`super::ReadCache::heard_head`]): a reorg makes the next read ask the
+//! head before it is answered, instead of up to `CACHE_HEAD_MS` later. The polled head stays
+//! the floor: a watch that stalls or cannot be opened only leaves the cache as it was without one.
+//!
+//! A Worker's I/O belongs to the request that made it, and outlives its response only through
+//! `waitUntil`, at most 30 s in production (Cloudflare's Workers limits, "Duration"). So a watch
+//! is opened by a client's request, kept alive by that request's `waitUntil`, and closed after
+//! [`WATCH_MS`]; a request that finds the live watch within [`RENEW_MS`] of its end opens the
+//! next one, so that under steady traffic the two overlap and no head goes unheard. With no
+//! traffic there is none (and no read to answer). Pure: the edge (`edge/head_watch.rs`) opens the
+//! sockets and asks this type when.
+
+use super::policy::Header;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// How long one watch lasts, ms: inside the 30 s that `waitUntil` keeps a request's I/O after
+/// its response (Cloudflare's Workers limits).
+pub const WATCH_MS: u64 = 25_000;
+
+/// A live watch with less than this left is followed by a new one, opened by the next request,
+/// ms.
+pub const RENEW_MS: u64 = 5_000;
+
+/// After a watch could not be opened, was refused its subscription or was dropped before its
+/// time, none is tried for this long, ms: an upstream without WebSockets is not asked at every
+/// request (the polled head serves meanwhile).
+pub const RETRY_MS: u64 = 30_000;
+
+/// A watch being opened for longer than this is taken as lost (its request was cancelled before
+/// it could say), ms: above the connect's own limit of 10 s and the subscription's answer.
+pub const OPENING_MS: u64 = 20_000;
+
+/// The id of the `eth_subscribe` request a watch sends.
+pub const SUBSCRIBE_ID: u64 = 1;
+
+/// The `eth_subscribe` request a watch sends on its socket.
+pub const SUBSCRIBE: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
+
+/// One chain's head watches in one isolate: which is the newest, and whether another is wanted.
+/// Each watch has a generation; only the newest one's end changes anything (an older one ending
+/// while its successor runs is the overlap working).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeadWatch {
+    /// The newest watch's generation (0: none yet).
+    generation: u64,
+    state: State,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum State {
+    /// None running: the next request opens one.
+    #[default]
+    Idle,
+    /// The newest is being opened since `since_ms`.
+    Opening { since_ms: u64 },
+    /// The newest is subscribed, and closes at `until_ms`.
+    Live { until_ms: u64 },
+    /// The last one failed: none is opened before `until_ms`.
+    Failed { until_ms: u64 },
+}
+
+impl HeadWatch {
+    /// Whether a request at `now_ms` should open a watch; if so, the new watch's generation
+    /// (it is then being opened).
+    pub fn want(&mut self, now_ms: u64) -> Option<u64> {
+        let wanted = match self.state {
+            State::Idle => true,
+            State::Opening { since_ms } => now_ms.saturating_sub(since_ms) > OPENING_MS,
+            State::Live { until_ms } => until_ms.saturating_sub(now_ms) < RENEW_MS,
+            State::Failed { until_ms } => now_ms >= until_ms,
+        };
+        if !wanted {
+            return None;
+        }
+        self.generation += 1;
+        self.state = State::Opening { since_ms: now_ms };
+        Some(self.generation)
+    }
+
+    /// Watch `generation`, wanted at `wanted_ms`, is subscribed: returns when it is to close,
+    /// [`WATCH_MS`] after it was wanted (its request's answer), ms, however long it took to
+    /// connect.
+    pub fn live(&mut self, generation: u64, wanted_ms: u64) -> u64 {
+        let until_ms = wanted_ms + WATCH_MS;
+        if generation == self.generation {
+            self.state = State::Live { until_ms };
+        }
+        until_ms
+    }
+
+    /// Watch `generation` ended at `now_ms`, at its time (`failed` false) or before it (it could
+    /// not connect, its subscription was refused, the upstream dropped it): a failure holds the
+    /// next one back [`RETRY_MS`].
+    pub fn ended(&mut self, generation: u64, now_ms: u64, failed: bool) {
+        if generation != self.generation {
+            return;
+        }
+        self.state = if failed {
+            State::Failed {
+                until_ms: now_ms + RETRY_MS,
+            }
+        } else {
+            State::Idle
+        };
+    }
+
+    /// Whether the newest watch is subscribed and not past its time at `now_ms`.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        matches!(self.state, State::Live { until_ms } if now_ms < until_ms)
+    }
+}
+
+/// What a message on a watch's socket says ([`WatchMessage::read`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchMessage {
+    /// The answer to [`SUBSCRIBE`]: the subscription's id.
+    Subscribed(String),
+    /// The answer to [`SUBSCRIBE`] is an error (or no id): the upstream serves no `newHeads`;
+    /// its message, or the answer, at most 200 bytes.
+    Refused(String),
+    /// A `newHeads` notification of subscription `.0`: the block's header.
+    Head(String, Header),
+    /// Anything else (a notification without a header, another id, not JSON-RPC): ignored.
+    Other,
+}
+
+impl WatchMessage {
+    /// Reads one text message of a watch's socket: an answer to [`SUBSCRIBE_ID`], or an
+    /// `eth_subscription` notification (geth's `{"jsonrpc":"2.0","method":"eth_subscription",
+    /// "params":{"subscription":id,"result":header}}`).
+    pub fn read(text: &str) -> WatchMessage {
+        #[derive(Deserialize)]
+        struct Message<'a> {
+            id: Option<u64>,
+            #[serde(borrow)]
+            result: Option<&'a RawValue>,
+            error: Option<serde_json::Value>,
+            method: Option<String>,
+            params: Option<Params>,
+        }
+        #[derive(Deserialize)]
+        struct Params {
+            subscription: String,
+            result: serde_json::Value,
+        }
+        let Ok(message) = serde_json::from_str::<Message>(text) else {
+            return WatchMessage::Other;
+        };
+        if message.id == Some(SUBSCRIBE_ID) {
+            let id = message
+                .result
+                .and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+            return match (id, message.error) {
+                (Some(id), None) => WatchMessage::Subscribed(id),
+                (_, Some(error)) => {
+                    let said = error
+                        .get("message")
+                        .and_then(|m| m.as_str())
+                        .map_or_else(|| error.to_string(), str::to_string);
+                    WatchMessage::Refused(said.chars().take(200).collect())
+                }
+                (None, None) => WatchMessage::Refused(text.chars().take(200).collect()),
+            };
+        }
+        match (message.method.as_deref(), message.params) {
+            (Some("eth_subscription"), Some(params)) => Header::of_block(&params.result)
+                .map_or(WatchMessage::Other, |header| {
+                    WatchMessage::Head(params.subscription, header)
+                }),
+            _ => WatchMessage::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_first_request_opens_one_and_the_next_ones_do_not_until_it_nears_its_end() {
+        let mut watch = HeadWatch::default();
+        assert_eq!(watch.want(1_000), Some(1));
+        assert_eq!(watch.want(1_001), None, "being opened");
+        // Counted from when it was wanted: a slow connect does not carry it past its request's
+        // `waitUntil`.
+        let until = watch.live(1, 1_000);
+        assert_eq!(until, 1_000 + WATCH_MS);
+        assert!(watch.is_live(1_300));
+        assert_eq!(watch.want(until - RENEW_MS), None, "exactly RENEW_MS left");
+        // Near its end the next request opens the next one; the two overlap.
+        assert_eq!(watch.want(until - RENEW_MS + 1), Some(2));
+        assert_eq!(watch.want(until - RENEW_MS + 2), None);
+        // The older one ending at its time changes nothing: its successor is being opened.
+        watch.ended(1, until, false);
+        assert_eq!(watch.want(until + 1), None);
+        watch.live(2, until - RENEW_MS + 1);
+        assert!(watch.is_live(until + 20));
+    }
+
+    #[test]
+    fn a_failed_watch_holds_the_next_back_and_one_ended_at_its_time_does_not() {
+        let mut watch = HeadWatch::default();
+        let g = watch.want(0).unwrap();
+        watch.ended(g, 100, true);
+        assert!(!watch.is_live(100));
+        assert_eq!(
+            watch.want(100 + RETRY_MS - 1),
+            None,
+            "an upstream without WebSockets is not asked at every request"
+        );
+        let g = watch.want(100 + RETRY_MS).unwrap();
+        assert_eq!(g, 2);
+        let until = watch.live(g, 100 + RETRY_MS);
+        watch.ended(g, until, false);
+        assert_eq!(
+            watch.want(until + 1),
+            Some(3),
+            "at its time: the next request opens one"
+        );
+    }
+
+    #[test]
+    fn one_being_opened_too_long_is_taken_as_lost() {
+        let mut watch = HeadWatch::default();
+        assert_eq!(watch.want(0), Some(1));
+        assert_eq!(watch.want(OPENING_MS), None);
+        assert_eq!(watch.want(OPENING_MS + 1), Some(2));
+        // The lost one's late news changes nothing.
+        watch.live(1, 0);
+        assert!(!watch.is_live(OPENING_MS + 3));
+        watch.ended(1, OPENING_MS + 3, true);
+        assert_eq!(
+            watch.want(OPENING_MS + 4),
+            None,
+            "the newest is still being opened"
+        );
+    }
+
+    #[test]
+    fn messages_are_read_as_geth_sends_them() {
+        assert_eq!(
+            WatchMessage::read(
+                r#"{"jsonrpc":"2.0","id":1,"result":"0xcd0c3e8af590364c09d0fa6a1210faf5"}"#
+            ),
+            WatchMessage::Subscribed("0xcd0c3e8af590364c09d0fa6a1210faf5".into())
+        );
+        assert_eq!(
+            WatchMessage::read(
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"the method eth_subscribe does not exist/is not available"}}"#
+            ),
+            WatchMessage::Refused(
+                "the method eth_subscribe does not exist/is not available".into()
+            )
+        );
+        assert!(matches!(
+            WatchMessage::read(r#"{"jsonrpc":"2.0","id":1,"result":null}"#),
+            WatchMessage::Refused(_)
+        ));
+        let hash = format!("0x{}", "ab".repeat(32));
+        let parent = format!("0x{}", "cd".repeat(32));
+        let notification = json!({
+            "jsonrpc": "2.0",
+            "method": "eth_subscription",
+            "params": {"subscription": "0xsub", "result": {"number": "0x1b4", "hash": hash, "parentHash": parent, "miner": "0x0000000000000000000000000000000000000000"}},
+        });
+        assert_eq!(
+            WatchMessage::read(&notification.to_string()),
+            WatchMessage::Head(
+                "0xsub".into(),
+                Header {
+                    number: 0x1b4,
+                    hash: hash.clone(),
+                    parent_hash: parent
+                }
+            )
+        );
+        // A header without its parent, another id's answer, not JSON: ignored.
+        let partial = json!({"jsonrpc": "2.0", "method": "eth_subscription", "params": {"subscription": "0xsub", "result": {"number": "0x1", "hash": hash}}});
+        assert_eq!(
+            WatchMessage::read(&partial.to_string()),
+            WatchMessage::Other
+        );
+        assert_eq!(
+            WatchMessage::read(r#"{"jsonrpc":"2.0","id":7,"result":"0x1"}"#),
+            WatchMessage::Other
+        );
+        assert_eq!(WatchMessage::read("not json"), WatchMessage::Other);
+    }
+}
