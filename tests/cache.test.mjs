@@ -308,7 +308,7 @@ async function reorgTrace(vars, windowMs) {
     assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} answers not canonical or not the node's`);
     assert.deepEqual(stale, [], `no answer from before the reorg above the fork point once the relay knew of it`);
     assert.ok(reorgLines.length >= 1, "the relay saw the reorg");
-    return { window, heard };
+    return { heard };
   } finally {
     await watcher.stop();
     await c.stop();
@@ -316,9 +316,10 @@ async function reorgTrace(vars, windowMs) {
 }
 
 test("a reorg of depth 3 while the trace runs: the relay hears it on its own newHeads socket, and no read begun after the reorg names a block it replaced", async () => {
-  const { window, heard } = await reorgTrace({}, 0);
-  assert.equal(window.length, 0);
-  assert.ok(heard >= 25, `the head watch heard the chain's heads: ${heard}`);
+  // A window of 0: every read begun after anvil_reorg answered is checked as the node answers now.
+  const { heard } = await reorgTrace({}, 0);
+  // The `cache` lines of the first 20 s at least (written every 10 s while reads come).
+  assert.ok(heard >= 10, `the head watch heard the chain's heads: ${heard}`);
 });
 
 test("the same with CACHE_HEAD_WATCH=off: the head is only asked, so reads within CACHE_HEAD_MS of the reorg may name a replaced block, none after", async () => {
@@ -468,7 +469,7 @@ test("the head watch: with CACHE_HEAD_MS=60000 eth_blockNumber follows the chain
     assert.equal(failed.length, 1, `one failure, then none tried for 30 s: ${failed}`);
     const line = JSON.parse(failed[0].slice(failed[0].indexOf("{")));
     assert.equal(line.retry_ms, 30000);
-    assert.ok(!line.why.includes(d.proxy.url.replace(/^http:\/\//, "")) || line.why.includes("ws#"), `the upstream named as in every log: ${line.why}`);
+    assert.match(line.why, /^ws#1 /, "the upstream named as in every log");
   } finally {
     await d.stop();
   }

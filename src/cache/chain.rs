@@ -25,6 +25,8 @@ pub struct ChainView {
     head_at_ms: Option<u64>,
     /// When the ask of the head last adopted began, ms (suspect or not).
     adopted_ms: Option<u64>,
+    /// When the head was last taken as suspect, ms ([`ChainView::suspect`]).
+    suspected_ms: Option<u64>,
     /// The finalized block's number, and when it was learned, ms.
     finalized: Option<(u64, u64)>,
     /// When the finalized block was last asked, ms, answered or not.
@@ -71,10 +73,23 @@ impl ChainView {
         self.adopted_ms = Some(self.adopted_ms.map_or(asked_ms, |at| at.max(asked_ms)));
     }
 
-    /// Takes the head as not fresh: an answer named a block the view does not know at its
-    /// number (a reorg not seen yet), so the head is asked at the next read.
-    pub fn suspect(&mut self) {
+    /// Takes the head as not fresh at `now_ms`: an answer named a block the view does not know
+    /// at its number (a reorg not seen yet), a header heard did not follow it, or a send went
+    /// through; the head is asked at the next read.
+    pub fn suspect(&mut self, now_ms: u64) {
         self.head_at_ms = None;
+        self.suspected_ms = Some(self.suspected_ms.map_or(now_ms, |at| at.max(now_ms)));
+    }
+
+    /// When the head was last taken as suspect, ms.
+    pub fn suspected_ms(&self) -> Option<u64> {
+        self.suspected_ms
+    }
+
+    /// The head known is confirmed fresh at `now_ms` (an upstream answered a block below it
+    /// that the view has as canonical: it is behind, not on another chain).
+    pub fn confirm(&mut self, now_ms: u64) {
+        self.head_at_ms = Some(now_ms);
     }
 
     /// The genesis block's hash, when learned.

@@ -25,13 +25,17 @@ pub const WATCH_MS: u64 = 25_000;
 pub const RENEW_MS: u64 = 5_000;
 
 /// After a watch could not be opened, was refused its subscription or was dropped before its
-/// time, none is tried for this long, ms: an upstream without WebSockets is not asked at every
-/// request (the polled head serves meanwhile).
+/// time, none is tried for this long, ms, doubling with each failure in a row up to
+/// [`RETRY_MAX_MS`]: an upstream without WebSockets is not asked at every request (the polled
+/// head serves meanwhile).
 pub const RETRY_MS: u64 = 30_000;
 
+/// The longest hold after failures in a row, ms (one try an hour).
+pub const RETRY_MAX_MS: u64 = 3_600_000;
+
 /// A watch being opened for longer than this is taken as lost (its request was cancelled before
-/// it could say), ms: above the connect's own limit of 10 s and the subscription's answer.
-pub const OPENING_MS: u64 = 20_000;
+/// it could say), ms: a watch ends [`WATCH_MS`] after it was wanted, subscribed or not.
+pub const OPENING_MS: u64 = WATCH_MS + 5_000;
 
 /// The id of the `eth_subscribe` request a watch sends.
 pub const SUBSCRIBE_ID: u64 = 1;
@@ -48,6 +52,8 @@ pub struct HeadWatch {
     /// The newest watch's generation (0: none yet).
     generation: u64,
     state: State,
+    /// Watches that failed in a row (none since the last one subscribed).
+    failures: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,29 +94,31 @@ impl HeadWatch {
         let until_ms = wanted_ms + WATCH_MS;
         if generation == self.generation {
             self.state = State::Live { until_ms };
+            self.failures = 0;
         }
         until_ms
     }
 
     /// Watch `generation` ended at `now_ms`, at its time (`failed` false) or before it (it could
-    /// not connect, its subscription was refused, the upstream dropped it): a failure holds the
-    /// next one back [`RETRY_MS`].
-    pub fn ended(&mut self, generation: u64, now_ms: u64, failed: bool) {
+    /// not connect, its subscription was refused, the upstream dropped it). A failure holds the
+    /// next one back [`RETRY_MS`], doubled for each failure in a row before it (at most
+    /// [`RETRY_MAX_MS`]); returns that hold, ms (`None`: none, or not the newest watch).
+    pub fn ended(&mut self, generation: u64, now_ms: u64, failed: bool) -> Option<u64> {
         if generation != self.generation {
-            return;
+            return None;
         }
-        self.state = if failed {
-            State::Failed {
-                until_ms: now_ms + RETRY_MS,
-            }
-        } else {
-            State::Idle
+        if !failed {
+            self.state = State::Idle;
+            return None;
+        }
+        let hold_ms = RETRY_MS
+            .saturating_mul(1 << self.failures.min(16))
+            .min(RETRY_MAX_MS);
+        self.failures += 1;
+        self.state = State::Failed {
+            until_ms: now_ms + hold_ms,
         };
-    }
-
-    /// Whether the newest watch is subscribed and not past its time at `now_ms`.
-    pub fn is_live(&self, now_ms: u64) -> bool {
-        matches!(self.state, State::Live { until_ms } if now_ms < until_ms)
+        Some(hold_ms)
     }
 }
 
@@ -190,38 +198,58 @@ mod tests {
         // `waitUntil`.
         let until = watch.live(1, 1_000);
         assert_eq!(until, 1_000 + WATCH_MS);
-        assert!(watch.is_live(1_300));
+        assert_eq!(watch.want(1_300), None, "live");
         assert_eq!(watch.want(until - RENEW_MS), None, "exactly RENEW_MS left");
         // Near its end the next request opens the next one; the two overlap.
         assert_eq!(watch.want(until - RENEW_MS + 1), Some(2));
         assert_eq!(watch.want(until - RENEW_MS + 2), None);
         // The older one ending at its time changes nothing: its successor is being opened.
-        watch.ended(1, until, false);
+        assert_eq!(watch.ended(1, until, false), None);
         assert_eq!(watch.want(until + 1), None);
         watch.live(2, until - RENEW_MS + 1);
-        assert!(watch.is_live(until + 20));
+        assert_eq!(watch.want(until + 20), None, "the successor is live");
     }
 
     #[test]
-    fn a_failed_watch_holds_the_next_back_and_one_ended_at_its_time_does_not() {
+    fn failures_in_a_row_hold_the_next_back_longer_and_one_subscribed_starts_the_count_again() {
         let mut watch = HeadWatch::default();
         let g = watch.want(0).unwrap();
-        watch.ended(g, 100, true);
-        assert!(!watch.is_live(100));
+        assert_eq!(watch.ended(g, 100, true), Some(RETRY_MS));
         assert_eq!(
             watch.want(100 + RETRY_MS - 1),
             None,
             "an upstream without WebSockets is not asked at every request"
         );
-        let g = watch.want(100 + RETRY_MS).unwrap();
-        assert_eq!(g, 2);
-        let until = watch.live(g, 100 + RETRY_MS);
-        watch.ended(g, until, false);
+        let mut now = 100 + RETRY_MS;
+        let mut holds = vec![];
+        for _ in 0..12 {
+            let g = watch.want(now).expect("due");
+            let hold = watch.ended(g, now, true).unwrap();
+            assert_eq!(watch.want(now + hold - 1), None);
+            holds.push(hold);
+            now += hold;
+        }
         assert_eq!(
-            watch.want(until + 1),
-            Some(3),
-            "at its time: the next request opens one"
+            &holds[..6],
+            &[
+                2 * RETRY_MS,
+                4 * RETRY_MS,
+                8 * RETRY_MS,
+                16 * RETRY_MS,
+                32 * RETRY_MS,
+                64 * RETRY_MS
+            ]
         );
+        assert!(holds[6..].iter().all(|&h| h == RETRY_MAX_MS), "{holds:?}");
+        // One subscribed, then ended at its time: the next request opens one, and a failure
+        // after it holds the next back RETRY_MS again.
+        let g = watch.want(now).unwrap();
+        let until = watch.live(g, now);
+        assert_eq!(watch.ended(g, until, false), None);
+        let g = watch
+            .want(until + 1)
+            .expect("at its time: the next request opens one");
+        assert_eq!(watch.ended(g, until + 2, true), Some(RETRY_MS));
     }
 
     #[test]
@@ -232,8 +260,7 @@ mod tests {
         assert_eq!(watch.want(OPENING_MS + 1), Some(2));
         // The lost one's late news changes nothing.
         watch.live(1, 0);
-        assert!(!watch.is_live(OPENING_MS + 3));
-        watch.ended(1, OPENING_MS + 3, true);
+        assert_eq!(watch.ended(1, OPENING_MS + 3, true), None);
         assert_eq!(
             watch.want(OPENING_MS + 4),
             None,

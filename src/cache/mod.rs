@@ -246,7 +246,7 @@ impl ReadCache {
             // it does not know at their numbers (a reorg it has not seen yet): the head is asked
             // again at the next read.
             if let Some(view) = self.views.get_mut(&chain) {
-                view.suspect();
+                view.suspect(now_ms);
             }
             return Stored::NOT;
         }
@@ -327,13 +327,33 @@ impl ReadCache {
     /// `chain`'s canonical chain at `now_ms` ([`ChainView::adopt`]) and drops what it makes
     /// stale: on a reorg every answer about a block at or above the fork point, on any new head
     /// the answers at the old one. A head below the finalized block is a chain that went back:
-    /// everything of it goes. An ask begun before the last head was adopted changes nothing
-    /// ([`Adopted::Same`]).
+    /// everything of it goes. An ask begun before the last head was adopted, or before the head
+    /// was last taken as suspect, changes nothing ([`Adopted::Same`]); one that answers a block
+    /// known as canonical below the head (an upstream behind a head heard on a WebSocket)
+    /// confirms the head and changes nothing else.
     pub fn adopt(&mut self, chain: u64, headers: &[Header], asked_ms: u64, now_ms: u64) -> Adopted {
         let view = self.views.entry(chain).or_default();
         // An ask that began before the one whose head is known (a slow one, given up on while
         // another ran) says nothing newer: taken, it would move the head back.
         if view.adopted_ms().is_some_and(|at| at > asked_ms) {
+            return Adopted::Same;
+        }
+        // An ask begun before the head was taken as suspect (a header heard that did not follow
+        // it, an answer naming a block not known, a send) says nothing of what made it so: the
+        // head stays suspect, asked again at the next read.
+        if view.suspected_ms().is_some_and(|at| at > asked_ms) {
+            return Adopted::Same;
+        }
+        // A block the view has as canonical below its head: an upstream behind the head known
+        // (the head watch's WebSocket node ahead of the HTTP one), not another chain. The head
+        // stays, confirmed: taken, it would move the head back and drop its block as a reorg.
+        let behind = headers.first().is_some_and(|first| {
+            view.head().is_some_and(|h| first.number < h.number)
+                && view.hash_at(first.number) == Some(first.hash.as_str())
+        });
+        if behind {
+            view.confirm(now_ms);
+            view.set_adopted_ms(asked_ms);
             return Adopted::Same;
         }
         let below_final = headers
@@ -380,18 +400,18 @@ impl ReadCache {
             .head()
             .is_some_and(|h| h.number + 1 == header.number && h.hash == header.parent_hash);
         if !on_top {
-            view.suspect();
+            view.suspect(now_ms);
             return None;
         }
         Some(self.adopt(chain, std::slice::from_ref(header), now_ms, now_ms))
     }
 
-    /// Takes `chain`'s head as not fresh: the head is asked at the next read that depends on it
-    /// (a transaction the relay just forwarded may already be in a block: a dev chain's
-    /// automine, a rollup's sequencer).
-    pub fn suspect(&mut self, chain: u64) {
+    /// Takes `chain`'s head as not fresh at `now_ms`: the head is asked at the next read that
+    /// depends on it (a transaction the relay just forwarded may already be in a block: a dev
+    /// chain's automine, a rollup's sequencer).
+    pub fn suspect(&mut self, chain: u64, now_ms: u64) {
         if let Some(view) = self.views.get_mut(&chain) {
-            view.suspect();
+            view.suspect(now_ms);
         }
     }
 

@@ -894,3 +894,70 @@ fn an_upstream_that_does_not_read_a_block_by_hash_is_asked_by_number_after_three
     cache.pin_answered(C, false);
     assert_eq!(cache.pin(C, "eth_call", &call, 90, 1_000, 1_000), None);
 }
+
+#[test]
+fn an_upstream_behind_a_head_heard_neither_moves_the_head_back_nor_makes_a_reorg() {
+    // helper-9's finding 1: the head watch's WebSocket node announces 21 before the HTTP node
+    // has it; the head asked then answers 20.
+    let mut cache = cache_at(20, 4, 0);
+    assert_eq!(
+        cache.heard_head(C, &header(21, 0, 0), 100),
+        Some(Adopted::Extended)
+    );
+    let key = key_of("eth_getBlockByNumber", &json!(["0x15", false]));
+    assert!(
+        cache
+            .store(C, &key, About::Number(21), &block(21, 0), 150, &S)
+            .in_memory
+    );
+    assert_eq!(
+        cache.adopt(C, &[header(20, 0, 0)], 1_200, 1_210),
+        Adopted::Same
+    );
+    assert_eq!(cache.view(C).unwrap().head().unwrap().number, 21);
+    assert_eq!(cache.stats.reorgs, 0);
+    assert!(
+        cache
+            .lookup(C, &key, About::Number(21), 1_300, &S)
+            .is_some(),
+        "block 21's answer stays"
+    );
+    assert!(
+        !cache.needs_head(C, About::Head, 1_300, &S),
+        "confirmed by the ask"
+    );
+    // Another block at 20 is a reorg as before.
+    assert_eq!(
+        cache.adopt(C, &[header(20, 1, 0)], 2_500, 2_510),
+        Adopted::Reorg { fork: 20 }
+    );
+}
+
+#[test]
+fn an_ask_begun_before_a_header_heard_made_the_head_suspect_leaves_it_suspect() {
+    // helper-9's finding 2: the head ask leaves at 1_000; at 1_050 the watch hears another
+    // fork's 20 (a reorg); at 1_100 the ask lands with the old head.
+    let mut cache = cache_at(20, 4, 0);
+    let key = key_of("eth_gasPrice", &json!([]));
+    assert!(
+        cache
+            .store(C, &key, About::Head, "\"0x1\"", 10, &S)
+            .in_memory
+    );
+    assert_eq!(cache.heard_head(C, &header(20, 1, 0), 1_050), None);
+    assert_eq!(
+        cache.adopt(C, &[header(20, 0, 0)], 1_000, 1_100),
+        Adopted::Same
+    );
+    assert!(
+        cache.needs_head(C, About::Head, 1_100, &S),
+        "still suspect: the ask began before the header was heard"
+    );
+    assert!(cache.lookup(C, &key, About::Head, 1_100, &S).is_none());
+    // The next ask, begun after, is taken.
+    assert_eq!(
+        cache.adopt(C, &[header(20, 1, 0)], 1_150, 1_200),
+        Adopted::Reorg { fork: 20 }
+    );
+    assert!(!cache.needs_head(C, About::Head, 1_200, &S));
+}

@@ -13,13 +13,14 @@ use crate::admin;
 use crate::config::chains::Chains;
 use crate::config::{Config, ConfigError};
 use crate::edge::backend::{call_object, WorkerBackend};
+use crate::edge::head_watch::KeepAlive;
 use crate::edge::runtime::{chain_ids, chains_from_env};
 use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
 use crate::ordering::private_terms;
 use crate::relay::{status, wire, Backend, Relay};
 use futures_util::StreamExt;
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use worker::{console_log, event, Context, Env, Headers, Method, Request, Response};
 
@@ -185,6 +186,7 @@ async fn handle_rpc(
     env: &Env,
     config: &Config,
     id: &str,
+    opened: &RefCell<Option<KeepAlive>>,
 ) -> worker::Result<Response> {
     let too_large = || {
         let error = RpcError::new(
@@ -251,7 +253,9 @@ async fn handle_rpc(
     if let Some(cache) = reply.cache {
         response.headers().set("x-cache", cache)?;
         // Reads went through the cache: its chain's head is followed while they come.
-        crate::edge::head_watch::open_if_wanted(config);
+        if let Some(watch) = crate::edge::head_watch::open_if_wanted(config) {
+            opened.replace(Some(watch));
+        }
     }
     Ok(response)
 }
@@ -364,11 +368,14 @@ fn misconfigured(e: &ConfigError, id: &str) -> worker::Result<Response> {
     json_response(500, error.response(&jsonrpc::Id::null()))
 }
 
+/// `opened`: where a head watch the request opens is left for the fetch handler to keep alive
+/// ([`crate::edge::head_watch`]).
 async fn route(
     req: Request,
     env: &Env,
     settings: &Result<Chains, ConfigError>,
     id: &str,
+    opened: &RefCell<Option<KeepAlive>>,
 ) -> worker::Result<Response> {
     if req.method() == Method::Options {
         return Ok(Response::empty()?.with_status(204));
@@ -403,7 +410,7 @@ async fn route(
     };
     let upgrade = req.headers().get("upgrade")?;
     match (req.method(), path.as_str()) {
-        (Method::Post, "/") => handle_rpc(req, env, config, id).await,
+        (Method::Post, "/") => handle_rpc(req, env, config, id, opened).await,
         (Method::Get, "/") if upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) => {
             websocket_upgrade(&req, env, config, id).await
         }
@@ -445,14 +452,15 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             }),
         Err(_) => crate::access::cors::CorsOrigins::Any,
     };
-    let response = route(req, &env, &settings, &id).await?;
+    let opened = RefCell::new(None);
+    let response = route(req, &env, &settings, &id, &opened).await?;
     // A probe or chain check this request started outlives its response only through waitUntil.
     if crate::edge::race::background_running() {
         ctx.wait_until(crate::edge::race::background_done());
     }
     // A head watch this request opened lives on its I/O.
-    if let Some(watches) = crate::edge::head_watch::keep_alive() {
-        ctx.wait_until(watches);
+    if let Some(watch) = opened.into_inner() {
+        ctx.wait_until(watch.closed());
     }
     if response.status_code() == 101 {
         return Ok(response); // a WebSocket: CORS does not apply, its headers are the runtime's

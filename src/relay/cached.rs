@@ -256,7 +256,7 @@ impl<B: Backend> Relay<'_, B> {
     pub(super) fn after_sends(&self) {
         if let Some(cache) = self.backend.read_cache().filter(|_| self.config.cache) {
             if let Ok(mut cache) = cache.try_borrow_mut() {
-                cache.suspect(self.config.cache_chain());
+                cache.suspect(self.config.cache_chain(), self.backend.now_ms());
             }
         }
     }
