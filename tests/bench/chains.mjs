@@ -1,12 +1,14 @@
 // make bench-e2e: two chains from one relay (issue 42). Two anvils, the default chain 31337 and
 // chain 296, each behind its own strict-nonce test proxy that answers every
-// eth_sendRawTransaction after LATENCY_MS; one relay with CHAINS=296. Each round takes fresh
-// senders and fires one sender's TXS transactions at once: on 31337 alone, on 296 alone, then on
-// both at once (the same key on both chains, interleaved). The limit is a sender's TXS sent one
-// after another straight to its chain's proxy (D1); efficiency = D1 / wall. Every transaction
-// must be mined exactly once, in nonce order, 0 refusals at either upstream. ROUNDS (default 5),
-// TXS (20), LATENCY_MS (50). Prints Markdown for BENCHMARKS.md.
+// eth_sendRawTransaction after LATENCY_MS, each proxy in a thread of its own (PROXY_THREADS=off:
+// both in the bench's process, beside its client); one relay with CHAINS=296. Each round takes
+// fresh senders and fires one sender's TXS transactions at once: on 31337 alone, on 296 alone,
+// then on both at once (the same key on both chains, interleaved). The limit is a sender's TXS
+// sent one after another straight to its chain's proxy (D1); efficiency = D1 / wall. Every
+// transaction must be mined exactly once, in nonce order, 0 refusals at either upstream. ROUNDS
+// (default 5), TXS (20), LATENCY_MS (50). Prints Markdown for BENCHMARKS.md.
 import { startAnvil, startProxy, startRelay, devAccount, signTransfer, sendRaw, rpc, sleep } from "../support/harness.mjs";
+import { startProxyThread } from "./proxy-thread.mjs";
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const N = Number(process.env.TXS ?? 20);
@@ -16,16 +18,27 @@ const f2 = (x) => x.toFixed(2);
 
 const accounts = ROUNDS * 8 + 4;
 const chains = {};
-for (const [id, args] of [[31337, []], [296, ["--chain-id", "296"]]]) {
-  const anvil = await startAnvil({ accounts, extraArgs: args });
+const THREADS = (process.env.PROXY_THREADS ?? "on") === "on";
+/** The chain's test upstream, in a thread or in this process: { url, know, seen, stop }. */
+async function proxyFor(upstream) {
+  if (THREADS) return startProxyThread({ upstream, latencyMs: L });
   const senderOfRaw = new Map();
   const proxy = await startProxy({
-    upstream: anvil.url,
+    upstream,
     strictNonce: true,
     latency: (req) => (req?.method === "eth_sendRawTransaction" ? L : 0),
     senderOf: (raw) => senderOfRaw.get(raw),
   });
-  chains[id] = { id, anvil, proxy, senderOfRaw };
+  return {
+    url: proxy.url,
+    know: async (entries) => entries.forEach(([raw, sender]) => senderOfRaw.set(raw, sender)),
+    seen: async () => proxy.seen,
+    stop: () => proxy.stop(),
+  };
+}
+for (const [id, args] of [[31337, []], [296, ["--chain-id", "296"]]]) {
+  const anvil = await startAnvil({ accounts, extraArgs: args });
+  chains[id] = { id, anvil, proxy: await proxyFor(anvil.url) };
 }
 const relay = await startRelay({
   vars: { UPSTREAM_RPC_URL: chains[31337].proxy.url, CHAINS: "296", CHAIN_296_UPSTREAM_RPC_URL: chains[296].proxy.url },
@@ -35,11 +48,8 @@ const pathOf = (id) => (id === 31337 ? relay.url : `${relay.url}/evm/${id}`);
 let next = 0;
 const sign = async (chain, account) => {
   const raws = [];
-  for (let n = 0; n < N; n++) {
-    const raw = await signTransfer(account, n, { chainId: chain.id });
-    chain.senderOfRaw.set(raw, account.address.toLowerCase());
-    raws.push(raw);
-  }
+  for (let n = 0; n < N; n++) raws.push(await signTransfer(account, n, { chainId: chain.id }));
+  await chain.proxy.know(raws.map((raw) => [raw, account.address.toLowerCase()]));
   return raws;
 };
 const mined = async (chain, account) => Number(BigInt((await rpc(chain.anvil.url, "eth_getTransactionCount", [account.address, "latest"])).result));
@@ -74,7 +84,7 @@ async function burst(ids) {
   for (const { chain, account } of runs) {
     const sender = account.address.toLowerCase();
     for (let i = 0; i < 100 && (await mined(chain, account)) < N; i++) await sleep(50);
-    const seen = chain.proxy.seen.filter((r) => r.sender === sender);
+    const seen = (await chain.proxy.seen()).filter((r) => r.sender === sender);
     const inOrder = seen.every((r, i) => r.nonce === i);
     if ((await mined(chain, account)) !== N || seen.length !== N || !inOrder || seen.some((r) => !r.accepted)) {
       throw new Error(`chain ${chain.id}: ${await mined(chain, account)}/${N} mined, ${seen.length} sends, in order ${inOrder}`);
@@ -114,7 +124,7 @@ for (const id of [31337, 296]) {
 console.log(
   `| 296, beside a second sender on 296 (the control) | ${median(d1[296]).toFixed(0)} | | | ${median(pair).toFixed(0)} | ${f2(eff(pair, 296))} | ${f2(eff(pair, 296) - eff(alone[296], 296))} |`,
 );
-console.log(`\n${ROUNDS} rounds, 1 x ${N} per chain, LATENCY_MS=${L}, medians; every transaction mined once, in nonce order, 0 refusals.`);
+console.log(`\n${ROUNDS} rounds, 1 x ${N} per chain, LATENCY_MS=${L}, PROXY_THREADS=${THREADS ? "on" : "off"}, medians; every transaction mined once, in nonce order, 0 refusals.`);
 await relay.stop();
 for (const c of Object.values(chains)) {
   await c.proxy.stop();
