@@ -724,7 +724,7 @@ pub const CACHE_HEAD_WATCH: Setting<bool> = Setting {
         "CACHE_HEAD_WATCH",
         Chain,
         "`on`",
-        "`on`: while reads come, each isolate follows the head on one upstream WebSocket (`newHeads`), so a reorg reaches the cache when the node announces it; `off`: the head is only asked"
+        "`on`: while reads come, each isolate follows the head on one upstream WebSocket (`newHeads`), so a reorg reaches the cache when the node announces it; `off`: the head is asked (and moved by clients' `newHeads`)"
     ),
     default: Some(|| true),
     parse: |v| pick(v, &[("on", true), ("off", false)]),
