@@ -137,49 +137,43 @@ pub enum WatchMessage {
 }
 
 impl WatchMessage {
-    /// Reads one text message of a watch's socket: an answer to [`SUBSCRIBE_ID`], or an
-    /// `eth_subscription` notification (geth's `{"jsonrpc":"2.0","method":"eth_subscription",
-    /// "params":{"subscription":id,"result":header}}`).
+    /// Reads one text message of a watch's socket: an `eth_subscription` notification
+    /// ([`crate::websocket::notification_of`]), or the answer to [`SUBSCRIBE_ID`].
     pub fn read(text: &str) -> WatchMessage {
+        if let Some((subscription, result)) = crate::websocket::notification_of(text) {
+            return serde_json::from_str(result.get())
+                .ok()
+                .and_then(|block| Header::of_block(&block))
+                .map_or(WatchMessage::Other, |header| {
+                    WatchMessage::Head(subscription, header)
+                });
+        }
         #[derive(Deserialize)]
         struct Message<'a> {
             id: Option<u64>,
             #[serde(borrow)]
             result: Option<&'a RawValue>,
             error: Option<serde_json::Value>,
-            method: Option<String>,
-            params: Option<Params>,
-        }
-        #[derive(Deserialize)]
-        struct Params {
-            subscription: String,
-            result: serde_json::Value,
         }
         let Ok(message) = serde_json::from_str::<Message>(text) else {
             return WatchMessage::Other;
         };
-        if message.id == Some(SUBSCRIBE_ID) {
-            let id = message
-                .result
-                .and_then(|r| serde_json::from_str::<String>(r.get()).ok());
-            return match (id, message.error) {
-                (Some(id), None) => WatchMessage::Subscribed(id),
-                (_, Some(error)) => {
-                    let said = error
-                        .get("message")
-                        .and_then(|m| m.as_str())
-                        .map_or_else(|| error.to_string(), str::to_string);
-                    WatchMessage::Refused(said.chars().take(200).collect())
-                }
-                (None, None) => WatchMessage::Refused(text.chars().take(200).collect()),
-            };
+        if message.id != Some(SUBSCRIBE_ID) {
+            return WatchMessage::Other;
         }
-        match (message.method.as_deref(), message.params) {
-            (Some("eth_subscription"), Some(params)) => Header::of_block(&params.result)
-                .map_or(WatchMessage::Other, |header| {
-                    WatchMessage::Head(params.subscription, header)
-                }),
-            _ => WatchMessage::Other,
+        let id = message
+            .result
+            .and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+        match (id, message.error) {
+            (Some(id), None) => WatchMessage::Subscribed(id),
+            (_, Some(error)) => {
+                let said = error
+                    .get("message")
+                    .and_then(|m| m.as_str())
+                    .map_or_else(|| error.to_string(), str::to_string);
+                WatchMessage::Refused(said.chars().take(200).collect())
+            }
+            (None, None) => WatchMessage::Refused(text.chars().take(200).collect()),
         }
     }
 }

@@ -12,7 +12,6 @@ use super::memory::Memory;
 use super::params::{Kind, Subscribe};
 use crate::jsonrpc::{RpcError, LIMIT_EXCEEDED};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -95,20 +94,6 @@ pub struct Subscriptions {
     /// Subscriptions asked for and not answered yet.
     asked: usize,
     memory: Memory,
-}
-
-#[derive(Deserialize)]
-struct Incoming<'a> {
-    method: Option<&'a str>,
-    #[serde(borrow)]
-    params: Option<NotificationParams<'a>>,
-}
-
-#[derive(Deserialize)]
-struct NotificationParams<'a> {
-    subscription: String,
-    #[serde(borrow)]
-    result: &'a RawValue,
 }
 
 #[derive(Deserialize)]
@@ -217,25 +202,21 @@ impl Subscriptions {
     /// not a notification of a subscription held here (one just unsubscribed, or another
     /// message), or a log delivered already.
     pub fn deliver(&mut self, text: &str) -> Option<Delivery> {
-        let incoming: Incoming = serde_json::from_str(text).ok()?;
-        if incoming.method != Some(super::NOTIFICATION) {
-            return None;
-        }
-        let params = incoming.params?;
+        let (subscription, result) = super::notification_of(text)?;
         let (id, entry) = self
             .entries
             .iter_mut()
-            .find(|(_, s)| s.upstream_id.as_deref() == Some(params.subscription.as_str()))?;
+            .find(|(_, s)| s.upstream_id.as_deref() == Some(subscription.as_str()))?;
         let mut missed = None;
         let mut head = None;
-        if entry.kind == Kind::Logs && !entry.logs.first_time(params.result.get(), &self.memory) {
+        if entry.kind == Kind::Logs && !entry.logs.first_time(result.get(), &self.memory) {
             return None; // already delivered from the fetch of a gap
         }
         if entry.kind == Kind::NewHeads {
-            head = serde_json::from_str(params.result.get())
+            head = serde_json::from_str(result.get())
                 .ok()
                 .and_then(|block| crate::cache::policy::Header::of_block(&block));
-            let number = serde_json::from_str::<Header>(params.result.get())
+            let number = serde_json::from_str::<Header>(result.get())
                 .ok()
                 .and_then(|h| h.number)
                 .and_then(|n| crate::hex::decode_quantity(&n).ok());
@@ -250,7 +231,7 @@ impl Subscriptions {
         }
         Some(Delivery {
             id: id.clone(),
-            text: notification(id, params.result.get()),
+            text: notification(id, result.get()),
             missed,
             head,
         })
