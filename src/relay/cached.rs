@@ -12,7 +12,7 @@ use crate::cache::{Begin, CacheSettings, ReadCache, Tag};
 use crate::jsonrpc::{Answer, Request, Response};
 use crate::metrics::Metric;
 use crate::upstream::heads::BlockNeed;
-use crate::upstream::{error_metric, CallKind};
+use crate::upstream::{error_metric, CallKind, UpstreamError, UpstreamReply};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 
@@ -173,13 +173,15 @@ impl<B: Backend> Relay<'_, B> {
             .backend
             .post_read(&asked.to_json(), kind, need, timeout_ms)
             .await;
+        let parse = |reply: &Result<UpstreamReply, UpstreamError>| match reply {
+            Ok(reply) => Answer::parse(&reply.body),
+            Err(_) => None,
+        };
+        let mut answer = parse(&reply);
         let mut keep = true;
         if pinned.is_some() {
-            let said = match &reply {
-                Ok(reply) => Answer::parse(&reply.body).map(|a| PinnedAnswer::of(&a)),
-                // No answer at all: given as it is, not asked again.
-                Err(_) => None,
-            };
+            // No answer at all: given as it is, not asked again.
+            let said = answer.as_ref().map(PinnedAnswer::of);
             match said {
                 Some(PinnedAnswer::Answered) => cache.borrow_mut().pin_answered(chain, true),
                 Some(PinnedAnswer::Unsupported) => cache.borrow_mut().pin_answered(chain, false),
@@ -196,12 +198,9 @@ impl<B: Backend> Relay<'_, B> {
                     .backend
                     .post_read(&req.to_json(), kind, need, timeout_ms)
                     .await;
+                answer = parse(&reply);
             }
         }
-        let answer = match &reply {
-            Ok(reply) => Answer::parse(&reply.body),
-            Err(_) => None,
-        };
         let mut final_result = None;
         if let Some(Answer::Result(result)) = answer.as_ref().filter(|_| keep) {
             let stable = head_before == head_hash(cache, chain) || about == About::BlockHash;
