@@ -1,10 +1,12 @@
 //! The read cache's bound in bytes (`CACHE_MAX_BYTES`) against the heap its answers really take:
 //! a counting allocator around the system's, one test alone in its binary (no other thread
 //! allocates meanwhile). What the cache counts must cover what it allocates, for the answers a
-//! dapp and an indexer leave in it: at the head, about unfinalized blocks, and finalized.
+//! dapp and an indexer leave in it (at the head, about unfinalized blocks, and finalized) and the
+//! chain's headers it holds beside them.
 
 use nonce_relay::cache::policy::{key_of, About, Header};
-use nonce_relay::cache::{CacheSettings, ReadCache};
+use nonce_relay::cache::proof::{Bloom, Contents};
+use nonce_relay::cache::{CacheSettings, Finality, Read, ReadCache};
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -43,20 +45,28 @@ fn the_bytes_counted_cover_the_heap_the_answers_take() {
     const MAX: usize = 4 << 20;
     let settings = CacheSettings {
         head_ms: u64::MAX,
+        finality: Finality::Tag,
         finality_depth: 64,
+        bloom_proof: true,
     };
     let chain = 31337;
+    let before = HELD.load(Ordering::Relaxed);
     let mut cache = ReadCache::new(MAX);
-    for n in 1..=200 {
+    // The chain's headers, each with what it says of its block (counted in the bound too).
+    for n in 1..=300 {
         let header = Header {
             number: n,
             hash: hash(n),
             parent_hash: hash(n - 1),
+            contents: Some(Box::new(Contents {
+                logs_bloom: Bloom([0xff; 256]),
+                transactions_root: [1; 32],
+                receipts_root: [2; 32],
+            })),
         };
-        cache.adopt(chain, &[header], 0, 0);
+        cache.adopt(chain, &[header], 0, 0, 2);
     }
     cache.set_finalized(chain, 100, 0);
-    let before = HELD.load(Ordering::Relaxed);
     // Four times the bound, in three shapes, one after another.
     let mut i = 0u64;
     while cache.evicted() < 3 * (MAX as u64 / 300) {
@@ -83,7 +93,15 @@ fn the_bytes_counted_cover_the_heap_the_answers_take() {
             ),
         };
         let key = key_of(method, &params);
-        let _ = cache.store(chain, &key, about, &result, 0, &settings);
+        let read = Read {
+            method,
+            params: &params,
+            about,
+            // Asked by its block's hash: a count by number is kept as before.
+            pinned: true,
+            answerer_head: None,
+        };
+        let _ = cache.store(chain, &key, read, &result, 0, &settings);
     }
     let grown = HELD.load(Ordering::Relaxed) - before;
     let (counted, entries) = cache.held();

@@ -6,6 +6,7 @@
 //! block known. Pure and clock-free.
 
 use super::policy::Header;
+use super::proof::Contents;
 use std::collections::BTreeMap;
 
 /// How many canonical blocks below the head the view keeps, and so how old an unfinalized answer
@@ -119,6 +120,28 @@ impl ChainView {
     /// The hash of canonical block `number`, when it is known.
     pub fn hash_at(&self, number: u64) -> Option<&str> {
         self.canonical.get(&number).map(|h| h.hash.as_str())
+    }
+
+    /// Canonical block `number`'s header, when it is known.
+    pub fn header_at(&self, number: u64) -> Option<&Header> {
+        self.canonical.get(&number)
+    }
+
+    /// The canonical block whose hash is `hash` (lowercase hex), when it is known (a walk of at
+    /// most [`WINDOW`] headers).
+    pub fn header_of(&self, hash: &str) -> Option<&Header> {
+        self.canonical.values().rev().find(|h| h.hash == hash)
+    }
+
+    /// The bytes the view holds: each canonical header, its two hashes and its contents
+    /// (counted in `CACHE_MAX_BYTES`, [`crate::cache::ReadCache`]).
+    pub fn held_bytes(&self) -> usize {
+        /// A map node's and the header's own bytes, the two hash strings' heap bytes.
+        const PER_HEADER: usize = 64 + std::mem::size_of::<Header>() + 2 * 66;
+        self.canonical
+            .values()
+            .map(|h| PER_HEADER + h.contents.as_ref().map_or(0, |_| Contents::BYTES))
+            .sum()
     }
 
     /// The finalized block's number, when learned.

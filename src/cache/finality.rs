@@ -5,11 +5,40 @@
 //! ([`names_known_blocks`]). Pure.
 
 use super::chain::ChainView;
-use super::policy::{named_block, About, Header};
+use super::policy::{names_its_block, About, Header};
+use super::shape::Shape;
 use super::store::Tag;
-use super::CacheSettings;
+use super::{CacheSettings, Read};
 use crate::jsonrpc::Answer;
+use crate::ordering::sender::HEDERA_CHAIN_IDS;
 use serde_json::Value;
+
+/// How the cache knows a chain's finalized block (`CACHE_FINALITY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finality {
+    /// [`Finality::Depth`] on Hedera's chain ids (295-298), [`Finality::Tag`] elsewhere: Hedera's
+    /// JSON-RPC relay answers `finalized` with its mirror node's latest block
+    /// (hiero-json-rpc-relay), which says nothing of a mirror behind the consensus nodes or of
+    /// another mirror behind it.
+    Auto,
+    /// The `finalized` tag (`eth_getBlockByNumber("finalized")`, every
+    /// [`crate::cache::FINALIZED_FRESH_MS`]); an upstream without it: [`Finality::Depth`].
+    Tag,
+    /// The head less `CACHE_FINALITY_DEPTH` blocks, never asked.
+    Depth,
+}
+
+impl Finality {
+    /// Whether the finalized block of the chain `chain_id` (`None`: unknown) is asked as the
+    /// tag (else it is the head less the depth).
+    pub fn asks_tag(self, chain_id: Option<u64>) -> bool {
+        match self {
+            Finality::Tag => true,
+            Finality::Depth => false,
+            Finality::Auto => !chain_id.is_some_and(|id| HEDERA_CHAIN_IDS.contains(&id)),
+        }
+    }
+}
 
 /// What an upstream said of the `finalized` block tag (`eth_getBlockByNumber("finalized",
 /// false)`, [`Finalized::of`]).
@@ -67,37 +96,30 @@ pub fn holds(view: Option<&ChainView>, tag: &Tag, now_ms: u64, settings: &CacheS
     }
 }
 
-/// Whether every block `result` names (a block object, a transaction or receipt, each log of a
-/// list) is the one the cache knows at its number, where it knows one.
-pub fn names_known_blocks(view: Option<&ChainView>, result: &Value) -> bool {
-    let agrees = |n: u64, hash: &str| {
+/// Whether every block `result` names (a block object, a transaction or receipt, each item of a
+/// list, [`Shape::blocks_named`]) is the one the cache knows at its number, where it knows one.
+pub fn names_known_blocks(view: Option<&ChainView>, result: &Shape) -> bool {
+    result.blocks_named().into_iter().all(|(n, hash)| {
         view.and_then(|v| v.hash_at(n))
             .is_none_or(|known| known == hash)
-    };
-    match result {
-        Value::Array(items) => items
-            .iter()
-            .filter_map(named_block)
-            .all(|(n, hash)| agrees(n, &hash)),
-        one => named_block(one)
-            .into_iter()
-            .chain(Header::of_block(one).map(|h| (h.number, h.hash)))
-            .all(|(n, hash)| agrees(n, &hash)),
-    }
+    })
 }
 
-/// How long an answer `result` to a read about `about` holds on a chain seen as `view` at
-/// `now_ms`: `None` when it may not be kept (a `null`; about a block above the head, or whose
-/// hash is not known; at a head not fresh; a block object or a transaction that names another
-/// block than the one the cache knows at its number).
+/// How long an answer `result` to `read` holds on a chain seen as `view` at `now_ms`: `None`
+/// when it may not be kept (a `null`; about a block above the head, or whose hash is not known;
+/// at a head not fresh; a block object or a transaction that names another block than the one
+/// the cache knows at its number; about an unfinalized block by number, an answer that names no
+/// block unless it was asked of that block by its hash ([`policy::names_its_block`]): a node on
+/// another fork, or one that lacks the block, could have given it).
 pub fn tag_for(
     view: Option<&ChainView>,
-    about: About,
-    result: &Value,
+    read: Read<'_>,
+    result: &Shape,
     now_ms: u64,
     settings: &CacheSettings,
 ) -> Option<Tag> {
-    if result.is_null() {
+    let about = read.about;
+    if *result == Shape::Null {
         return None;
     }
     let fresh = view.filter(|v| v.head_fresh(now_ms, settings.head_ms));
@@ -115,6 +137,9 @@ pub fn tag_for(
     let tag = match about {
         About::Never | About::HeadNumber => return None,
         About::Chain | About::BlockHash => Tag::Final,
+        About::Number(n) if !finalized(n) && !read.pinned && !names_its_block(read.method) => {
+            return None
+        }
         About::Number(n) => at_block(n)?,
         About::Head => {
             let head = fresh?.head()?;
@@ -124,14 +149,17 @@ pub fn tag_for(
             }
         }
         About::Answer => {
-            let (n, _) = named_block(result)?;
+            let Shape::One(named) = result else {
+                return None;
+            };
+            let (n, _) = named.in_block()?;
             at_block(n)?
         }
     };
     if !names_known_blocks(view, result) {
         return None;
     }
-    match (&tag, about, Header::of_block(result)) {
+    match (&tag, about, result.header()) {
         (Tag::Block { number, hash } | Tag::Head { number, hash }, _, Some(block))
             if block.number != *number || block.hash != *hash =>
         {

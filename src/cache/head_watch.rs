@@ -37,6 +37,20 @@ pub const RETRY_MAX_MS: u64 = 3_600_000;
 /// it could say), ms: a watch ends [`WATCH_MS`] after it was wanted, subscribed or not.
 pub const OPENING_MS: u64 = WATCH_MS + 5_000;
 
+/// A live watch that announced no block while the chain (the head asked over HTTP) moved this
+/// many blocks past the last one it announced is stuck: a node behind, or a socket whose
+/// notifications stopped. It ends, and the next watch starts at the next `UPSTREAM_WS_URL`.
+pub const SILENT_BLOCKS: u64 = 3;
+
+/// How often a live watch compares what it heard with the chain's head, ms.
+pub const SILENCE_CHECK_MS: u64 = 1_000;
+
+/// Whether a watch whose last announced block is `heard` (or, before any, the head when it
+/// subscribed) is silent while the cache's head is `head` ([`SILENT_BLOCKS`]).
+pub fn is_silent(heard: u64, head: u64) -> bool {
+    head >= heard.saturating_add(SILENT_BLOCKS)
+}
+
 /// The id of the `eth_subscribe` request a watch sends.
 pub const SUBSCRIBE_ID: u64 = 1;
 
@@ -54,6 +68,9 @@ pub struct HeadWatch {
     state: State,
     /// Watches that failed in a row (none since the last one subscribed).
     failures: u32,
+    /// The `UPSTREAM_WS_URL` (its index) the next watch tries first: moved on past one that
+    /// was silent ([`HeadWatch::silent`]).
+    first_url: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -122,6 +139,29 @@ impl HeadWatch {
     }
 }
 
+impl HeadWatch {
+    /// The index of the `UPSTREAM_WS_URL` the next watch tries first.
+    pub fn first_url(&self) -> usize {
+        self.first_url
+    }
+
+    /// Watch `generation`, on the URL at `url` of `urls`, was silent ([`is_silent`]) and ended at
+    /// `now_ms`: the next one starts at the next URL, at once when there is another; with one URL
+    /// it is a failure ([`HeadWatch::ended`]: the polled head serves meanwhile). Returns the hold
+    /// before the next, ms (`None`: none, or not the newest watch).
+    pub fn silent(&mut self, generation: u64, now_ms: u64, url: usize, urls: usize) -> Option<u64> {
+        if generation != self.generation {
+            return None;
+        }
+        if urls > 1 {
+            self.first_url = (url + 1) % urls;
+            self.state = State::Idle;
+            return None;
+        }
+        self.ended(generation, now_ms, true)
+    }
+}
+
 /// What a message on a watch's socket says ([`WatchMessage::read`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchMessage {
@@ -182,6 +222,28 @@ impl WatchMessage {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_silent_watch_hands_over_to_the_next_url_or_with_one_url_holds_as_a_failure() {
+        assert!(!is_silent(100, 102) && is_silent(100, 103));
+        let mut watch = HeadWatch::default();
+        let first = watch.want(0).unwrap();
+        watch.live(first, 0);
+        // Two URLs: the next watch starts at the second, at once.
+        assert_eq!(watch.silent(first, 5_000, 0, 2), None);
+        assert_eq!(watch.first_url(), 1);
+        let second = watch.want(5_001).expect("wanted at once");
+        watch.live(second, 5_001);
+        // Silent too: back to the first.
+        assert_eq!(watch.silent(second, 9_000, 1, 2), None);
+        assert_eq!(watch.first_url(), 0);
+        // One URL: held as a failure.
+        let third = watch.want(9_001).unwrap();
+        assert_eq!(watch.silent(third, 10_000, 0, 1), Some(RETRY_MS));
+        assert_eq!(watch.want(10_001), None);
+        // An older watch's silence changes nothing.
+        assert_eq!(watch.silent(first, 10_002, 0, 2), None);
+    }
 
     #[test]
     fn the_first_request_opens_one_and_the_next_ones_do_not_until_it_nears_its_end() {
@@ -296,7 +358,8 @@ mod tests {
                 Header {
                     number: 0x1b4,
                     hash: hash.clone(),
-                    parent_hash: parent
+                    parent_hash: parent,
+                    contents: None,
                 }
             )
         );

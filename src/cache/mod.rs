@@ -24,7 +24,10 @@ pub mod chain;
 pub mod finality;
 pub mod flight;
 pub mod head_watch;
+pub mod pin;
 pub mod policy;
+pub mod proof;
+pub mod shape;
 pub mod store;
 
 #[cfg(test)]
@@ -33,12 +36,15 @@ mod tests;
 use crate::jsonrpc::Answer;
 use chain::{Adopted, ChainView};
 pub use finality::tag_for;
+pub use finality::Finality;
 use finality::{holds, names_known_blocks};
 pub use flight::Begin;
 use flight::Flights;
 use policy::{About, Header};
+pub use proof::Completeness;
 use serde_json::Value;
-use std::collections::HashMap;
+use shape::Shape;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 pub use store::Tag;
 use store::{Entries, Entry};
@@ -46,6 +52,12 @@ use store::{Entries, Entry};
 /// How long a finalized block number is believed before it is asked again, ms (it only grows,
 /// so an old one is only too careful).
 pub const FINALIZED_FRESH_MS: u64 = 10_000;
+
+/// How often the heads of several upstreams are asked (`eth_blockNumber` of each) while the
+/// cache's head stays fresh without it (the head watch), ms: well within the 30 s an upstream's
+/// head is believed ([`crate::upstream::heads::HEAD_FRESH_MS`]), so a node stuck behind stays
+/// known as such.
+pub const UPSTREAM_HEADS_MS: u64 = 10_000;
 
 /// How long the isolate's counters gather before they are written as one `cache` metric, ms.
 pub const STATS_EVERY_MS: u64 = 10_000;
@@ -56,9 +68,14 @@ pub struct CacheSettings {
     /// How long the head learned is believed, ms (`CACHE_HEAD_MS`): an answer at the head is
     /// served at most this long after the head was last asked.
     pub head_ms: u64,
-    /// How many blocks below the head count as finalized on a chain without a `finalized` tag
-    /// (`CACHE_FINALITY_DEPTH`).
+    /// How the finalized block is known (`CACHE_FINALITY`).
+    pub finality: Finality,
+    /// How many blocks below the head count as finalized on a chain without a `finalized` tag,
+    /// or where [`Finality`] says so (`CACHE_FINALITY_DEPTH`).
     pub finality_depth: u64,
+    /// Whether a block's `logsBloom` may prove that it holds no log a filter takes
+    /// (`CACHE_BLOOM_PROOF`, [`proof`]).
+    pub bloom_proof: bool,
 }
 
 /// What the cache did, since the counters were last taken ([`ReadCache::take_stats`]).
@@ -83,6 +100,15 @@ pub struct CacheStats {
     /// Block headers heard from upstream WebSockets (the head watch's `newHeads`, and clients'):
     /// [`ReadCache::heard_head`].
     pub heads_heard: u64,
+    /// Answers the chain did not prove complete ([`Completeness::Unproven`]: an empty or short
+    /// `eth_getLogs`, an empty block's receipts or count, that a lagging node may have given).
+    pub suspect: u64,
+    /// Of those, asked again (the upstream may lack the block).
+    pub suspect_asked_again: u64,
+    /// Of those, kept after all (the answer asked again was proven).
+    pub suspect_kept: u64,
+    /// Of those, served and not kept.
+    pub suspect_unkept: u64,
 }
 
 /// What [`ReadCache::store`] did with an answer.
@@ -95,13 +121,38 @@ pub struct Stored {
     /// How long it holds; `None` when it may not be kept at all (`Some` also for one too large
     /// for memory, which a shared cache may still keep).
     pub tag: Option<Tag>,
+    /// What the chain proves of what it lists ([`proof::completeness`]); `Proven` also for an
+    /// answer not kept for another reason.
+    pub completeness: Completeness,
+    /// Whether this answer turned the chain's bloom proof off ([`Completeness::Contradicted`]).
+    pub blooms_off: bool,
 }
 
 impl Stored {
     const NOT: Stored = Stored {
         in_memory: false,
         tag: None,
+        completeness: Completeness::Proven,
+        blooms_off: false,
     };
+}
+
+/// A read as the cache judges its answer: its method and params, what it is about
+/// ([`About::of`]), and whether it was asked of its block by hash ([`ReadCache::pin`]: an answer
+/// that names no block is kept above the finalized block only so).
+#[derive(Debug, Clone, Copy)]
+pub struct Read<'a> {
+    /// The method, as the client named it.
+    pub method: &'a str,
+    /// The params, as the client gave them.
+    pub params: &'a Value,
+    /// What it is about.
+    pub about: About,
+    /// Whether it was asked by its block's hash.
+    pub pinned: bool,
+    /// The head of the upstream that answered, when known ([`crate::upstream::Answerer`]): a
+    /// range of logs past it may lack what that upstream has not seen yet.
+    pub answerer_head: Option<u64>,
 }
 
 /// The read cache of one isolate: the answers kept (every chain's, one bound), each chain's
@@ -113,15 +164,16 @@ pub struct ReadCache {
     stats: CacheStats,
     /// When the counters were last taken, ms.
     stats_since_ms: Option<u64>,
-    /// Per chain, reads asked by their block's hash in a row that the upstream refused as a
-    /// form it does not read ([`ReadCache::pin_answered`]).
-    pin_refusals: HashMap<u64, u32>,
+    /// Per chain, whether its upstream reads EIP-1898's block hash form ([`pin::PinForm`]).
+    pin_forms: HashMap<u64, pin::PinForm>,
+    /// The chains whose blooms were contradicted by an answer ([`Completeness::Contradicted`]):
+    /// no bloom proves anything there any more.
+    blooms_off: HashSet<u64>,
+    /// When each chain's upstreams' heads were last asked, ms ([`ReadCache::upstream_heads_due`]).
+    heads_asked_ms: HashMap<u64, u64>,
 }
 
-/// After this many reads in a row asked by their block's hash (EIP-1898) and refused as a form
-/// the upstream does not read, it is taken not to read it: a chain's reads by number are then
-/// asked as they are ([`ReadCache::pin`]).
-pub const PIN_REFUSALS: u32 = 3;
+pub use pin::PIN_REFUSALS;
 
 impl ReadCache {
     /// An empty cache holding at most `max_bytes` of answers.
@@ -132,8 +184,17 @@ impl ReadCache {
             flights: Flights::default(),
             stats: CacheStats::default(),
             stats_since_ms: None,
-            pin_refusals: HashMap::new(),
+            pin_forms: HashMap::new(),
+            blooms_off: HashSet::new(),
+            heads_asked_ms: HashMap::new(),
         }
+    }
+
+    /// Counts what the chains' views hold (their headers, [`ChainView::held_bytes`]) in the
+    /// bound: the answers kept make room for it.
+    fn reserve_views(&mut self) {
+        let held = self.views.values().map(ChainView::held_bytes).sum();
+        self.entries.reserve(held);
     }
 
     /// `chain`'s view, when anything was learned of it.
@@ -141,7 +202,7 @@ impl ReadCache {
         self.views.get(&chain)
     }
 
-    /// The bytes the answers kept take, and how many there are.
+    /// The bytes the answers kept and the chains' headers take, and how many answers there are.
     pub fn held(&self) -> (usize, usize) {
         (self.entries.bytes(), self.entries.len())
     }
@@ -168,6 +229,19 @@ impl ReadCache {
             About::Number(n) => !fresh && view.and_then(ChainView::finalized).is_none_or(|f| n > f),
             About::Head | About::HeadNumber | About::Answer => !fresh,
         }
+    }
+
+    /// Whether `chain`'s upstreams' heads are due to be asked at `now_ms` ([`UPSTREAM_HEADS_MS`]
+    /// since [`ReadCache::upstream_heads_asked`]).
+    pub fn upstream_heads_due(&self, chain: u64, now_ms: u64) -> bool {
+        self.heads_asked_ms
+            .get(&chain)
+            .is_none_or(|at| now_ms.saturating_sub(*at) >= UPSTREAM_HEADS_MS)
+    }
+
+    /// `chain`'s upstreams' heads were asked at `now_ms`.
+    pub fn upstream_heads_asked(&mut self, chain: u64, now_ms: u64) {
+        self.heads_asked_ms.insert(chain, now_ms);
     }
 
     /// Whether `chain`'s finalized block should be asked again at `now_ms`.
@@ -220,27 +294,36 @@ impl ReadCache {
         found
     }
 
-    /// Keeps `result` (a read's `result` JSON text) as `key`'s on `chain`, when what it is
-    /// about lets it ([`tag_for`]) at `now_ms`: in memory unless it is too large for it, and
-    /// its tag says how long it holds ([`Stored`]).
+    /// Keeps `result` (a read's `result` JSON text) as `key`'s on `chain`, when what `read` is
+    /// about lets it ([`tag_for`]) at `now_ms` and the chain proves it lists all it should
+    /// ([`proof::completeness`]): in memory unless it is too large for it; its tag says how long
+    /// it holds ([`Stored`]). An answer that lists a log in a block whose bloom ruled the filter
+    /// out turns the bloom proof off for `chain` ([`Stored::blooms_off`]).
     pub fn store(
         &mut self,
         chain: u64,
         key: &str,
-        about: About,
+        read: Read<'_>,
         result: &str,
         now_ms: u64,
         settings: &CacheSettings,
     ) -> Stored {
-        if matches!(about, About::Never | About::HeadNumber) {
+        if matches!(read.about, About::Never | About::HeadNumber) {
             return Stored::NOT;
         }
-        let Ok(value) = serde_json::from_str::<Value>(result) else {
+        // Too large for memory and unable to hold for good (the shared cache's only): neither
+        // read nor copied.
+        if self.entries.too_large(result.len()) && !self.may_be_final(chain, read.about) {
+            return Stored::NOT;
+        }
+        let Some(value) = Shape::read(result) else {
             return Stored::NOT;
         };
         let view = self.views.get(&chain);
         let head = view.and_then(ChainView::head).map(|h| h.number);
-        let newer = Header::of_block(&value).is_some_and(|b| head.is_some_and(|h| b.number > h));
+        let newer = value
+            .header()
+            .is_some_and(|b| head.is_some_and(|h| b.number > h));
         if newer || !names_known_blocks(view, &value) {
             // The upstream answered from a block above the head the cache knows, or from blocks
             // it does not know at their numbers (a reorg it has not seen yet): the head is asked
@@ -250,7 +333,26 @@ impl ReadCache {
             }
             return Stored::NOT;
         }
-        let Some(tag) = tag_for(view, about, &value, now_ms, settings) else {
+        let blooms = settings.bloom_proof && !self.blooms_off.contains(&chain);
+        let completeness = proof::completeness(view, read, &value, blooms);
+        match completeness {
+            Completeness::Proven => {}
+            Completeness::Unproven { .. } => {
+                return Stored {
+                    completeness,
+                    ..Stored::NOT
+                }
+            }
+            Completeness::Contradicted { .. } => {
+                self.blooms_off.insert(chain);
+                return Stored {
+                    completeness,
+                    blooms_off: true,
+                    ..Stored::NOT
+                };
+            }
+        }
+        let Some(tag) = tag_for(view, read, &value, now_ms, settings) else {
             return Stored::NOT;
         };
         let entry = Entry {
@@ -265,6 +367,19 @@ impl ReadCache {
         Stored {
             in_memory,
             tag: Some(tag),
+            ..Stored::NOT
+        }
+    }
+
+    /// Counts an answer the chain did not prove complete ([`Completeness::Unproven`]): whether
+    /// it was asked again, and whether the answer finally given was kept.
+    pub fn count_suspect(&mut self, asked_again: bool, kept: bool) {
+        self.stats.suspect += 1;
+        self.stats.suspect_asked_again += u64::from(asked_again);
+        if kept {
+            self.stats.suspect_kept += 1;
+        } else {
+            self.stats.suspect_unkept += 1;
         }
     }
 
@@ -315,6 +430,9 @@ impl ReadCache {
             self.entries.drop_chain(chain);
         }
         view.set_genesis(hash);
+        if anew {
+            self.reserve_views();
+        }
         anew
     }
 
@@ -329,9 +447,18 @@ impl ReadCache {
     /// the answers at the old one. A head below the finalized block is a chain that went back:
     /// everything of it goes. An ask begun before the last head was adopted, or before the head
     /// was last taken as suspect, changes nothing ([`Adopted::Same`]); one that answers a block
-    /// known as canonical below the head (an upstream behind a head heard on a WebSocket)
-    /// confirms the head and changes nothing else.
-    pub fn adopt(&mut self, chain: u64, headers: &[Header], asked_ms: u64, now_ms: u64) -> Adopted {
+    /// known as canonical below the head, at most `max_lag` blocks below (an upstream behind a
+    /// head heard on a WebSocket, `MAX_HEAD_LAG`), confirms the head and changes nothing else; one
+    /// further below (a node stuck behind) changes nothing, and does not confirm the head either:
+    /// the head is asked again at the next read that depends on it.
+    pub fn adopt(
+        &mut self,
+        chain: u64,
+        headers: &[Header],
+        asked_ms: u64,
+        now_ms: u64,
+        max_lag: u64,
+    ) -> Adopted {
         let view = self.views.entry(chain).or_default();
         // An ask that began before the one whose head is known (a slow one, given up on while
         // another ran) says nothing newer: taken, it would move the head back.
@@ -352,8 +479,11 @@ impl ReadCache {
                 && view.hash_at(first.number) == Some(first.hash.as_str())
         });
         if behind {
-            view.confirm(now_ms);
-            view.set_adopted_ms(asked_ms);
+            let lag = view.head().map_or(0, |h| h.number) - headers[0].number;
+            if lag <= max_lag {
+                view.confirm(now_ms);
+                view.set_adopted_ms(asked_ms);
+            }
             return Adopted::Same;
         }
         let below_final = headers
@@ -373,6 +503,7 @@ impl ReadCache {
         let view = self.views.entry(chain).or_default();
         let adopted = view.adopt(headers, now_ms);
         view.set_adopted_ms(asked_ms);
+        self.reserve_views();
         match adopted {
             Adopted::Same => {}
             Adopted::Extended => {
@@ -403,7 +534,8 @@ impl ReadCache {
             view.suspect(now_ms);
             return None;
         }
-        Some(self.adopt(chain, std::slice::from_ref(header), now_ms, now_ms))
+        // On top: never behind the head, so no lag applies.
+        Some(self.adopt(chain, std::slice::from_ref(header), now_ms, now_ms, 0))
     }
 
     /// Takes `chain`'s head as not fresh at `now_ms`: the head is asked at the next read that
@@ -424,11 +556,11 @@ impl ReadCache {
             .set_finalized(number, now_ms);
     }
 
-    /// The params to ask a read of `method` with `params` about block `number` on `chain` with
-    /// ([`policy::pinned`]): by the hash the cache knows at that number, when the block is not
-    /// finalized and the head is fresh at `now_ms` (asked within `head_ms`: its answer is then
-    /// kept only while that block is canonical, and must be that block's); `None`: ask as the
-    /// client did.
+    /// The method and params to ask a read of `method` with `params` about block `number` on
+    /// `chain` with ([`policy::pinned`]): by the hash the cache knows at that number, when the
+    /// block is not finalized and the head is fresh at `now_ms` (asked within `head_ms`: its
+    /// answer is then kept only while that block is canonical, and must be that block's);
+    /// `None`: ask as the client did.
     pub fn pin(
         &self,
         chain: u64,
@@ -437,12 +569,8 @@ impl ReadCache {
         number: u64,
         now_ms: u64,
         head_ms: u64,
-    ) -> Option<Value> {
-        if self
-            .pin_refusals
-            .get(&chain)
-            .is_some_and(|n| *n >= PIN_REFUSALS)
-        {
+    ) -> Option<(&'static str, Value)> {
+        if self.pin_forms.get(&chain).is_some_and(|f| !f.on(now_ms)) {
             return None;
         }
         let view = self.views.get(&chain)?;
@@ -452,18 +580,10 @@ impl ReadCache {
         policy::pinned(method, params, view.hash_at(number)?)
     }
 
-    /// A read asked by its block's hash ([`ReadCache::pin`]) on `chain` was answered so
-    /// (`answered`), or refused as a form the upstream does not read
-    /// ([`policy::PinnedAnswer::Unsupported`]): [`PIN_REFUSALS`] of those in a row and the
-    /// chain's reads are no longer asked by hash (an upstream that does not take EIP-1898 would
-    /// otherwise cost each such read twice).
-    pub fn pin_answered(&mut self, chain: u64, answered: bool) {
-        let refusals = self.pin_refusals.entry(chain).or_default();
-        *refusals = if answered {
-            0
-        } else {
-            refusals.saturating_add(1)
-        };
+    /// `chain`'s record of whether its upstream reads the block hash form ([`pin::PinForm`]):
+    /// a read asked by hash answered so, or refused (judged by a probe).
+    pub fn pin_form(&mut self, chain: u64) -> &mut pin::PinForm {
+        self.pin_forms.entry(chain).or_default()
     }
 
     /// `chain`'s finalized block was asked at `now_ms` and not learned

@@ -1,11 +1,12 @@
 //! What a read is about, and so whether and how long its answer may be kept ([`About::of`]); and
-//! what block an answer names ([`named_block`]). The anchor is eRPC's finality buckets
+//! what block an answer names ([`crate::cache::shape::Shape`]). The anchor is eRPC's finality buckets
 //! (`architecture/evm/block_ref.go`: a method's block reference from its params, else from its
 //! result; `shouldCacheResponse`: never errors or empty results), with two of its lessons kept:
 //! block tags are realtime (erpc#223: `finalized` as a tag served an old block), and an answer
 //! about an unfinalized block is only good while that block is canonical (tycho PR #1416: a cache
 //! keyed by number served stale data after a reorg). Pure.
 
+use super::proof::Contents;
 use crate::hex;
 use crate::upstream::block_ref::{BlockRef, BLOCK_PARAM};
 use serde_json::Value;
@@ -29,7 +30,7 @@ pub enum About {
     /// `eth_blockNumber`: the number of the head the cache knows, while it is fresh; never kept.
     HeadNumber,
     /// Named by the answer (`eth_getTransactionByHash`, `eth_getTransactionReceipt`): its
-    /// `blockNumber` and `blockHash` ([`named_block`]); a transaction not yet in a block is never
+    /// `blockNumber` and `blockHash` ([`crate::cache::shape::Named::in_block`]); a transaction not yet in a block is never
     /// kept.
     Answer,
 }
@@ -140,20 +141,56 @@ const BY_NUMBER_OR_HASH: &[&str] = &[
     "eth_getTransactionCount",
 ];
 
-/// `params` of a read of `method` with its block parameter made EIP-1898's `{"blockHash":
-/// hash, "requireCanonical": true}`, for a method whose answer names no block
-/// ([`BY_NUMBER_OR_HASH`]): asked so, an upstream still on another fork cannot answer for the
-/// block the cache knows at that number, nor one that holds it off its chain (it answers an
-/// error instead, [`PinnedAnswer::Unknown`]). `None` for any other method, or params that are not an array
+/// Counts of a block by number, and the same count by the block's hash.
+const COUNT_BY_HASH: &[(&str, &str)] = &[
+    (
+        "eth_getBlockTransactionCountByNumber",
+        "eth_getBlockTransactionCountByHash",
+    ),
+    (
+        "eth_getUncleCountByBlockNumber",
+        "eth_getUncleCountByBlockHash",
+    ),
+];
+
+/// Methods whose answer names the block it comes from (a block object; transactions, receipts
+/// and logs, each with its `blockHash`), which the cache checks against the block it knows at
+/// that number ([`crate::cache::finality::names_known_blocks`]); an empty list of receipts or
+/// logs names none, and is kept only when the chain proves it ([`crate::cache::proof`]). The
+/// answer of any other method says nothing of the block it came from.
+const NAME_THEIR_BLOCK: &[&str] = &[
+    "eth_getBlockByNumber",
+    "eth_getHeaderByNumber",
+    "eth_getTransactionByBlockNumberAndIndex",
+    "eth_getBlockReceipts",
+    "eth_getLogs",
+];
+
+/// Whether an answer of `method` names the block it comes from ([`NAME_THEIR_BLOCK`]).
+pub fn names_its_block(method: &str) -> bool {
+    NAME_THEIR_BLOCK.contains(&method)
+}
+
+/// A read of `method` with `params` asked of the block whose hash is `hash` instead of by its
+/// number, for a method whose answer names no block: its block parameter made EIP-1898's
+/// `{"blockHash": hash, "requireCanonical": true}` ([`BY_NUMBER_OR_HASH`]), or a count by number
+/// made the same count by hash ([`COUNT_BY_HASH`]). Asked so, an upstream still on another fork
+/// cannot answer for the block the cache knows at that number, nor one that lacks it or holds
+/// it off its chain (it answers an error or `null` instead, [`PinnedAnswer::Unknown`]). Returns
+/// the method and params to ask; `None` for any other method, or params that are not an array
 /// with the parameter in it.
-pub fn pinned(method: &str, params: &Value, hash: &str) -> Option<Value> {
-    if !BY_NUMBER_OR_HASH.contains(&method) {
+pub fn pinned(method: &str, params: &Value, hash: &str) -> Option<(&'static str, Value)> {
+    if let Some((_, by_hash)) = COUNT_BY_HASH.iter().find(|(m, _)| *m == method) {
+        params.as_array().filter(|p| p.len() == 1)?;
+        return Some((by_hash, serde_json::json!([hash])));
+    }
+    let (name, at) = *BLOCK_PARAM.iter().find(|(m, _)| *m == method)?;
+    if !BY_NUMBER_OR_HASH.contains(&name) {
         return None;
     }
-    let at = BLOCK_PARAM.iter().find(|(m, _)| *m == method)?.1;
     let mut params = params.as_array()?.clone();
     *params.get_mut(at)? = serde_json::json!({ "blockHash": hash, "requireCanonical": true });
-    Some(Value::Array(params))
+    Some((name, Value::Array(params)))
 }
 
 /// What an upstream's answer to a read asked by its block's hash ([`pinned`]) says.
@@ -165,8 +202,8 @@ pub enum PinnedAnswer {
     /// "cannot unmarshal"): asked again by number, and counted ([`crate::cache::PIN_REFUSALS`]).
     Unsupported,
     /// The block is not the upstream's (geth's "header for hash not found", "not currently
-    /// canonical" with `requireCanonical`; "unknown block", "block not found"): another fork,
-    /// or one behind; asked again by number, nothing kept.
+    /// canonical" with `requireCanonical`; "unknown block", "block not found"; a count by hash
+    /// answered `null`): another fork, or one behind; asked again by number, nothing kept.
     Unknown,
     /// Any other error (a revert, an execution error): the node's answer for that block, given
     /// as it is (errors are never kept).
@@ -177,7 +214,10 @@ impl PinnedAnswer {
     /// Reads `answer`, an `error` or `result` of a read asked by its block's hash.
     pub fn of(answer: &crate::jsonrpc::Answer) -> PinnedAnswer {
         let Some((code, message)) = answer.error_said() else {
-            return PinnedAnswer::Answered;
+            return match answer {
+                crate::jsonrpc::Answer::Result(r) if r.trim() == "null" => PinnedAnswer::Unknown,
+                _ => PinnedAnswer::Answered,
+            };
         };
         let says = |words: &[&str]| words.iter().any(|w| message.contains(w));
         if says(&["not found", "canonical", "unknown block", "unknown hash"]) {
@@ -197,7 +237,8 @@ impl PinnedAnswer {
     }
 }
 
-/// A block as a header names it: its number, hash and parent's hash (hashes lowercase hex).
+/// A block as a header names it: its number, hash and parent's hash (hashes lowercase hex), and
+/// what it says of the block's contents.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
     /// Its number.
@@ -206,6 +247,9 @@ pub struct Header {
     pub hash: String,
     /// Its parent's hash, the same way.
     pub parent_hash: String,
+    /// Its `logsBloom`, `transactionsRoot` and `receiptsRoot`, when the block object had them
+    /// ([`Contents::of_block`]): what proves an empty answer about the block.
+    pub contents: Option<Box<Contents>>,
 }
 
 impl Header {
@@ -219,6 +263,7 @@ impl Header {
             number,
             hash,
             parent_hash,
+            contents: Contents::of_block(block).map(Box::new),
         })
     }
 }
@@ -231,22 +276,39 @@ fn block_hash(value: &Value) -> Option<String> {
         .then(|| s.to_ascii_lowercase())
 }
 
-/// The block a transaction or receipt `result` names: `(blockNumber, blockHash)`; `None` for
-/// one not in a block yet (both `null`) or not a transaction at all.
-pub fn named_block(result: &Value) -> Option<(u64, String)> {
-    let number = hex::decode_quantity(result.get("blockNumber")?.as_str()?).ok()?;
-    Some((number, block_hash(result.get("blockHash")?)?))
-}
-
-/// The cache key of a read: its method and its params as compact JSON (object members sorted),
-/// lowercased: every parameter these methods take is hex or a tag, in which case means nothing.
+/// The cache key of a read: its method and its params as compact JSON (object members sorted,
+/// their names as sent), each hex string value (`0x` and hex digits: addresses, hashes,
+/// quantities, data) lowercased, so the same read written in other hex case is one entry. Nothing
+/// else is folded: a node that reads members by name (`"data"` and `"Data"` are not one member
+/// to a node that does not fold them; Go's `encoding/json` does) or tags by case may answer two
+/// such reads differently, so they are two.
 pub fn key_of(method: &str, params: &Value) -> String {
     let mut key = String::with_capacity(method.len() + 64);
     key.push_str(method);
     key.push(' ');
     if !params.is_null() {
-        key.push_str(&params.to_string());
+        key.push_str(&folded(params).to_string());
     }
-    key.make_ascii_lowercase();
     key
+}
+
+/// `value` with every hex string in it lowercased ([`key_of`]).
+fn folded(value: &Value) -> Value {
+    match value {
+        Value::String(s) if is_hex(s) => Value::String(s.to_ascii_lowercase()),
+        Value::Array(items) => Value::Array(items.iter().map(folded).collect()),
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(name, v)| (name.clone(), folded(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Whether `s` is `0x` followed by hex digits only.
+fn is_hex(s: &str) -> bool {
+    s.strip_prefix("0x")
+        .is_some_and(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()))
 }

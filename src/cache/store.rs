@@ -4,7 +4,7 @@
 //! exactly those. Pure.
 
 use lru::LruCache;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 /// What an answer holds for.
@@ -51,11 +51,16 @@ pub struct Entries {
     lru: LruCache<Rc<str>, Entry>,
     /// The bytes held.
     bytes: usize,
-    /// The most bytes held.
+    /// The most bytes held, [`Entries::reserve`]'s included.
     max_bytes: usize,
+    /// Bytes of the bound held by something else (the chains' headers), ([`Entries::reserve`]).
+    reserved: usize,
     /// The entries tagged [`Tag::Block`] or [`Tag::Head`], by chain and block number (the same
     /// texts as the list's keys).
     unfinalized: BTreeMap<(u64, u64), HashSet<Rc<str>>>,
+    /// The entries tagged [`Tag::Head`], by chain: a new head drops exactly these, at the cost
+    /// of what the old head held.
+    at_head: HashMap<u64, HashSet<Rc<str>>>,
     /// How many entries were evicted to make room.
     pub evicted: u64,
 }
@@ -81,14 +86,16 @@ impl Entries {
             lru: LruCache::unbounded(),
             bytes: 0,
             max_bytes,
+            reserved: 0,
             unfinalized: BTreeMap::new(),
+            at_head: HashMap::new(),
             evicted: 0,
         }
     }
 
-    /// The bytes held now.
+    /// The bytes held now, the answers' and what is reserved ([`Entries::reserve`]).
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.bytes + self.reserved
     }
 
     /// How many entries are held.
@@ -106,6 +113,11 @@ impl Entries {
         self.lru.get(full_key(chain, key).as_str())
     }
 
+    /// Whether an answer of `len` bytes is too large to be kept in memory ([`Entries::put`]).
+    pub fn too_large(&self, len: usize) -> bool {
+        len + ENTRY_OVERHEAD_BYTES > self.max_bytes / 16
+    }
+
     /// Keeps `entry` as `key`'s on `chain`, evicting the least recently used until it fits. An
     /// answer larger than a sixteenth of the bound is not kept (one wide `eth_getLogs` must not
     /// empty the cache); returns whether it was.
@@ -116,22 +128,37 @@ impl Entries {
             return false;
         }
         self.remove_full(&full);
-        while self.bytes + size > self.max_bytes {
-            let Some((old_key, old)) = self.lru.pop_lru() else {
-                break;
-            };
-            self.forget(&old_key, &old);
-            self.evicted += 1;
-        }
+        self.make_room(size);
         if let Tag::Block { number, .. } | Tag::Head { number, .. } = &entry.tag {
             self.unfinalized
                 .entry((chain, *number))
                 .or_default()
                 .insert(full.clone());
         }
+        if let Tag::Head { .. } = &entry.tag {
+            self.at_head.entry(chain).or_default().insert(full.clone());
+        }
         self.bytes += size;
         self.lru.put(full, entry);
         true
+    }
+
+    /// Holds `bytes` of the bound for something else (the chains' headers): the least recently
+    /// used answers are evicted until the rest fits.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.reserved = bytes;
+        self.make_room(0);
+    }
+
+    /// Evicts the least recently used answers until `size` more bytes fit.
+    fn make_room(&mut self, size: usize) {
+        while self.bytes + self.reserved + size > self.max_bytes {
+            let Some((old_key, old)) = self.lru.pop_lru() else {
+                break;
+            };
+            self.forget(&old_key, &old);
+            self.evicted += 1;
+        }
     }
 
     /// Removes `key`'s entry on `chain`, if any.
@@ -164,19 +191,10 @@ impl Entries {
     /// Drops every answer on `chain` tagged [`Tag::Head`] (the head moved). Returns how many.
     pub fn drop_heads(&mut self, chain: u64) -> usize {
         let heads: Vec<Rc<str>> = self
-            .unfinalized
-            .range((chain, 0)..=(chain, u64::MAX))
-            .flat_map(|(_, keys)| keys.iter().cloned())
-            .filter(|key| {
-                matches!(
-                    self.lru.peek(key.as_ref()),
-                    Some(Entry {
-                        tag: Tag::Head { .. },
-                        ..
-                    })
-                )
-            })
-            .collect();
+            .at_head
+            .remove(&chain)
+            .map(|keys| keys.into_iter().collect())
+            .unwrap_or_default();
         let dropped = heads.len();
         for key in heads {
             self.remove_full(&key);
@@ -206,6 +224,11 @@ impl Entries {
                 .split_once(' ')
                 .and_then(|(c, _)| c.parse().ok())
                 .unwrap_or(0);
+            if let Tag::Head { .. } = &old.tag {
+                if let Some(keys) = self.at_head.get_mut(&chain) {
+                    keys.remove(full);
+                }
+            }
             if let Some(keys) = self.unfinalized.get_mut(&(chain, *number)) {
                 keys.remove(full);
                 if keys.is_empty() {

@@ -15,6 +15,7 @@ fn header(n: u64, f: u64, parent_fork: u64) -> Header {
         number: n,
         hash: hash(n, f),
         parent_hash: hash(n.saturating_sub(1), parent_fork),
+        contents: None,
     }
 }
 
@@ -26,8 +27,23 @@ fn block(n: u64, f: u64) -> String {
 
 const S: CacheSettings = CacheSettings {
     head_ms: 1_000,
+    finality: Finality::Tag,
     finality_depth: 64,
+    bloom_proof: true,
 };
+
+/// A read about `about` whose answer names its block and whose completeness needs no proof (the
+/// rules of the tests before those of `proof.rs`): a block by number, asked by its hash.
+fn read(about: About) -> Read<'static> {
+    static NO_PARAMS: serde_json::Value = serde_json::Value::Null;
+    Read {
+        method: "eth_getBlockByNumber",
+        params: &NO_PARAMS,
+        about,
+        pinned: true,
+        answerer_head: None,
+    }
+}
 const C: u64 = 31337;
 
 /// A cache that knows blocks 1..=head of fork 0, learned at `now`, and `finalized`.
@@ -35,7 +51,7 @@ fn cache_at(head: u64, finalized: u64, now: u64) -> ReadCache {
     let mut cache = ReadCache::new(1 << 20);
     // Learned one by one, as the head moved.
     for n in 1..=head {
-        cache.adopt(C, &[header(n, 0, 0)], now, now);
+        cache.adopt(C, &[header(n, 0, 0)], now, now, 2);
     }
     cache.set_finalized(C, finalized, now);
     cache
@@ -191,6 +207,16 @@ fn a_key_is_the_same_for_the_same_read_written_differently() {
             &json!([{"to": "0xab", "data": "0x01"}, "0x1f"])
         )
     );
+    // Member names as sent: a node that does not fold them reads "Data" as no data at all.
+    assert_ne!(
+        a,
+        key_of("eth_call", &json!([{"to": "0xab", "Data": "0x01"}, "0x1f"]))
+    );
+    // Only hex is folded: a tag in another case is another read (geth refuses "LATEST").
+    assert_ne!(
+        key_of("eth_getBalance", &json!(["0xab", "latest"])),
+        key_of("eth_getBalance", &json!(["0xab", "LATEST"]))
+    );
 }
 
 #[test]
@@ -278,10 +304,14 @@ fn an_answer_about_a_finalized_block_holds_through_new_heads_and_reorgs() {
     let mut cache = cache_at(100, 36, 0);
     let about = About::Number(30);
     let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
-    assert!(cache.store(C, &key, about, &block(30, 0), 0, &S).in_memory);
+    assert!(
+        cache
+            .store(C, &key, read(about), &block(30, 0), 0, &S)
+            .in_memory
+    );
     // Much later, the head moved and a reorg happened above it.
-    cache.adopt(C, &[header(101, 0, 0)], 5_000, 5_000);
-    cache.adopt(C, &[header(101, 1, 0)], 5_001, 5_001);
+    cache.adopt(C, &[header(101, 0, 0)], 5_000, 5_000, 2);
+    cache.adopt(C, &[header(101, 1, 0)], 5_001, 5_001, 2);
     assert_eq!(
         cache.lookup(C, &key, about, 5_002, &S).as_deref(),
         Some(block(30, 0).as_str())
@@ -296,14 +326,17 @@ fn an_answer_about_an_unfinalized_block_goes_with_a_reorg_at_or_below_it() {
     for n in [16, 17, 18, 19] {
         assert!(
             cache
-                .store(C, &key(n), about(n), "\"0x1\"", 0, &S)
+                .store(C, &key(n), read(about(n)), "\"0x1\"", 0, &S)
                 .in_memory
         );
     }
     assert_eq!(cache.held().1, 4);
     // anvil_reorg(3): 18..=20 replaced.
     let chain = [header(20, 1, 1), header(19, 1, 1), header(18, 1, 0)];
-    assert_eq!(cache.adopt(C, &chain, 10, 10), Adopted::Reorg { fork: 18 });
+    assert_eq!(
+        cache.adopt(C, &chain, 10, 10, 2),
+        Adopted::Reorg { fork: 18 }
+    );
     assert_eq!(cache.held().1, 2, "18 and 19 dropped, 16 and 17 kept");
     assert!(cache.lookup(C, &key(17), about(17), 20, &S).is_some());
     assert!(cache.lookup(C, &key(18), about(18), 20, &S).is_none());
@@ -316,7 +349,7 @@ fn an_answer_at_the_head_holds_only_while_the_head_has_not_moved_and_is_fresh() 
     let key = key_of("eth_call", &json!([{"to": "0xab"}, "latest"]));
     assert!(
         cache
-            .store(C, &key, About::Head, "\"0x01\"", 100, &S)
+            .store(C, &key, read(About::Head), "\"0x01\"", 100, &S)
             .in_memory
     );
     assert!(cache.lookup(C, &key, About::Head, 900, &S).is_some());
@@ -324,15 +357,15 @@ fn an_answer_at_the_head_holds_only_while_the_head_has_not_moved_and_is_fresh() 
     assert!(cache.lookup(C, &key, About::Head, 1_000, &S).is_none());
     assert!(
         cache
-            .store(C, &key, About::Head, "\"0x01\"", 100, &S)
+            .store(C, &key, read(About::Head), "\"0x01\"", 100, &S)
             .in_memory
     );
-    cache.adopt(C, &[header(20, 0, 0)], 1_100, 1_100);
+    cache.adopt(C, &[header(20, 0, 0)], 1_100, 1_100, 2);
     assert!(
         cache.lookup(C, &key, About::Head, 1_200, &S).is_some(),
         "same head, asked again"
     );
-    cache.adopt(C, &[header(21, 0, 0)], 1_300, 1_300);
+    cache.adopt(C, &[header(21, 0, 0)], 1_300, 1_300, 2);
     assert!(
         cache.lookup(C, &key, About::Head, 1_400, &S).is_none(),
         "a new head"
@@ -353,7 +386,7 @@ fn eth_block_number_is_the_fresh_heads() {
         .is_none());
     assert!(
         !cache
-            .store(C, &key, About::HeadNumber, "\"0x14\"", 10, &S)
+            .store(C, &key, read(About::HeadNumber), "\"0x14\"", 10, &S)
             .in_memory
     );
 }
@@ -362,7 +395,7 @@ fn eth_block_number_is_the_fresh_heads() {
 fn what_is_never_kept() {
     let mut cache = cache_at(20, 4, 0);
     let store = |cache: &mut ReadCache, about, result: &str| {
-        cache.store(C, "k", about, result, 10, &S).in_memory
+        cache.store(C, "k", read(about), result, 10, &S).in_memory
     };
     // A null: a block or transaction the chain may still get.
     assert!(!store(&mut cache, About::Number(25), "null"));
@@ -381,7 +414,7 @@ fn what_is_never_kept() {
     assert!(!store(&mut cache, About::Never, "\"0x1\""));
     assert_eq!(cache.held().1, 0);
     // The same logs, of the canonical block, once the head was asked again: kept.
-    cache.adopt(C, &[header(20, 0, 0)], 10, 10);
+    cache.adopt(C, &[header(20, 0, 0)], 10, 10, 2);
     let logs = json!([{"blockNumber": "0xf", "blockHash": hash(15, 0)}]).to_string();
     assert!(store(&mut cache, About::Number(16), &logs));
 }
@@ -393,11 +426,11 @@ fn a_receipt_holds_while_its_block_is_canonical() {
     let key = key_of("eth_getTransactionReceipt", &json!([hash(1, 9)]));
     assert!(
         cache
-            .store(C, &key, About::Answer, &receipt, 10, &S)
+            .store(C, &key, read(About::Answer), &receipt, 10, &S)
             .in_memory
     );
     assert!(cache.lookup(C, &key, About::Answer, 20, &S).is_some());
-    cache.adopt(C, &[header(21, 0, 0)], 30, 30);
+    cache.adopt(C, &[header(21, 0, 0)], 30, 30, 2);
     assert!(
         cache.lookup(C, &key, About::Answer, 40, &S).is_some(),
         "a new head keeps it"
@@ -407,6 +440,7 @@ fn a_receipt_holds_while_its_block_is_canonical() {
         &[header(21, 1, 1), header(20, 1, 1), header(19, 1, 0)],
         50,
         50,
+        2,
     );
     assert!(
         cache.lookup(C, &key, About::Answer, 60, &S).is_none(),
@@ -419,7 +453,14 @@ fn the_bound_in_bytes_holds_and_the_least_recently_used_goes_first() {
     let mut cache = ReadCache::new(16_000);
     let result = format!("\"0x{}\"", "ab".repeat(200));
     for i in 0..100 {
-        let _ = cache.store(C, &format!("eth_chainId {i}"), About::Chain, &result, 0, &S);
+        let _ = cache.store(
+            C,
+            &format!("eth_chainId {i}"),
+            read(About::Chain),
+            &result,
+            0,
+            &S,
+        );
         assert!(cache.held().0 <= 16_000);
     }
     assert!(cache.evicted() > 0);
@@ -431,7 +472,11 @@ fn the_bound_in_bytes_holds_and_the_least_recently_used_goes_first() {
         .is_none());
     // Larger than a sixteenth of the bound: not kept.
     let wide = format!("\"0x{}\"", "ab".repeat(1_000));
-    assert!(!cache.store(C, "wide", About::Chain, &wide, 0, &S).in_memory);
+    assert!(
+        !cache
+            .store(C, "wide", read(About::Chain), &wide, 0, &S)
+            .in_memory
+    );
 }
 
 #[test]
@@ -440,16 +485,23 @@ fn a_chain_that_went_back_loses_everything_kept_of_it() {
     let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
     assert!(
         cache
-            .store(C, &key, About::Number(30), &block(30, 0), 0, &S)
+            .store(C, &key, read(About::Number(30)), &block(30, 0), 0, &S)
             .in_memory
     );
     assert!(
         cache
-            .store(C + 1, "eth_chainid []", About::Chain, "\"0x1\"", 0, &S)
+            .store(
+                C + 1,
+                "eth_chainid []",
+                read(About::Chain),
+                "\"0x1\"",
+                0,
+                &S
+            )
             .in_memory
     );
     // Reset to genesis: the head is below the finalized block.
-    cache.adopt(C, &[header(2, 5, 5)], 10, 10);
+    cache.adopt(C, &[header(2, 5, 5)], 10, 10, 2);
     assert!(cache.lookup(C, &key, About::Number(30), 20, &S).is_none());
     assert!(
         cache
@@ -465,12 +517,12 @@ fn one_chains_head_says_nothing_of_anothers() {
     let key = key_of("eth_gasPrice", &json!([]));
     assert!(
         !cache
-            .store(C + 1, &key, About::Head, "\"0x1\"", 10, &S)
+            .store(C + 1, &key, read(About::Head), "\"0x1\"", 10, &S)
             .in_memory
     );
     assert!(
         cache
-            .store(C, &key, About::Head, "\"0x1\"", 10, &S)
+            .store(C, &key, read(About::Head), "\"0x1\"", 10, &S)
             .in_memory
     );
     assert!(cache.lookup(C + 1, &key, About::Head, 10, &S).is_none());
@@ -557,7 +609,7 @@ fn a_slow_head_ask_overtaken_by_a_later_one_does_not_move_the_head_back() {
     // head as a reorg, and eth_blockNumber went back.
     let mut cache = cache_at(100, 0, 1_000);
     assert_eq!(
-        cache.adopt(C, &[header(98, 0, 0)], 500, 1_500),
+        cache.adopt(C, &[header(98, 0, 0)], 500, 1_500, 2),
         Adopted::Same,
         "begun at 500, before the head 100 was adopted (cache_at)"
     );
@@ -566,7 +618,7 @@ fn a_slow_head_ask_overtaken_by_a_later_one_does_not_move_the_head_back() {
         Some(100)
     );
     assert_eq!(
-        cache.adopt(C, &[header(101, 0, 0)], 1_600, 1_700),
+        cache.adopt(C, &[header(101, 0, 0)], 1_600, 1_700, 2),
         Adopted::Extended
     );
 }
@@ -580,7 +632,7 @@ fn the_finalized_block_only_goes_up_and_is_not_guessed_when_its_ask_fails() {
     cache.set_finalized(C, 40, 1_000);
     assert!(
         cache
-            .store(C, &key, About::Number(30), &block(30, 0), 1_000, &S)
+            .store(C, &key, read(About::Number(30)), &block(30, 0), 1_000, &S)
             .in_memory
     );
     cache.set_finalized(C, 20, 1_100);
@@ -631,7 +683,7 @@ fn stats_are_taken_every_interval_and_start_again() {
     let key = key_of("eth_chainId", &json!([]));
     assert!(cache.take_stats(0).is_none());
     cache.lookup(C, &key, About::Chain, 0, &S);
-    let _ = cache.store(C, &key, About::Chain, "\"0x7a69\"", 0, &S);
+    let _ = cache.store(C, &key, read(About::Chain), "\"0x7a69\"", 0, &S);
     cache.lookup(C, &key, About::Chain, 0, &S);
     assert!(cache.take_stats(STATS_EVERY_MS - 1).is_none());
     let stats = cache.take_stats(STATS_EVERY_MS).unwrap();
@@ -670,7 +722,7 @@ fn an_answer_from_a_fork_or_a_newer_head_makes_the_head_asked_again() {
     assert!(!cache.needs_head(C, About::Head, 10, &S));
     assert!(
         !cache
-            .store(C, "k", About::Number(19), &block(19, 1), 10, &S)
+            .store(C, "k", read(About::Number(19)), &block(19, 1), 10, &S)
             .in_memory
     );
     assert!(
@@ -680,7 +732,7 @@ fn an_answer_from_a_fork_or_a_newer_head_makes_the_head_asked_again() {
     let mut cache = cache_at(20, 4, 0);
     assert!(
         !cache
-            .store(C, "k", About::Head, &block(21, 0), 10, &S)
+            .store(C, "k", read(About::Head), &block(21, 0), 10, &S)
             .in_memory
     );
     assert!(
@@ -695,7 +747,7 @@ fn a_head_heard_on_a_websocket_moves_the_head_only_on_top_of_it() {
     let key = key_of("eth_gasPrice", &json!([]));
     assert!(
         cache
-            .store(C, &key, About::Head, "\"0x1\"", 10, &S)
+            .store(C, &key, read(About::Head), "\"0x1\"", 10, &S)
             .in_memory
     );
     // A block known: nothing.
@@ -727,7 +779,7 @@ fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
             .store(
                 C,
                 "eth_getblockbynumber [\"0x0\"]",
-                About::Number(0),
+                read(About::Number(0)),
                 "\"genesis\"",
                 0,
                 &S
@@ -736,11 +788,11 @@ fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
     );
     assert!(
         cache
-            .store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S)
+            .store(C, "eth_chainid []", read(About::Chain), "\"0x7a69\"", 0, &S)
             .in_memory
     );
     // Reset: the head is block 1 of another chain.
-    cache.adopt(C, &[header(1, 7, 7)], 10, 10);
+    cache.adopt(C, &[header(1, 7, 7)], 10, 10, 2);
     assert_eq!(
         cache.held().1,
         0,
@@ -750,10 +802,10 @@ fn a_lower_head_that_does_not_link_is_a_chain_started_anew() {
     let mut cache = cache_at(30, 0, 0);
     assert!(
         cache
-            .store(C, "eth_chainid []", About::Chain, "\"0x7a69\"", 0, &S)
+            .store(C, "eth_chainid []", read(About::Chain), "\"0x7a69\"", 0, &S)
             .in_memory
     );
-    cache.adopt(C, &[header(29, 1, 0)], 10, 10);
+    cache.adopt(C, &[header(29, 1, 0)], 10, 10, 2);
     assert_eq!(cache.held().1, 1);
 }
 
@@ -781,7 +833,7 @@ fn another_genesis_is_a_chain_started_anew_and_everything_of_the_old_one_goes() 
     let key = key_of("eth_getBlockByNumber", &json!(["0x1e", false]));
     assert!(
         cache
-            .store(C, &key, About::Number(30), &block(30, 0), 1_000, &S)
+            .store(C, &key, read(About::Number(30)), &block(30, 0), 1_000, &S)
             .in_memory
     );
     assert!(!cache.set_genesis(C, &hash(0, 0).to_uppercase().replace("0X", "0x")));
@@ -807,12 +859,17 @@ fn a_read_about_an_unfinalized_block_by_number_is_asked_by_its_hash() {
     let call = json!([{"to": "0xab"}, "0x5a"]);
     assert_eq!(
         pin("eth_call", &call, 90),
-        Some(json!([{"to": "0xab"}, by_hash(90)]))
+        Some(("eth_call", json!([{"to": "0xab"}, by_hash(90)])))
     );
     let storage = json!(["0xab", "0x0", "0x5a"]);
     assert_eq!(
         pin("eth_getStorageAt", &storage, 90),
-        Some(json!(["0xab", "0x0", by_hash(90)]))
+        Some(("eth_getStorageAt", json!(["0xab", "0x0", by_hash(90)])))
+    );
+    // A count by number: the same count by the block's hash.
+    assert_eq!(
+        pin("eth_getBlockTransactionCountByNumber", &json!(["0x5a"]), 90),
+        Some(("eth_getBlockTransactionCountByHash", json!([hash(90, 0)])))
     );
     assert_eq!(
         pin("eth_call", &call, 40),
@@ -880,18 +937,21 @@ fn a_read_about_an_unfinalized_block_by_number_is_asked_by_its_hash() {
 fn an_upstream_that_does_not_read_a_block_by_hash_is_asked_by_number_after_three() {
     let mut cache = cache_at(100, 40, 1_000);
     let call = json!([{"to": "0xab"}, "0x5a"]);
-    for _ in 0..2 {
-        cache.pin_answered(C, false);
-    }
-    cache.pin_answered(C, true);
-    for _ in 0..PIN_REFUSALS - 1 {
-        cache.pin_answered(C, false);
-    }
+    // Refusals that probes confirm (pin.rs), one probe each (PIN_PROBE_MS apart).
+    let refuse = |cache: &mut ReadCache, at: u64| {
+        assert_eq!(cache.pin_form(C).refused(at), pin::Refusal::Probe);
+        cache.pin_form(C).probed(false, at);
+    };
+    refuse(&mut cache, 1_000);
+    refuse(&mut cache, 1_000 + pin::PIN_PROBE_MS);
+    cache.pin_form(C).answered();
+    refuse(&mut cache, 1_000 + 2 * pin::PIN_PROBE_MS);
+    refuse(&mut cache, 1_000 + 3 * pin::PIN_PROBE_MS);
     assert!(
         cache.pin(C, "eth_call", &call, 90, 1_000, 1_000).is_some(),
         "not three in a row yet"
     );
-    cache.pin_answered(C, false);
+    refuse(&mut cache, 1_000 + 4 * pin::PIN_PROBE_MS);
     assert_eq!(cache.pin(C, "eth_call", &call, 90, 1_000, 1_000), None);
 }
 
@@ -907,11 +967,11 @@ fn an_upstream_behind_a_head_heard_neither_moves_the_head_back_nor_makes_a_reorg
     let key = key_of("eth_getBlockByNumber", &json!(["0x15", false]));
     assert!(
         cache
-            .store(C, &key, About::Number(21), &block(21, 0), 150, &S)
+            .store(C, &key, read(About::Number(21)), &block(21, 0), 150, &S)
             .in_memory
     );
     assert_eq!(
-        cache.adopt(C, &[header(20, 0, 0)], 1_200, 1_210),
+        cache.adopt(C, &[header(20, 0, 0)], 1_200, 1_210, 2),
         Adopted::Same
     );
     assert_eq!(cache.view(C).unwrap().head().unwrap().number, 21);
@@ -928,7 +988,7 @@ fn an_upstream_behind_a_head_heard_neither_moves_the_head_back_nor_makes_a_reorg
     );
     // Another block at 20 is a reorg as before.
     assert_eq!(
-        cache.adopt(C, &[header(20, 1, 0)], 2_500, 2_510),
+        cache.adopt(C, &[header(20, 1, 0)], 2_500, 2_510, 2),
         Adopted::Reorg { fork: 20 }
     );
 }
@@ -941,12 +1001,12 @@ fn an_ask_begun_before_a_header_heard_made_the_head_suspect_leaves_it_suspect() 
     let key = key_of("eth_gasPrice", &json!([]));
     assert!(
         cache
-            .store(C, &key, About::Head, "\"0x1\"", 10, &S)
+            .store(C, &key, read(About::Head), "\"0x1\"", 10, &S)
             .in_memory
     );
     assert_eq!(cache.heard_head(C, &header(20, 1, 0), 1_050), None);
     assert_eq!(
-        cache.adopt(C, &[header(20, 0, 0)], 1_000, 1_100),
+        cache.adopt(C, &[header(20, 0, 0)], 1_000, 1_100, 2),
         Adopted::Same
     );
     assert!(
@@ -956,7 +1016,7 @@ fn an_ask_begun_before_a_header_heard_made_the_head_suspect_leaves_it_suspect() 
     assert!(cache.lookup(C, &key, About::Head, 1_100, &S).is_none());
     // The next ask, begun after, is taken.
     assert_eq!(
-        cache.adopt(C, &[header(20, 1, 0)], 1_150, 1_200),
+        cache.adopt(C, &[header(20, 1, 0)], 1_150, 1_200, 2),
         Adopted::Reorg { fork: 20 }
     );
     assert!(!cache.needs_head(C, About::Head, 1_200, &S));

@@ -133,6 +133,9 @@ pub struct Config {
     /// `ADMIN_TOKEN` (secret, optional): the bearer token of `GET /senders/{address}`; unset, that
     /// route does not exist.
     pub admin_token: Option<String>,
+    /// `RELAY_SECRET` (a secret; unset: `None`): the key of the HMACs that name the read cache's
+    /// answers in the data centre's Cache API ([`crate::relay::cached::shared_key`]).
+    pub relay_secret: Option<RelaySecret>,
     /// `CORS_ORIGINS` (default `*`): the origins whose pages may read the answers.
     pub cors_origins: CorsOrigins,
     /// `METHOD_ALLOWLIST` and `METHOD_DENYLIST`: the methods passed on (see
@@ -200,10 +203,34 @@ impl std::error::Error for ConfigError {}
 /// The largest `SEND_WINDOW`: geth's queue of one account (`AccountQueue`, 64).
 pub const MAX_SEND_WINDOW: usize = 64;
 
+/// The deployment's secret (`RELAY_SECRET`): its bytes never appear in a log, a metric or an
+/// answer (its `Debug` says nothing of them).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RelaySecret(String);
+
+impl RelaySecret {
+    /// The secret `value`.
+    pub fn new(value: &str) -> Self {
+        RelaySecret(value.to_string())
+    }
+
+    /// Its bytes, as an HMAC key.
+    pub fn bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for RelaySecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RelaySecret(..)")
+    }
+}
+
 impl Config {
-    /// This chain's name in the isolate's read cache ([`crate::cache::ReadCache`]): its chain
+    /// This chain's key in the isolate's per-chain state (the read cache,
+    /// [`crate::cache::ReadCache`]; the upstreams' health, heads and batch limits): its chain
     /// id, 0 when `CHAIN_ID` is unset (one chain only, then).
-    pub fn cache_chain(&self) -> u64 {
+    pub fn chain_key(&self) -> u64 {
         self.chain_id.unwrap_or(0)
     }
 
@@ -321,7 +348,9 @@ impl Config {
             cache_head_watch: s::CACHE_HEAD_WATCH.read(get)?,
             cache_settings: crate::cache::CacheSettings {
                 head_ms: s::CACHE_HEAD_MS.read(get)?,
+                finality: s::CACHE_FINALITY.read(get)?,
                 finality_depth: s::CACHE_FINALITY_DEPTH.read(get)?,
+                bloom_proof: s::CACHE_BLOOM_PROOF.read(get)?,
             },
             upstream_retries: s::UPSTREAM_RETRIES.read(get)?,
             idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(get)?,
@@ -336,6 +365,7 @@ impl Config {
             sync_timeout_ms: s::SYNC_TIMEOUT_MS.read(get)?,
             sync_timeout_max_ms: s::SYNC_TIMEOUT_MAX_MS.read(get)?,
             admin_token: s::ADMIN_TOKEN.read(get)?,
+            relay_secret: s::RELAY_SECRET.read(get)?,
             cors_origins: s::CORS_ORIGINS.read(get)?,
             methods: MethodPolicy {
                 allow: s::METHOD_ALLOWLIST.read(get)?,

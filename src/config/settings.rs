@@ -7,6 +7,7 @@
 use super::ConfigError;
 use crate::access::cors::CorsOrigins;
 use crate::access::methods::Patterns;
+use crate::cache::finality::Finality;
 use crate::hardfork::Hardfork;
 use crate::ordering::sender::{PoolKind, ReplacementPolicy, DEFAULT_GAP_WAIT_MS};
 use crate::websocket::SocketLimits;
@@ -549,6 +550,15 @@ pub const ADMIN_TOKEN: Setting<Option<String>> = Setting {
     parse: |v| Ok(Some(v.to_string())),
 };
 
+/// `RELAY_SECRET`: the deployment's secret, under which the read cache's keys in the data
+/// centre's Cache API are an HMAC ([`super::RelaySecret`]).
+pub const RELAY_SECRET: Setting<Option<super::RelaySecret>> = Setting {
+    about: about!(secret "RELAY_SECRET", Deployment, "unset",
+        "the deployment's secret (32 random bytes, e.g. `openssl rand -hex 32`): the read cache's keys in the data centre's Cache API are an HMAC under it, so no other Worker on the zone can write what the relay serves; unset, the Cache API is not used (the isolate's memory only)"),
+    default: Some(|| None),
+    parse: |v| Ok(Some(super::RelaySecret::new(v.trim()))),
+};
+
 /// `CORS_ORIGINS`: the origins whose pages may read the answers.
 pub const CORS_ORIGINS: Setting<CorsOrigins> = Setting {
     about: about!(
@@ -743,6 +753,40 @@ pub const CACHE_FINALITY_DEPTH: Setting<u64> = Setting {
     parse: whole,
 };
 
+/// `CACHE_FINALITY`: how the cache knows a chain's finalized block ([`Finality`]).
+pub const CACHE_FINALITY: Setting<Finality> = Setting {
+    about: about!(
+        "CACHE_FINALITY",
+        ChainOwn,
+        "`auto`",
+        "how the cache knows the finalized block: `tag` asks `finalized` (an upstream without it: the head less `CACHE_FINALITY_DEPTH`), `depth` takes the head less `CACHE_FINALITY_DEPTH`, `auto` is `depth` on Hedera's chain ids 295-298 (its relay answers `finalized` with its mirror's latest) and `tag` elsewhere"
+    ),
+    default: Some(|| Finality::Auto),
+    parse: |v| {
+        pick(
+            v,
+            &[
+                ("auto", Finality::Auto),
+                ("tag", Finality::Tag),
+                ("depth", Finality::Depth),
+            ],
+        )
+    },
+};
+
+/// `CACHE_BLOOM_PROOF`: whether a block's `logsBloom` may prove an empty `eth_getLogs` answer
+/// about it ([`crate::cache::proof`]).
+pub const CACHE_BLOOM_PROOF: Setting<bool> = Setting {
+    about: about!(
+        "CACHE_BLOOM_PROOF",
+        Chain,
+        "`on`",
+        "`on`: an empty or short `eth_getLogs` answer above the finalized block is kept when each block it names no log of has a bloom that rules the filter out (turned off for the chain, and logged, when an answer contradicts one); `off`: only when the block has no transaction"
+    ),
+    default: Some(|| true),
+    parse: |v| pick(v, &[("on", true), ("off", false)]),
+};
+
 /// `CHAINS`: the chains served at `/evm/{id}` besides the default one (`CHAIN_ID`, at `/`),
 /// with their aliases ([`super::chains::ChainEntry`]).
 pub const CHAINS: Setting<Vec<super::chains::ChainEntry>> = Setting {
@@ -781,6 +825,7 @@ pub const SETTINGS: &[About] = &[
     MAX_SENDER_BYTES.about,
     SEND_WINDOW.about,
     ADMIN_TOKEN.about,
+    RELAY_SECRET.about,
     CORS_ORIGINS.about,
     METHOD_ALLOWLIST.about,
     METHOD_DENYLIST.about,
@@ -802,5 +847,7 @@ pub const SETTINGS: &[About] = &[
     CACHE_MAX_BYTES.about,
     CACHE_HEAD_MS.about,
     CACHE_HEAD_WATCH.about,
+    CACHE_FINALITY.about,
     CACHE_FINALITY_DEPTH.about,
+    CACHE_BLOOM_PROOF.about,
 ];

@@ -286,6 +286,19 @@ impl Platform for WorkerBackend<'_> {
         self.upstream.post_read(body, kind, need, timeout_ms).await
     }
 
+    async fn post_read_elsewhere(
+        &self,
+        body: &str,
+        kind: CallKind,
+        need: BlockNeed,
+        timeout_ms: u64,
+        not: usize,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        self.upstream
+            .post_read_elsewhere(body, kind, need, timeout_ms, not)
+            .await
+    }
+
     async fn get_status(
         &self,
         hash: &TxHash,

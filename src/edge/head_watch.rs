@@ -45,7 +45,7 @@ pub fn open_if_wanted(config: &Config) -> Option<KeepAlive> {
     if !config.cache || !config.cache_head_watch || config.upstream_ws_urls.is_empty() {
         return None;
     }
-    let chain = config.cache_chain();
+    let chain = config.chain_key();
     let wanted_ms = now_ms();
     let generation = WATCHES.with(|w| w.borrow_mut().entry(chain).or_default().want(wanted_ms))?;
     let (closed, on_close) = oneshot::channel::<()>();
@@ -66,28 +66,69 @@ pub fn open_if_wanted(config: &Config) -> Option<KeepAlive> {
         {
             Either::Left((outcome, _)) => outcome,
             Either::Right(_) if subscribed.get() => Ok(()),
-            Either::Right(_) => Err(format!("not subscribed within {} ms", head_watch::WATCH_MS)),
+            Either::Right(_) => Err(Ended::Failed(format!(
+                "not subscribed within {} ms",
+                head_watch::WATCH_MS
+            ))),
         };
-        let failed = outcome.is_err();
-        let hold_ms = WATCHES.with(|w| {
-            w.borrow_mut()
-                .get_mut(&chain)
-                .and_then(|watch| watch.ended(generation, now_ms(), failed))
-        });
-        if let (Err(why), Some(hold_ms)) = (outcome, hold_ms) {
+        ended(&config, chain, generation, outcome);
+        drop(closed);
+    });
+    Some(KeepAlive(on_close))
+}
+
+/// Why a watch ended before its time.
+enum Ended {
+    /// It could not connect, its subscription was refused or unanswered, the socket closed or
+    /// failed: why (the URL redacted).
+    Failed(String),
+    /// It announced no block while the chain moved past the last one it announced
+    /// ([`head_watch::is_silent`]): the URL's index, the last block it announced (or the head
+    /// when it subscribed), and the head then.
+    Silent { url: usize, heard: u64, head: u64 },
+}
+
+/// Watch `generation` of `chain` ended with `outcome`: the isolate's [`HeadWatch`] is told
+/// (a silent one hands over to the next URL, [`HeadWatch::silent`]); one that failed is a
+/// `head_watch_failed` line, one that was silent a `head_watch_silent` line.
+fn ended(config: &Config, chain: u64, generation: u64, outcome: Result<(), Ended>) {
+    let urls = config.upstream_ws_urls.len();
+    let hold_ms = WATCHES.with(|w| {
+        let mut watches = w.borrow_mut();
+        let watch = watches.get_mut(&chain)?;
+        match &outcome {
+            Err(Ended::Silent { url, .. }) => watch.silent(generation, now_ms(), *url, urls),
+            other => watch.ended(generation, now_ms(), other.is_err()),
+        }
+    });
+    let chain_field = (
+        "chain",
+        crate::edge::runtime::chain_of(config).map_or(Value::Null, Value::from),
+    );
+    match outcome {
+        Ok(()) => {}
+        Err(Ended::Silent { url, heard, head }) => {
             let fields = [
-                (
-                    "chain",
-                    crate::edge::runtime::chain_of(&config).map_or(Value::Null, Value::from),
-                ),
+                chain_field,
+                ("upstream", Value::from(config.upstream_ws_name(url))),
+                ("heard", Value::from(heard)),
+                ("head", Value::from(head)),
+                ("retry_ms", Value::from(hold_ms.unwrap_or(0))),
+            ];
+            console_log!("{}", crate::log::line("head_watch_silent", &fields));
+        }
+        Err(Ended::Failed(why)) => {
+            let Some(hold_ms) = hold_ms else {
+                return;
+            };
+            let fields = [
+                chain_field,
                 ("why", Value::from(config.redact(&why))),
                 ("retry_ms", Value::from(hold_ms)),
             ];
             console_log!("{}", crate::log::line("head_watch_failed", &fields));
         }
-        drop(closed);
-    });
-    Some(KeepAlive(on_close))
+    }
 }
 
 /// A watch's socket, closed when the watch ends, however it ends.
@@ -99,38 +140,56 @@ impl Drop for Closing {
     }
 }
 
-/// One watch, wanted at `wanted_ms`: connects to `config`'s first `UPSTREAM_WS_URL` that
-/// accepts, subscribes to `newHeads` (then sets `subscribed`, and the watch is live,
-/// [`HeadWatch::live`]), and gives each header to the read cache; the caller ends it at its
-/// time (dropped, its socket closes).
+/// One watch, wanted at `wanted_ms`: connects to `config`'s `UPSTREAM_WS_URL`s from the one
+/// the isolate's watch says ([`HeadWatch::first_url`]), subscribes to `newHeads` (then sets
+/// `subscribed`, and the watch is live, [`HeadWatch::live`]), and gives each header to the read
+/// cache; the caller ends it at its time (dropped, its socket closes).
 ///
 /// # Errors
-/// Why it ended before its time: no socket, the subscription refused or unanswered within
-/// `UPSTREAM_TIMEOUT_MS` (at most 10 s), the socket closed or failed.
+/// Why it ended before its time ([`Ended`]): no socket, the subscription refused or unanswered
+/// within `UPSTREAM_TIMEOUT_MS` (at most 10 s), the socket closed or failed; or silent while the
+/// chain moved ([`head_watch::is_silent`], looked at every [`head_watch::SILENCE_CHECK_MS`]).
 async fn watch(
     config: &Config,
     chain: u64,
     generation: u64,
     wanted_ms: u64,
     subscribed: &Cell<bool>,
-) -> Result<(), String> {
-    let socket = UpstreamSocket::connect(config).await?;
+) -> Result<(), Ended> {
+    let failed = |e: String| Ended::Failed(e);
+    let first = WATCHES.with(|w| w.borrow().get(&chain).map_or(0, HeadWatch::first_url));
+    let socket = UpstreamSocket::connect_from(config, first)
+        .await
+        .map_err(failed)?;
+    let url = socket.index;
     let ws = Closing(socket.ws);
-    let mut events = ws.0.events().map_err(|e| e.to_string())?;
+    let mut events = ws.0.events().map_err(|e| failed(e.to_string()))?;
     ws.0.send_with_str(head_watch::SUBSCRIBE)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| failed(e.to_string()))?;
     let answer_by = now_ms() + config.upstream_timeout_ms.min(10_000);
     let mut subscription: Option<String> = None;
+    // The last block announced (before any, the cache's head when it subscribed).
+    let mut heard = 0;
     loop {
-        let event = if subscription.is_some() {
-            events.next().await
+        let wait = if subscription.is_some() {
+            head_watch::SILENCE_CHECK_MS
         } else {
-            let wait = answer_by.saturating_sub(now_ms());
-            let next = pin!(events.next());
-            let timer = pin!(Delay::from(Duration::from_millis(wait)));
-            match select(next, timer).await {
-                Either::Left((event, _)) => event,
-                Either::Right(_) => return Err("no answer to eth_subscribe newHeads".into()),
+            answer_by.saturating_sub(now_ms())
+        };
+        let next = pin!(events.next());
+        let timer = pin!(Delay::from(Duration::from_millis(wait)));
+        let event = match select(next, timer).await {
+            Either::Left((event, _)) => event,
+            Either::Right(_) if subscription.is_none() => {
+                return Err(failed("no answer to eth_subscribe newHeads".into()))
+            }
+            Either::Right(_) => {
+                let head = cache_head(config, chain);
+                if head.is_some_and(|head| head_watch::is_silent(heard, head)) {
+                    let head = head.unwrap_or(heard);
+                    return Err(Ended::Silent { url, heard, head });
+                }
+                continue;
             }
         };
         let text = match event {
@@ -139,27 +198,31 @@ async fn watch(
                 None => continue,
             },
             Some(Ok(WebsocketEvent::Close(close))) => {
-                return Err(format!(
+                return Err(failed(format!(
                     "closed by the upstream: {} {}",
                     close.code(),
                     close.reason()
-                ))
+                )))
             }
-            Some(Err(e)) => return Err(format!("socket error: {e}")),
-            None => return Err("closed by the upstream".into()),
+            Some(Err(e)) => return Err(failed(format!("socket error: {e}"))),
+            None => return Err(failed("closed by the upstream".into())),
         };
         match WatchMessage::read(&text) {
             WatchMessage::Subscribed(id) if subscription.is_none() => {
                 subscription = Some(id);
                 subscribed.set(true);
+                heard = cache_head(config, chain).unwrap_or(0);
                 WATCHES.with(|w| {
                     let mut watches = w.borrow_mut();
                     let watch = watches.entry(chain).or_default();
                     watch.live(generation, wanted_ms);
                 });
             }
-            WatchMessage::Refused(why) => return Err(format!("eth_subscribe newHeads: {why}")),
+            WatchMessage::Refused(why) => {
+                return Err(failed(format!("eth_subscribe newHeads: {why}")))
+            }
             WatchMessage::Head(id, header) if subscription.as_deref() == Some(id.as_str()) => {
+                heard = heard.max(header.number);
                 crate::edge::backend::read_cache(config)
                     .borrow_mut()
                     .heard_head(chain, &header, now_ms());
@@ -167,4 +230,13 @@ async fn watch(
             _ => {}
         }
     }
+}
+
+/// The head the isolate's read cache knows on `chain`, block number.
+fn cache_head(config: &Config, chain: u64) -> Option<u64> {
+    crate::edge::backend::read_cache(config)
+        .borrow()
+        .view(chain)
+        .and_then(|v| v.head())
+        .map(|h| h.number)
 }

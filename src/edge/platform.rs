@@ -42,7 +42,7 @@ impl EdgePlatform<'_> {
     }
 
     /// To the upstreams of `kind`'s row, raced ([`run`]); `members` for a batch, `need` for a
-    /// client's read.
+    /// client's read, `avoid` for a read asked again elsewhere ([`Call::avoid`]).
     async fn post_members(
         &self,
         body: &str,
@@ -50,6 +50,7 @@ impl EdgePlatform<'_> {
         need: BlockNeed,
         kind: CallKind,
         timeout_ms: u64,
+        avoid: Option<usize>,
     ) -> Result<UpstreamReply, UpstreamError> {
         let route = self.table().route(kind);
         let set = self.config.upstreams(route.upstreams);
@@ -59,6 +60,7 @@ impl EdgePlatform<'_> {
             body,
             members,
             need,
+            avoid,
         };
         run(self.config, self.env, set, call, timeout_ms).await
     }
@@ -73,7 +75,7 @@ impl Platform for EdgePlatform<'_> {
         kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        self.post_members(body, None, BlockNeed::Any, kind, timeout_ms)
+        self.post_members(body, None, BlockNeed::Any, kind, timeout_ms, None)
             .await
     }
 
@@ -85,7 +87,7 @@ impl Platform for EdgePlatform<'_> {
         kind: CallKind,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        self.post_members(body, Some(members), BlockNeed::Any, kind, timeout_ms)
+        self.post_members(body, Some(members), BlockNeed::Any, kind, timeout_ms, None)
             .await
     }
 
@@ -97,7 +99,22 @@ impl Platform for EdgePlatform<'_> {
         need: BlockNeed,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        self.post_members(body, None, need, kind, timeout_ms).await
+        self.post_members(body, None, need, kind, timeout_ms, None)
+            .await
+    }
+
+    /// [`Platform::post_read`] to another upstream than `not` whose head is known to have the
+    /// block `need` names ([`Call::avoid`]).
+    async fn post_read_elsewhere(
+        &self,
+        body: &str,
+        kind: CallKind,
+        need: BlockNeed,
+        timeout_ms: u64,
+        not: usize,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        self.post_members(body, None, need, kind, timeout_ms, Some(not))
+            .await
     }
 
     fn sends_to_private_route(&self) -> bool {
@@ -107,7 +124,7 @@ impl Platform for EdgePlatform<'_> {
     /// The lowest limit of the upstreams of `kind`'s row ([`batch_limit`]).
     fn batch_limit(&self, kind: CallKind) -> usize {
         let route = self.table().route(kind);
-        batch_limit(self.config.upstreams(route.upstreams))
+        batch_limit(self.config, self.config.upstreams(route.upstreams))
     }
 
     /// Each route's `SEND_STATUS_URL` with the hash ([`crate::edge::http::get_url`]), in route

@@ -29,7 +29,7 @@ use crate::upstream::heads::{self, BlockNeed, Heads};
 use crate::upstream::race::{Disagreement, Race, RaceAction};
 use crate::upstream::rotation::{judge, Attempt, Rotation};
 use crate::upstream::route::{UpstreamSet, Usage};
-use crate::upstream::{CallKind, UpstreamError, UpstreamReply};
+use crate::upstream::{Answerer, CallKind, UpstreamError, UpstreamReply};
 use futures_util::future::{select, Either, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -60,16 +60,20 @@ struct State {
 }
 
 thread_local! {
-    static STATE: RefCell<State> = RefCell::new(State::default());
+    /// Each chain's upstream state, by its chain ([`Config::chain_key`]): one chain's
+    /// misconfigured URL (another chain's node given as its upstream) is excluded from that
+    /// chain alone, and neither takes the other chain's upstream down nor learns its heads.
+    static STATES: RefCell<HashMap<u64, State>> = RefCell::new(HashMap::new());
 }
 
-fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    STATE.with(|s| f(&mut s.borrow_mut()))
+/// Runs `f` on the upstream state of `config`'s chain.
+fn with<R>(config: &Config, f: impl FnOnce(&mut State) -> R) -> R {
+    STATES.with(|s| f(s.borrow_mut().entry(config.chain_key()).or_default()))
 }
 
 /// Records `attempt` at upstream `key`; logs a cool-down it begins.
 fn record(config: &Config, env: &Env, key: &str, attempt: Attempt) {
-    if with(|s| s.rotation.record(key, attempt, now_ms())) {
+    if with(config, |s| s.rotation.record(key, attempt, now_ms())) {
         emit(
             env,
             chain_of(config),
@@ -86,7 +90,7 @@ fn record(config: &Config, env: &Env, key: &str, attempt: Attempt) {
 /// ([`RaceAction::Probe`]): a node that hangs is found by it, a node busy with a client's wide
 /// query answers it. One probe at a time per upstream, in the background.
 fn probe(config: &Config, env: &Env, key: &str) {
-    if !with(|s| s.probing.insert(key.to_string())) {
+    if !with(config, |s| s.probing.insert(key.to_string())) {
         return;
     }
     let (config, env, key) = (config.clone(), env.clone(), key.to_string());
@@ -98,13 +102,18 @@ fn probe(config: &Config, env: &Env, key: &str) {
         if let Some(attempt) = judged.attempt.recorded(now_ms().saturating_sub(started)) {
             record(&config, &env, &key, attempt);
         }
-        with(|s| s.probing.remove(&key));
+        with(&config, |s| s.probing.remove(&key));
     });
 }
 
 /// Whether a probe, a chain check or a race's late posts of this isolate are under way.
 pub fn background_running() -> bool {
-    with(|s| !s.probing.is_empty() || !s.checking.is_empty() || s.late > 0)
+    STATES.with(|states| {
+        states
+            .borrow()
+            .values()
+            .any(|s| !s.probing.is_empty() || !s.checking.is_empty() || s.late > 0)
+    })
 }
 
 /// Resolves once no probe, chain check or late post of this isolate is under way, at most after
@@ -121,11 +130,17 @@ pub async fn background_done() {
 /// How often [`background_done`] looks, ms.
 const BACKGROUND_POLL_MS: u64 = 20;
 
+/// How long a call that asks every upstream's head (`eth_blockNumber`) waits for the chain
+/// checks still running, once one upstream is usable, ms: a fresh isolate's first head is then
+/// the best of its upstreams', not the first checked one's (a node stuck behind listed first).
+const HEAD_CHECK_WAIT_MS: u64 = 2_000;
+
 /// Starts the chain check of every upstream of `set` not yet checked, not cooling and not being
-/// checked; waits (up to [`CHECK_TIMEOUT_MS`]) only while no upstream is usable yet.
-async fn ensure_chains(config: &Config, env: &Env, set: &[String]) {
+/// checked; waits (up to [`CHECK_TIMEOUT_MS`]) while no upstream is usable yet, and for a call
+/// that asks every upstream's head (`all`) while any check runs (up to [`HEAD_CHECK_WAIT_MS`]).
+async fn ensure_chains(config: &Config, env: &Env, set: &[String], all: bool) {
     let now = now_ms();
-    let start: Vec<usize> = with(|s| {
+    let start: Vec<usize> = with(config, |s| {
         let list: Vec<usize> = s
             .rotation
             .unchecked(set)
@@ -149,14 +164,16 @@ async fn ensure_chains(config: &Config, env: &Env, set: &[String]) {
         });
     }
     let until = now.saturating_add(CHECK_TIMEOUT_MS);
+    let all_until = now.saturating_add(HEAD_CHECK_WAIT_MS);
     loop {
-        let (usable_now, running) = with(|s| {
+        let (usable_now, running) = with(config, |s| {
             (
                 s.rotation.any_checked(set),
                 set.iter().any(|k| s.checking.contains_key(k)),
             )
         });
-        if usable_now || !running || now_ms() >= until {
+        let waits_for_all = all && now_ms() < all_until;
+        if (usable_now && !waits_for_all) || !running || now_ms() >= until {
             return;
         }
         Delay::from(Duration::from_millis(CHECK_POLL_MS)).await;
@@ -182,12 +199,14 @@ async fn check_chain(config: &Config, env: &Env, set: &[String], index: usize) {
         let until = now_ms().saturating_add(CHECK_TIMEOUT_MS);
         while now_ms() < until
             && chain_ids().known().is_none()
-            && with(|s| set[..index].iter().any(|k| s.checking.contains_key(k)))
+            && with(config, |s| {
+                set[..index].iter().any(|k| s.checking.contains_key(k))
+            })
         {
             Delay::from(Duration::from_millis(CHECK_POLL_MS)).await;
         }
     }
-    let excluded = with(|s| {
+    let excluded = with(config, |s| {
         s.checking.remove(key);
         let id = id?;
         let want = config.chain_id.unwrap_or_else(|| chain_ids().learn(id));
@@ -241,10 +260,17 @@ pub struct Call<'a> {
     /// What a client's read needs of the upstreams' heads ([`BlockNeed`]; `Any` for every
     /// other call): the upstreams it may go to, and for `eth_blockNumber` the heads it teaches.
     pub need: BlockNeed,
+    /// A read asked again because this upstream (its index in the chain's set) may lack the
+    /// block `need` names: it goes to the others whose heads are known to have it, when there
+    /// are any ([`Heads::having`]), else as any read does.
+    pub avoid: Option<usize>,
 }
 
 /// Learns upstream `key`'s head from its `reply` to `eth_blockNumber`; logs an
 /// `upstream_lagging` line when it begins to lag more than `MAX_HEAD_LAG` blocks behind the best.
+/// A head more than `MAX_HEAD_LAG` above the read cache's (an answer that came after the cache's
+/// head ask had settled for a slower node's) makes the cache's head asked again at the next read
+/// ([`crate::cache::ReadCache::suspect`]): the head never trails the best upstream known.
 fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamReply, UpstreamError>) {
     let Some(block) = reply
         .as_ref()
@@ -255,10 +281,17 @@ fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamRepl
         return;
     };
     let set = config.upstreams(UpstreamSet::Rpc);
-    let lag = with(|s| {
+    let lag = with(config, |s| {
         s.heads
             .learn(key, set, block, config.max_head_lag, now_ms())
     });
+    let behind = chain_head(config).is_some_and(|head| block > head + config.max_head_lag);
+    if behind {
+        let cache = crate::edge::backend::read_cache(config);
+        if let Ok(mut view) = cache.try_borrow_mut() {
+            view.suspect(config.chain_key(), now_ms());
+        };
+    }
     if let Some(lag) = lag {
         emit(
             env,
@@ -273,16 +306,65 @@ fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamRepl
     }
 }
 
+/// The head of `config`'s chain as the isolate's read cache knows it (asked, or announced on a
+/// WebSocket), block number: a block the chain has, whichever upstream said so. Routing takes
+/// it as the best head known ([`Heads::usable`]), so a node stuck below it gets no read of it.
+fn chain_head(config: &Config) -> Option<u64> {
+    if !config.cache {
+        return None;
+    }
+    crate::edge::backend::read_cache(config)
+        .borrow()
+        .view(config.chain_key())
+        .and_then(|v| v.head())
+        .map(|h| h.number)
+}
+
+/// An upstream that answered `null` to a read of block `n`, a block the chain is known to have
+/// (another upstream's head, or the cache's, is at or above it): it lacks the block, and its
+/// head is taken as below it ([`Heads::lacks`]), so the next read of it goes elsewhere. Only
+/// with several upstreams: one (a load balancer's URL over nodes a block apart) has nowhere else
+/// to send it, and its head so lowered would only make its answers look behind.
+fn learn_lack(config: &Config, key: &str, n: u64, reply: &Result<UpstreamReply, UpstreamError>) {
+    let set = config.upstreams(UpstreamSet::Rpc);
+    if set.len() < 2 {
+        return;
+    }
+    let null = reply.as_ref().is_ok_and(|r| {
+        (200..300).contains(&r.status) && crate::upstream::heads::answered_null(&r.body)
+    });
+    if !null {
+        return;
+    }
+    let known = chain_head(config);
+    with(config, |s| s.heads.lacks(key, set, n, known, now_ms()));
+}
+
+/// Which upstream of its chain's set `key` is, and its head as this isolate knows it now
+/// ([`Answerer`]); `None` for a URL outside the chain's RPC set (a send route).
+fn answerer(config: &Config, key: &str) -> Option<Answerer> {
+    let index = config
+        .upstreams(UpstreamSet::Rpc)
+        .iter()
+        .position(|k| k == key)?;
+    let head = with(config, |s| s.heads.head(key, now_ms()));
+    Some(Answerer { index, head })
+}
+
 /// `outcome` of an `eth_blockNumber` made to say at least the highest head known of the
 /// upstreams of `set`, its chain's ([`Heads::at_least`]): through an isolate it never goes
 /// backwards.
 fn at_least_best(
+    config: &Config,
     outcome: Result<UpstreamReply, UpstreamError>,
     set: &[String],
 ) -> Result<UpstreamReply, UpstreamError> {
     match outcome {
         Ok(mut reply) if (200..300).contains(&reply.status) => {
-            if let Some(body) = with(|s| s.heads.at_least(&reply.body, set, now_ms())) {
+            let known = chain_head(config);
+            if let Some(body) = with(config, |s| {
+                s.heads.at_least(&reply.body, set, known, now_ms())
+            }) {
                 reply.body = body;
             }
             Ok(reply)
@@ -291,10 +373,11 @@ fn at_least_best(
     }
 }
 
-/// The lowest batch limit of the upstreams of `set` now ([`BatchLimits::limit`]).
-pub fn batch_limit(set: &[String]) -> usize {
+/// The lowest batch limit of the upstreams of `set`, `config`'s chain's, now
+/// ([`BatchLimits::limit`]).
+pub fn batch_limit(config: &Config, set: &[String]) -> usize {
     let now = now_ms();
-    with(|s| {
+    with(config, |s| {
         set.iter()
             .map(|key| s.batch_limits.limit(key, now))
             .min()
@@ -323,7 +406,9 @@ fn learn_batch(
     } else {
         batch::judge(members, reply)
     };
-    let Some(cap) = with(|s| s.batch_limits.learn(key, members, answer, now_ms())) else {
+    let Some(cap) = with(config, |s| {
+        s.batch_limits.learn(key, members, answer, now_ms())
+    }) else {
         return;
     };
     let label = match answer {
@@ -358,9 +443,19 @@ pub async fn run(
     let chain_set = set;
     let set = match call.need {
         BlockNeed::Tip | BlockNeed::Number(_) if set.len() > 1 => {
-            usable = with(|s| {
-                s.heads
-                    .usable(set, call.need, config.max_head_lag, now_ms())
+            let known = chain_head(config);
+            usable = with(config, |s| {
+                let now = now_ms();
+                let lag = config.max_head_lag;
+                let elsewhere = call.avoid.and_then(|i| set.get(i)).map(|not| {
+                    let mut having = s.heads.having(set, call.need, lag, known, now);
+                    having.retain(|key| key != not);
+                    having
+                });
+                match elsewhere {
+                    Some(having) if !having.is_empty() => having,
+                    _ => s.heads.usable(set, call.need, lag, known, now),
+                }
             });
             &usable[..]
         }
@@ -368,7 +463,7 @@ pub async fn run(
     };
     let outcome = race_over(config, env, set, &call, timeout_ms).await;
     if call.need == BlockNeed::Head {
-        return at_least_best(outcome, chain_set);
+        return at_least_best(config, outcome, chain_set);
     }
     outcome
 }
@@ -382,7 +477,7 @@ async fn race_over(
     timeout_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
     let new_race = || {
-        with(|s| {
+        with(config, |s| {
             let now = now_ms();
             Race::new(
                 call.kind,
@@ -410,9 +505,11 @@ async fn race_over(
         // A private route is not asked its chain id (a route may serve no reads, or rate-limit
         // them from Cloudflare's shared addresses): every transaction carries its own, checked
         // by the relay (EIP-155).
-        with(|s| set.iter().for_each(|key| s.rotation.checked(key)));
+        with(config, |s| {
+            set.iter().for_each(|key| s.rotation.checked(key))
+        });
     } else {
-        ensure_chains(config, env, set).await;
+        ensure_chains(config, env, set, call.need == BlockNeed::Head).await;
     }
     let (shared, text): (Rc<Config>, Rc<str>) = (Rc::new(config.clone()), Rc::from(call.body));
     let post = |index: usize| -> Attempting<'static> {
@@ -422,10 +519,10 @@ async fn race_over(
     let (outcome, race, running) = drive(config, env, set, call, new_race(), post).await;
     if !running.is_empty() {
         let (env, set, need) = (env.clone(), set.to_vec(), call.need);
-        with(|s| s.late += 1);
+        with(config, |s| s.late += 1);
         worker::wasm_bindgen_futures::spawn_local(async move {
             late_replies(&shared, &env, &set, need, race, running).await;
-            with(|s| s.late -= 1);
+            with(&shared, |s| s.late -= 1);
         });
     }
     outcome
@@ -466,7 +563,13 @@ async fn drive<'a>(
             None => reply(running.next().await),
         };
         match event {
-            Event::Reply(index, reply) => {
+            Event::Reply(index, mut reply) => {
+                if let Ok(reply) = reply.as_mut() {
+                    reply.answerer = answerer(config, &set[index]);
+                }
+                if let BlockNeed::Number(n) = call.need {
+                    learn_lack(config, &set[index], n, &reply);
+                }
                 if let Some(members) = call.members {
                     learn_batch(config, env, &set[index], members, &reply);
                 }

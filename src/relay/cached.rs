@@ -6,18 +6,18 @@
 //! [`crate::cache::FINALIZED_FRESH_MS`]); its own answer serves the same read by clients.
 
 use super::{Backend, Relay};
+use crate::cache::chain::Adopted;
 use crate::cache::finality::Finalized;
+use crate::cache::pin::{probe_params, Refusal};
 use crate::cache::policy::{key_of, About, Header, PinnedAnswer};
-use crate::cache::{Begin, CacheSettings, ReadCache, Tag};
+use crate::cache::{Begin, CacheSettings, Completeness, Read, ReadCache, Stored, Tag};
+use crate::config::RelaySecret;
 use crate::jsonrpc::{Answer, Request, Response};
 use crate::metrics::Metric;
 use crate::upstream::heads::BlockNeed;
 use crate::upstream::{error_metric, CallKind, UpstreamError, UpstreamReply};
 use serde_json::{json, Value};
 use std::cell::RefCell;
-
-/// How often a read waiting for an identical one in flight (or for the head ask) looks, ms.
-const FOLLOW_POLL_MS: u64 = 2;
 
 /// How long the head ask may take before a waiting read gives up on it, and another may ask, ms.
 const HEAD_ASK_GIVE_UP_MS: u64 = 5_000;
@@ -80,161 +80,400 @@ impl Drop for Asking<'_> {
     }
 }
 
+/// How often a read waiting for an identical one in flight (or for the head ask) looks, ms.
+const FOLLOW_POLL_MS: u64 = 2;
+
+/// A read as it was asked of the upstream ([`Relay::ask_read`]): the request sent, its reply
+/// and answer, whether it was asked of its block by hash, and whether its answer may be kept.
+struct Asked {
+    /// The request sent (the client's, or the same read asked of its block by hash).
+    sent: Request,
+    reply: Result<UpstreamReply, UpstreamError>,
+    answer: Option<Answer>,
+    /// Whether `sent` asked of the block by its hash ([`ReadCache::pin`]) and was answered so.
+    pinned: bool,
+    /// Whether the answer may be kept (not one asked again by number after a pinned ask failed).
+    keep: bool,
+}
+
+impl Asked {
+    /// The upstream's head when it answered, when known ([`crate::upstream::Answerer`]).
+    fn answerer_head(&self) -> Option<u64> {
+        self.reply.as_ref().ok()?.answerer?.head
+    }
+}
+
 impl<B: Backend> Relay<'_, B> {
     /// Answers `req`, a read, through `cache` ([`crate::cache`]): a read the cache knows how to
-    /// keep is answered from it while what it keeps holds (asking the head first when the answer
-    /// depends on it and the head is older than `CACHE_HEAD_MS`); else it is asked of the
-    /// upstream as [`Relay::proxy`] asks it, once for identical reads in flight, and its
-    /// `result` kept when the chain lets it be. With `Cache-Control: no-cache` nothing kept is
-    /// used (the answer is still kept).
+    /// keep is answered from it while what it keeps holds ([`Relay::kept`]); else it is asked of
+    /// the upstream as [`Relay::proxy`] asks it, once for identical reads in flight
+    /// ([`Relay::lead`], [`Relay::follow`]), and its `result` kept when the chain lets it be.
+    /// With `Cache-Control: no-cache` nothing kept is used (the answer is still kept).
     pub(super) async fn cached_read(&self, req: &Request, cache: &RefCell<ReadCache>) -> Response {
         let about = About::of(&req.method, &req.params);
         if about == About::Never {
             return self.proxy(req).await;
         }
-        let chain = self.config.cache_chain();
-        let settings = self.config.cache_settings;
+        let chain = self.config.chain_key();
         let key = key_of(&req.method, &req.params);
-        let id = req.response_id();
         if !self.bypass_cache {
-            let now = self.backend.now_ms();
-            let stale_final =
-                matches!(about, About::Number(_)) && cache.borrow().needs_finalized(chain, now);
-            if stale_final || cache.borrow().needs_head(chain, about, now, &settings) {
-                self.ask_head(cache, chain, &settings).await;
-            }
-            let now = self.backend.now_ms();
-            let found = cache
-                .borrow_mut()
-                .lookup(chain, &key, about, now, &settings);
-            self.emit_stats(cache, now);
-            if let Some(result) = found {
+            if let Some(result) = self.kept(cache, chain, about, &key).await {
                 self.seen(true);
-                return Response::new(&id, Answer::Result(result.to_string()));
-            }
-            // The data centre's cache, for an answer that may hold for good.
-            if let Some(shared) = self.shared_key(cache, chain, about, &key) {
-                if let Some(result) = self.backend.shared_get(&shared).await {
-                    cache.borrow_mut().keep_final(chain, &key, &result);
-                    self.seen(true);
-                    return Response::new(&id, Answer::Result(result));
-                }
+                return Response::new(&req.response_id(), Answer::Result(result));
             }
         }
         self.seen(false);
         let give_up_ms = self.config.upstream_timeout_ms.saturating_add(1_000);
         let started = self.backend.now_ms();
-        if cache.borrow_mut().begin(chain, &key, started, give_up_ms) == Begin::Follow {
-            loop {
-                self.backend.sleep(FOLLOW_POLL_MS).await;
-                let landed = cache.borrow_mut().take_landed(chain, &key);
-                match landed {
-                    Some(Some(answer)) => return Response::new(&id, answer),
-                    Some(None) => break,
-                    None if self.backend.now_ms() > started.saturating_add(give_up_ms) => {
-                        cache.borrow_mut().leave_flight(chain, &key);
-                        break;
-                    }
-                    None => {}
-                }
+        let begin = cache.borrow_mut().begin(chain, &key, started, give_up_ms);
+        match begin {
+            Begin::Follow => {
+                let until = started.saturating_add(give_up_ms);
+                self.follow(req, cache, chain, &key, until).await
             }
-            // The leader failed or gave up: this read asks for itself, keeping nothing.
-            return self.proxy(req).await;
+            Begin::Lead => self.lead(req, cache, about, &key, started).await,
         }
-        let mut flying = Flying {
-            cache,
-            chain,
-            key: &key,
-            since_ms: started,
-            landed: false,
-        };
-        // The head before the ask: an answer is kept only if the head is still the same after.
-        let head_before = head_hash(cache, chain);
-        // About an unfinalized block by number, an answer that names no block is asked of that
-        // block by its hash (EIP-1898): an upstream still on another fork cannot answer for it.
+    }
+
+    /// The result kept for `key`, a read about `about` on `chain`, when it still holds: the head
+    /// is asked first when the answer depends on it and it is older than `CACHE_HEAD_MS` (or the
+    /// finalized block is due); then the isolate's memory, then the data centre's cache for an
+    /// answer that may hold for good.
+    async fn kept(
+        &self,
+        cache: &RefCell<ReadCache>,
+        chain: u64,
+        about: About,
+        key: &str,
+    ) -> Option<String> {
+        let settings = self.config.cache_settings;
         let now = self.backend.now_ms();
-        let pinned = match about {
-            About::Number(n) => cache
-                .borrow()
-                .pin(chain, &req.method, &req.params, n, now, settings.head_ms)
-                .map(|params| Request {
-                    id: req.id.clone(),
-                    method: req.method.clone(),
-                    params,
-                }),
-            _ => None,
-        };
-        // Routed by the block the client named: an upstream behind it is skipped either way.
-        let kind = CallKind::of_method(&req.method);
-        let need = BlockNeed::of(&req.method, &req.params);
-        let timeout_ms = self.config.upstream_timeout_ms;
-        let asked = pinned.as_ref().unwrap_or(req);
-        let mut reply = self
-            .backend
-            .post_read(&asked.to_json(), kind, need, timeout_ms)
-            .await;
-        let parse = |reply: &Result<UpstreamReply, UpstreamError>| match reply {
-            Ok(reply) => Answer::parse(&reply.body),
-            Err(_) => None,
-        };
-        let mut answer = parse(&reply);
-        let mut keep = true;
-        if pinned.is_some() {
-            // No answer at all: given as it is, not asked again.
-            let said = answer.as_ref().map(PinnedAnswer::of);
-            match said {
-                Some(PinnedAnswer::Answered) => cache.borrow_mut().pin_answered(chain, true),
-                Some(PinnedAnswer::Unsupported) => cache.borrow_mut().pin_answered(chain, false),
-                _ => {}
-            }
-            if matches!(
-                said,
-                Some(PinnedAnswer::Unsupported | PinnedAnswer::Unknown)
-            ) {
-                // Not that block's upstream, or not a form it reads: asked as the client asked;
-                // its answer goes to the followers too, and is not kept.
-                keep = false;
-                reply = self
-                    .backend
-                    .post_read(&req.to_json(), kind, need, timeout_ms)
-                    .await;
-                answer = parse(&reply);
-            }
-        }
-        let mut final_result = None;
-        if let Some(Answer::Result(result)) = answer.as_ref().filter(|_| keep) {
-            let stable = head_before == head_hash(cache, chain) || about == About::BlockHash;
-            if stable {
-                let now = self.backend.now_ms();
-                let stored = cache
-                    .borrow_mut()
-                    .store(chain, &key, about, result, now, &settings);
-                if stored.tag == Some(Tag::Final) {
-                    final_result = Some(result.clone());
-                }
-            }
+        let stale_final =
+            matches!(about, About::Number(_)) && cache.borrow().needs_finalized(chain, now);
+        // Several upstreams: their heads are asked now and then even while the head is fresh
+        // (heard on the head watch), so that a node stuck behind stays known and gets no read
+        // of the blocks it lacks.
+        let heads_due = self.config.upstream_urls.len() > 1
+            && about != About::Never
+            && cache.borrow().upstream_heads_due(chain, now);
+        if stale_final || heads_due || cache.borrow().needs_head(chain, about, now, &settings) {
+            self.ask_head(cache, chain, &settings).await;
         }
         let now = self.backend.now_ms();
-        cache.borrow_mut().land(chain, &key, answer, now);
-        flying.landed = true;
-        // Its followers have it: the data centre's cache is written after.
-        if let Some(result) = final_result {
-            if let Some(shared) = self.shared_key(cache, chain, about, &key) {
-                self.backend.shared_put(&shared, &result).await;
-            }
+        let found = cache.borrow_mut().lookup(chain, key, about, now, &settings);
+        self.emit_stats(cache, now);
+        if let Some(result) = found {
+            return Some(result.to_string());
         }
-        match reply {
-            Ok(reply) => self.proxied_response(req, reply.body),
-            Err(e) => {
-                self.backend.emit(&error_metric(&req.method, &e));
-                Response::error(&id, &e.to_rpc())
+        let shared = self.shared_key(cache, chain, about, key)?;
+        let result = self.backend.shared_get(&shared).await?;
+        cache.borrow_mut().keep_final(chain, key, &result);
+        Some(result)
+    }
+
+    /// A read that follows an identical one in flight: the leader's answer once it lands, or,
+    /// when the leader failed or did not land by `until_ms`, the read asked for itself (nothing
+    /// kept). It looks every [`FOLLOW_POLL_MS`] on its own timer: a wake from the leader's
+    /// request would run the follower's answer in that request's I/O context, which workerd
+    /// refuses ("Cannot perform I/O on behalf of a different request").
+    async fn follow(
+        &self,
+        req: &Request,
+        cache: &RefCell<ReadCache>,
+        chain: u64,
+        key: &str,
+        until_ms: u64,
+    ) -> Response {
+        loop {
+            self.backend.sleep(FOLLOW_POLL_MS).await;
+            let landed = cache.borrow_mut().take_landed(chain, key);
+            match landed {
+                Some(Some(answer)) => return Response::new(&req.response_id(), answer),
+                Some(None) => return self.proxy(req).await,
+                None if self.backend.now_ms() > until_ms => {
+                    cache.borrow_mut().leave_flight(chain, key);
+                    return self.proxy(req).await;
+                }
+                None => {}
             }
         }
     }
 
-    /// The shared cache's key of a read on `chain` (`key`, [`key_of`]) about `about`, when its
-    /// answer may hold for good ([`ReadCache::may_be_final`]) and the chain's genesis hash is
-    /// known ([`shared_key`]).
+    /// The leader of a read of `key` about `about` begun at `started_ms`: asks the upstream
+    /// ([`Relay::ask_read`]); an answer the chain does not prove complete from an upstream that
+    /// may lack its block is asked again elsewhere ([`Relay::ask_elsewhere`]); the answer is kept
+    /// when the chain lets it be ([`Relay::keep`]), landed for the followers, and an answer that
+    /// holds for good written to the data centre's cache.
+    async fn lead(
+        &self,
+        req: &Request,
+        cache: &RefCell<ReadCache>,
+        about: About,
+        key: &str,
+        started_ms: u64,
+    ) -> Response {
+        let chain = self.config.chain_key();
+        let mut flying = Flying {
+            cache,
+            chain,
+            key,
+            since_ms: started_ms,
+            landed: false,
+        };
+        // The head before the ask: an answer is kept only if the head is still the same after.
+        let head_before = head_hash(cache, chain);
+        let mut asked = self.ask_read(req, cache, about).await;
+        let mut stored = self.keep(cache, key, req, about, &asked, &head_before);
+        if let Some(again) = self.suspect(cache, about, &asked, stored.as_ref()) {
+            if again {
+                asked = self.ask_elsewhere(asked).await;
+                stored = self.keep(cache, key, req, about, &asked, &head_before);
+            }
+            let kept = stored.as_ref().is_some_and(|s| s.tag.is_some());
+            cache.borrow_mut().count_suspect(again, kept);
+        }
+        if let Some(Completeness::Contradicted { block }) = stored.as_ref().map(|s| s.completeness)
+        {
+            self.backend.emit(
+                &Metric::new("cache_bloom_off", "", "contradicted")
+                    .value("count", 1.0)
+                    .field("block", block)
+                    .field("method", req.method.clone()),
+            );
+        }
+        let final_result = match (&asked.answer, stored) {
+            (Some(Answer::Result(result)), Some(s)) if s.tag == Some(Tag::Final) => {
+                Some(result.clone())
+            }
+            _ => None,
+        };
+        let now = self.backend.now_ms();
+        cache.borrow_mut().land(chain, key, asked.answer, now);
+        flying.landed = true;
+        // Its followers have it: the data centre's cache is written after.
+        if let Some(result) = final_result {
+            if let Some(shared) = self.shared_key(cache, chain, about, key) {
+                self.backend.shared_put(&shared, &result).await;
+            }
+        }
+        match asked.reply {
+            Ok(reply) => self.proxied_response(req, reply.body),
+            Err(e) => {
+                self.backend.emit(&error_metric(&req.method, &e));
+                Response::error(&req.response_id(), &e.to_rpc())
+            }
+        }
+    }
+
+    /// Asks the upstream `req` (about `about`), routed by the block the client named (an
+    /// upstream behind it is skipped). About an unfinalized block by number, a read whose answer
+    /// names no block is asked of that block by its hash (EIP-1898, [`ReadCache::pin`]): an
+    /// upstream still on another fork cannot answer for it. Not that block's upstream, or not a
+    /// form it reads ([`PinnedAnswer`]): asked again as the client asked, and not kept.
+    async fn ask_read(&self, req: &Request, cache: &RefCell<ReadCache>, about: About) -> Asked {
+        let chain = self.config.chain_key();
+        let now = self.backend.now_ms();
+        let head_ms = self.config.cache_settings.head_ms;
+        let pinned = match about {
+            About::Number(n) => cache
+                .borrow()
+                .pin(chain, &req.method, &req.params, n, now, head_ms)
+                .map(|(method, params)| Request {
+                    id: req.id.clone(),
+                    method: method.to_string(),
+                    params,
+                }),
+            _ => None,
+        };
+        let Some(sent) = pinned else {
+            return self
+                .ask_as(req.clone(), &req.method, &req.params, false)
+                .await;
+        };
+        let asked = self.ask_as(sent, &req.method, &req.params, true).await;
+        // No answer at all: given as it is, not asked again.
+        let said = asked.answer.as_ref().map(PinnedAnswer::of);
+        match said {
+            Some(PinnedAnswer::Answered) => cache.borrow_mut().pin_form(chain).answered(),
+            Some(PinnedAnswer::Unsupported) => self.pin_refused(cache, chain).await,
+            _ => {}
+        }
+        if !matches!(
+            said,
+            Some(PinnedAnswer::Unsupported | PinnedAnswer::Unknown)
+        ) {
+            return asked;
+        }
+        // Its answer goes to the followers too, and is not kept.
+        let mut again = self
+            .ask_as(req.clone(), &req.method, &req.params, false)
+            .await;
+        again.keep = false;
+        again
+    }
+
+    /// A read asked by its block's hash on `chain` was refused as a form the upstream does not
+    /// read: counted only when a probe of the form with params known good is refused too
+    /// ([`crate::cache::pin`]: a client's malformed params get the same refusal), one probe per
+    /// [`crate::cache::pin::PIN_PROBE_MS`] at most.
+    async fn pin_refused(&self, cache: &RefCell<ReadCache>, chain: u64) {
+        let now = self.backend.now_ms();
+        if cache.borrow_mut().pin_form(chain).refused(now) != Refusal::Probe {
+            return;
+        }
+        let head = head_hash(cache, chain);
+        let Some(head) = head else {
+            return;
+        };
+        let probe = self.ask_own("eth_getBalance", probe_params(&head)).await;
+        let read = match probe.as_ref().map(PinnedAnswer::of) {
+            Some(PinnedAnswer::Unsupported) => false,
+            // Answered, or the block not the upstream's: the form itself is read.
+            Some(_) => true,
+            // No answer: nothing learned; the refusal is not counted.
+            None => return,
+        };
+        let now = self.backend.now_ms();
+        cache.borrow_mut().pin_form(chain).probed(read, now);
+    }
+
+    /// Asks the upstream `sent`, a read routed as the client's `method` with `params` is.
+    async fn ask_as(&self, sent: Request, method: &str, params: &Value, pinned: bool) -> Asked {
+        let kind = CallKind::of_method(method);
+        let need = BlockNeed::of(method, params);
+        let reply = self
+            .backend
+            .post_read(&sent.to_json(), kind, need, self.config.upstream_timeout_ms)
+            .await;
+        let answer = reply.as_ref().ok().and_then(|r| Answer::parse(&r.body));
+        Asked {
+            sent,
+            reply,
+            answer,
+            pinned,
+            keep: true,
+        }
+    }
+
+    /// `asked` once more, because its upstream may lack the block its answer is about: of
+    /// another upstream whose head is known to have it, else of the same set
+    /// ([`crate::upstream::platform::Platform::post_read_elsewhere`]).
+    async fn ask_elsewhere(&self, asked: Asked) -> Asked {
+        let not = asked
+            .reply
+            .as_ref()
+            .ok()
+            .and_then(|r| r.answerer)
+            .map(|a| a.index);
+        let Asked {
+            sent, pinned, keep, ..
+        } = asked;
+        let kind = CallKind::of_method(&sent.method);
+        let need = BlockNeed::of(&sent.method, &sent.params);
+        let timeout_ms = self.config.upstream_timeout_ms;
+        let body = sent.to_json();
+        let reply = match not {
+            Some(not) => {
+                self.backend
+                    .post_read_elsewhere(&body, kind, need, timeout_ms, not)
+                    .await
+            }
+            None => self.backend.post_read(&body, kind, need, timeout_ms).await,
+        };
+        let answer = reply.as_ref().ok().and_then(|r| Answer::parse(&r.body));
+        Asked {
+            sent,
+            reply,
+            answer,
+            pinned,
+            keep,
+        }
+    }
+
+    /// Whether `asked`'s answer (to a read about `about`; `stored`: what the cache did with it)
+    /// is one a node that lacks the block may have given, and if so whether it is asked again
+    /// ([`Relay::ask_elsewhere`]): an answer the chain does not prove complete
+    /// ([`Completeness::Unproven`]) when its upstream may lack the block ([`Relay::may_lack`]);
+    /// `null` for a block by number the chain has (at or below the cache's head: announced,
+    /// then null, go-ethereum#27353), always. `None`: not suspect.
+    fn suspect(
+        &self,
+        cache: &RefCell<ReadCache>,
+        about: About,
+        asked: &Asked,
+        stored: Option<&Stored>,
+    ) -> Option<bool> {
+        let chain = self.config.chain_key();
+        if let Some(Completeness::Unproven { end }) = stored.map(|s| s.completeness) {
+            return Some(end.is_some_and(|end| self.may_lack(cache, chain, end, asked)));
+        }
+        let null = matches!(&asked.answer, Some(Answer::Result(r)) if r.trim() == "null");
+        let known = |n: u64| {
+            cache
+                .borrow()
+                .view(chain)
+                .and_then(|v| v.head())
+                .is_some_and(|h| n <= h.number)
+        };
+        match about {
+            About::Number(n) if null && known(n) => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Whether the upstream that gave `asked` may lack block `end` (the last its answer is
+    /// about): it is above that upstream's last known head, or within `MAX_HEAD_LAG` of the
+    /// cache's head on `chain` (a load balancer's nodes a block or two apart).
+    fn may_lack(&self, cache: &RefCell<ReadCache>, chain: u64, end: u64, asked: &Asked) -> bool {
+        let cache_head = cache
+            .borrow()
+            .view(chain)
+            .and_then(|v| v.head())
+            .map(|h| h.number);
+        asked.answerer_head().is_some_and(|head| end > head)
+            || cache_head.is_some_and(|head| end.saturating_add(self.config.max_head_lag) >= head)
+    }
+
+    /// Keeps `asked`'s answer to `req` (about `about`) as `key`'s when it may be kept: a result,
+    /// not one asked again by number after a pinned ask failed, and the head the same as before
+    /// the ask (`head_before`; any head for a read by hash). `None` when it was not offered to
+    /// the cache.
+    fn keep(
+        &self,
+        cache: &RefCell<ReadCache>,
+        key: &str,
+        req: &Request,
+        about: About,
+        asked: &Asked,
+        head_before: &Option<String>,
+    ) -> Option<Stored> {
+        let chain = self.config.chain_key();
+        let Some(Answer::Result(result)) = asked.answer.as_ref().filter(|_| asked.keep) else {
+            return None;
+        };
+        let stable = *head_before == head_hash(cache, chain) || about == About::BlockHash;
+        if !stable {
+            return None;
+        }
+        let read = Read {
+            method: &req.method,
+            params: &req.params,
+            about,
+            pinned: asked.pinned,
+            answerer_head: asked.answerer_head(),
+        };
+        let now = self.backend.now_ms();
+        let settings = self.config.cache_settings;
+        Some(
+            cache
+                .borrow_mut()
+                .store(chain, key, read, result, now, &settings),
+        )
+    }
+
+    /// The shared cache's key of a read on `chain` (`key`, [`key_of`]) about `about`, when
+    /// `RELAY_SECRET` is set, its answer may hold for good ([`ReadCache::may_be_final`]) and the
+    /// chain's genesis hash is known ([`shared_key`]).
     fn shared_key(
         &self,
         cache: &RefCell<ReadCache>,
@@ -246,7 +485,8 @@ impl<B: Backend> Relay<'_, B> {
         if !cache.may_be_final(chain, about) {
             return None;
         }
-        Some(shared_key(chain, cache.genesis(chain)?, key))
+        let secret = self.config.relay_secret.as_ref()?;
+        Some(shared_key(secret, chain, cache.genesis(chain)?, key))
     }
 
     /// After this body's sends: the cache asks its head again at the next read that depends on
@@ -255,7 +495,7 @@ impl<B: Backend> Relay<'_, B> {
     pub(super) fn after_sends(&self) {
         if let Some(cache) = self.backend.read_cache().filter(|_| self.config.cache) {
             if let Ok(mut cache) = cache.try_borrow_mut() {
-                cache.suspect(self.config.cache_chain(), self.backend.now_ms());
+                cache.suspect(self.config.chain_key(), self.backend.now_ms());
             }
         }
     }
@@ -292,22 +532,27 @@ impl<B: Backend> Relay<'_, B> {
                 .field("evicted", evicted)
                 .field("reorgs", stats.reorgs)
                 .field("dropped", stats.dropped)
-                .field("heads_heard", stats.heads_heard),
+                .field("heads_heard", stats.heads_heard)
+                .field("suspect", stats.suspect)
+                .field("suspect_asked_again", stats.suspect_asked_again)
+                .field("suspect_kept", stats.suspect_kept)
+                .field("suspect_unkept", stats.suspect_unkept),
         );
     }
 
     /// Asks `chain`'s head for the cache (one ask at a time: a read that finds one under way
-    /// waits for it, at most [`HEAD_ASK_GIVE_UP_MS`]): the latest block, its parents by hash
-    /// until it links to the blocks known ([`ReadCache::missing_parent`]), and the finalized
-    /// block when due (the `finalized` tag; an upstream without it: the head less
-    /// `CACHE_FINALITY_DEPTH`). A reorg is a `cache_reorg` line. An ask that fails leaves the
-    /// head as it was (and older than `CACHE_HEAD_MS`: nothing at the head is served).
+    /// waits for it, at most [`HEAD_ASK_GIVE_UP_MS`]): the latest block ([`Relay::ask_latest`]),
+    /// its parents by hash until it links to the blocks known ([`Relay::walk_back`]), then the
+    /// genesis when due ([`Relay::learn_genesis`]) and the finalized block when due
+    /// ([`Relay::learn_finalized`]). A reorg is a `cache_reorg` line. An ask that fails leaves
+    /// the head as it was (and older than `CACHE_HEAD_MS`: nothing at the head is served).
     async fn ask_head(&self, cache: &RefCell<ReadCache>, chain: u64, settings: &CacheSettings) {
         let started = self.backend.now_ms();
-        if !cache
+        let claimed = cache
             .borrow_mut()
-            .claim_refresh(chain, started, HEAD_ASK_GIVE_UP_MS)
-        {
+            .claim_refresh(chain, started, HEAD_ASK_GIVE_UP_MS);
+        if !claimed {
+            // On its own timer, as a follower ([`Relay::follow`]).
             while cache.borrow().refreshing(chain)
                 && self.backend.now_ms() < started.saturating_add(HEAD_ASK_GIVE_UP_MS)
             {
@@ -320,41 +565,16 @@ impl<B: Backend> Relay<'_, B> {
             chain,
             since_ms: started,
         };
-        // Several upstreams: the best head they know, asked of each (their answers teach the
-        // race their heads, so a lagging one gets no read of the tip), then that block from one
-        // that has it. One: its latest block.
-        let latest = if self.config.upstream_urls.len() > 1 {
-            match self.ask_best_head().await {
-                Some(number) => {
-                    let number = crate::hex::encode_quantity(number);
-                    self.ask_block("eth_getBlockByNumber", json!([number, false]))
-                        .await
-                }
-                None => None,
-            }
-        } else {
-            self.ask_block("eth_getBlockByNumber", json!(["latest", false]))
-                .await
-        };
-        let Some((head, latest)) = latest else {
+        let Some((head, latest)) = self.ask_latest(cache, chain).await else {
             return;
         };
-        let mut headers = vec![head.clone()];
-        loop {
-            let Some(parent) = cache.borrow().missing_parent(chain, &headers) else {
-                break;
-            };
-            match self
-                .ask_block("eth_getBlockByHash", json!([parent, false]))
-                .await
-            {
-                Some((header, _)) if header.hash == parent => headers.push(header),
-                _ => break,
-            }
-        }
+        let headers = self.walk_back(cache, chain, head.clone()).await;
         let now = self.backend.now_ms();
-        let adopted = cache.borrow_mut().adopt(chain, &headers, started, now);
-        if let crate::cache::chain::Adopted::Reorg { fork } = adopted {
+        let max_lag = self.config.max_head_lag;
+        let adopted = cache
+            .borrow_mut()
+            .adopt(chain, &headers, started, now, max_lag);
+        if let Adopted::Reorg { fork } = adopted {
             self.backend.emit(
                 &Metric::new("cache_reorg", "", "fork")
                     .value("count", 1.0)
@@ -364,43 +584,170 @@ impl<B: Backend> Relay<'_, B> {
             );
         }
         // The head ask's own answer is a client's read too.
-        let latest_key = key_of("eth_getBlockByNumber", &json!(["latest", false]));
+        let params = json!(["latest", false]);
+        let latest_key = key_of("eth_getBlockByNumber", &params);
+        let read = Read {
+            method: "eth_getBlockByNumber",
+            params: &params,
+            about: About::Head,
+            pinned: false,
+            answerer_head: None,
+        };
         let _ = cache
             .borrow_mut()
-            .store(chain, &latest_key, About::Head, &latest, now, settings);
-        // The genesis once, and again after a reorg: a dev chain started anew with a higher
-        // head does not link either, and its finalized block may be below the old one's.
-        let reorg = matches!(adopted, crate::cache::chain::Adopted::Reorg { .. });
-        if reorg || cache.borrow().genesis(chain).is_none() {
-            if let Some((genesis, _)) = self
-                .ask_block("eth_getBlockByNumber", json!(["0x0", false]))
-                .await
-            {
-                if cache.borrow_mut().set_genesis(chain, &genesis.hash) {
-                    self.backend.emit(
-                        &Metric::new("cache_reorg", "", "genesis")
-                            .value("count", 1.0)
-                            .field("genesis", genesis.hash.clone()),
-                    );
+            .store(chain, &latest_key, read, &latest, now, settings);
+        self.learn_genesis(cache, chain, matches!(adopted, Adopted::Reorg { .. }))
+            .await;
+        self.learn_finalized(cache, chain, head.number, settings)
+            .await;
+    }
+
+    /// `chain`'s latest block: with several upstreams, the best head they know, asked of each
+    /// (their answers teach the race their heads, so a lagging one gets no read of the tip;
+    /// [`ReadCache::upstream_heads_asked`]), then that block from one that has it; with one, its
+    /// latest block.
+    async fn ask_latest(&self, cache: &RefCell<ReadCache>, chain: u64) -> Option<(Header, String)> {
+        if self.config.upstream_urls.len() < 2 {
+            return self
+                .ask_block("eth_getBlockByNumber", json!(["latest", false]))
+                .await;
+        }
+        let now = self.backend.now_ms();
+        cache.borrow_mut().upstream_heads_asked(chain, now);
+        let number = crate::hex::encode_quantity(self.ask_best_head().await?);
+        self.ask_block("eth_getBlockByNumber", json!([number, false]))
+            .await
+    }
+
+    /// `head` and its parents, until they link to the blocks `chain`'s view knows
+    /// ([`ReadCache::missing_parent`], at most [`crate::cache::chain::MAX_WALK`]): the blocks
+    /// between the head known and `head` first, by number in one batch ([`Relay::ask_between`]:
+    /// after an idle spell, one round trip instead of one per block), then any parent still
+    /// missing by hash, one at a time (a reorg).
+    async fn walk_back(&self, cache: &RefCell<ReadCache>, chain: u64, head: Header) -> Vec<Header> {
+        let mut headers = vec![head];
+        let known = cache
+            .borrow()
+            .view(chain)
+            .and_then(|v| v.head())
+            .map(|h| h.number);
+        if let Some(known) = known {
+            let between = self.ask_between(known, headers[0].number).await;
+            for header in between {
+                if cache.borrow().missing_parent(chain, &headers).as_deref() != Some(&header.hash) {
+                    break;
                 }
+                headers.push(header);
             }
         }
-        if cache.borrow().needs_finalized(chain, now) {
-            let finalized = match self.ask_finalized().await {
-                Finalized::Block(number) => Some(number),
-                Finalized::NoTag => Some(head.number.saturating_sub(settings.finality_depth)),
-                // The one known holds; asked again in FINALIZED_FRESH_MS.
-                Finalized::Failed => None,
+        loop {
+            let Some(parent) = cache.borrow().missing_parent(chain, &headers) else {
+                return headers;
             };
-            let now = self.backend.now_ms();
-            match finalized {
-                Some(finalized) => {
-                    cache
-                        .borrow_mut()
-                        .set_finalized(chain, finalized.min(head.number), now)
-                }
-                None => cache.borrow_mut().finalized_unanswered(chain, now),
+            match self
+                .ask_block("eth_getBlockByHash", json!([parent, false]))
+                .await
+            {
+                Some((header, _)) if header.hash == parent => headers.push(header),
+                _ => return headers,
             }
+        }
+    }
+
+    /// The blocks above `known` and below `head`, newest first, asked by number in one batch
+    /// (when there are at least two and at most [`crate::cache::chain::MAX_WALK`], within the
+    /// upstreams' batch limit); each one answered that is a block object at its number, stopping
+    /// at the first that is not.
+    async fn ask_between(&self, known: u64, head: u64) -> Vec<Header> {
+        let numbers: Vec<u64> = (known.saturating_add(1)..head).rev().collect();
+        let kind = CallKind::OwnOther;
+        if numbers.len() < 2
+            || numbers.len() > crate::cache::chain::MAX_WALK
+            || self.backend.batch_limit(kind) < numbers.len()
+        {
+            return Vec::new();
+        }
+        let members: Vec<Value> = numbers
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let number = crate::hex::encode_quantity(*n);
+                json!({"jsonrpc": "2.0", "id": i + 1, "method": "eth_getBlockByNumber", "params": [number, false]})
+            })
+            .collect();
+        let body = Value::Array(members).to_string();
+        let timeout_ms = self.config.upstream_timeout_ms;
+        let reply = self
+            .backend
+            .post_batch(&body, numbers.len(), kind, timeout_ms)
+            .await;
+        let parts = crate::upstream::batch::split_batch(&reply, numbers.len());
+        let header = |part: Option<Result<UpstreamReply, UpstreamError>>| {
+            let Some(Answer::Result(result)) = Answer::parse(&part?.ok()?.body) else {
+                return None;
+            };
+            Header::of_block(&serde_json::from_str(&result).ok()?)
+        };
+        numbers
+            .iter()
+            .zip(parts)
+            .map_while(|(n, part)| header(part).filter(|h| h.number == *n))
+            .collect()
+    }
+
+    /// The genesis block's hash, once, and again after a reorg (`reorg`): a dev chain started
+    /// anew with a higher head does not link either, and its finalized block may be below the
+    /// old one's ([`ReadCache::set_genesis`]; another genesis is a `cache_reorg` line).
+    async fn learn_genesis(&self, cache: &RefCell<ReadCache>, chain: u64, reorg: bool) {
+        if !reorg && cache.borrow().genesis(chain).is_some() {
+            return;
+        }
+        let Some((genesis, _)) = self
+            .ask_block("eth_getBlockByNumber", json!(["0x0", false]))
+            .await
+        else {
+            return;
+        };
+        if cache.borrow_mut().set_genesis(chain, &genesis.hash) {
+            self.backend.emit(
+                &Metric::new("cache_reorg", "", "genesis")
+                    .value("count", 1.0)
+                    .field("genesis", genesis.hash.clone()),
+            );
+        }
+    }
+
+    /// The finalized block, when due ([`ReadCache::needs_finalized`]): as `CACHE_FINALITY` says
+    /// ([`crate::cache::Finality::asks_tag`]), the `finalized` tag, or the head (`head`) less
+    /// `CACHE_FINALITY_DEPTH` (also for an upstream without the tag). An ask that fails keeps
+    /// the one known, asked again in [`crate::cache::FINALIZED_FRESH_MS`].
+    async fn learn_finalized(
+        &self,
+        cache: &RefCell<ReadCache>,
+        chain: u64,
+        head: u64,
+        settings: &CacheSettings,
+    ) {
+        let now = self.backend.now_ms();
+        if !cache.borrow().needs_finalized(chain, now) {
+            return;
+        }
+        let by_depth = Some(head.saturating_sub(settings.finality_depth));
+        let finalized = if settings.finality.asks_tag(self.known_chain_id()) {
+            match self.ask_finalized().await {
+                Finalized::Block(number) => Some(number),
+                Finalized::NoTag => by_depth,
+                Finalized::Failed => None,
+            }
+        } else {
+            by_depth
+        };
+        let now = self.backend.now_ms();
+        match finalized {
+            Some(finalized) => cache
+                .borrow_mut()
+                .set_finalized(chain, finalized.min(head), now),
+            None => cache.borrow_mut().finalized_unanswered(chain, now),
         }
     }
 
@@ -467,18 +814,28 @@ fn head_hash(cache: &RefCell<ReadCache>, chain: u64) -> Option<String> {
         .map(|h| h.hash.clone())
 }
 
+/// The format of the answers the relay keeps in the shared cache, named in each key: a release
+/// that changes what may be kept (or finds that an older one kept what it should not) bumps it,
+/// and older releases' entries are never read again. 2: kept only when the chain proves them
+/// complete ([`crate::cache::proof`]), keys under `RELAY_SECRET`.
+pub const SHARED_FORMAT: u32 = 2;
+
 /// The shared cache's key of read `key` on `chain` whose genesis block is `genesis`: a path of
-/// the SHA-256 of the three (hex), so that no client's text is in it and a chain started anew
-/// (another genesis) finds nothing of the old one. The edge makes it a URL of its own origin.
-pub fn shared_key(chain: u64, genesis: &str, key: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    hash.update(chain.to_be_bytes());
-    hash.update(genesis.as_bytes());
-    hash.update([0]);
-    hash.update(key.as_bytes());
+/// the format ([`SHARED_FORMAT`]), the chain and the HMAC-SHA256 under `secret` of the chain,
+/// the genesis and the read (hex), so that no client's text is in it, a chain started anew
+/// (another genesis) finds nothing of the old one, and no one without the secret (another Worker
+/// on the zone) can write an entry the relay would read. The edge makes it a URL of its own
+/// origin.
+pub fn shared_key(secret: &RelaySecret, chain: u64, genesis: &str, key: &str) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.bytes()).expect("any key length");
+    mac.update(&chain.to_be_bytes());
+    mac.update(genesis.as_bytes());
+    mac.update(&[0]);
+    mac.update(key.as_bytes());
+    let tag = mac.finalize().into_bytes();
     format!(
-        "{chain}/{}",
-        crate::hex::encode(&hash.finalize()).trim_start_matches("0x")
+        "v{SHARED_FORMAT}/{chain}/{}",
+        crate::hex::encode(&tag).trim_start_matches("0x")
     )
 }

@@ -626,9 +626,21 @@ impl<'a, B: Backend> Relay<'a, B> {
         Ok((tx.sender, signed))
     }
 
-    /// Answers a read: through the isolate's read cache when `CACHE` is on and the platform
-    /// keeps one ([`Relay::cached_read`]), else from the upstream ([`Relay::proxy`]).
+    /// Answers a read: a served chain's `eth_chainId` and `net_version` from its configured id
+    /// (its path named it: an upstream URL of another chain must not answer for it); else through
+    /// the isolate's read cache when `CACHE` is on and the platform keeps one
+    /// ([`Relay::cached_read`]), else from the upstream ([`Relay::proxy`]).
     async fn read(&self, req: &Request) -> Response {
+        if let Some(id) = self.config.named_chain {
+            let own = match req.method.as_str() {
+                "eth_chainId" => Some(format!("\"{}\"", crate::hex::encode_quantity(id))),
+                "net_version" => Some(format!("\"{id}\"")),
+                _ => None,
+            };
+            if let Some(result) = own {
+                return Response::new(&req.response_id(), Answer::Result(result));
+            }
+        }
         match self.backend.read_cache().filter(|_| self.config.cache) {
             Some(cache) => self.cached_read(req, &cache).await,
             None => self.proxy(req).await,

@@ -188,6 +188,7 @@ pub fn split_batch(
                 status: reply.status,
                 body: member.to_string(),
                 retry_after_ms: reply.retry_after_ms,
+                answerer: reply.answerer,
             }));
         }
     }

@@ -130,36 +130,112 @@ impl Heads {
             .map(|h| h.block)
     }
 
+    /// The best head known at `now_ms`: the highest of `set`'s and `known`, the chain's head
+    /// learned otherwise (the read cache's: asked, or announced on a WebSocket).
+    fn best_known(&self, set: &[String], known: Option<u64>, now_ms: u64) -> Option<u64> {
+        self.best(set, now_ms).max(known)
+    }
+
     /// The upstreams of `set` (in its order) a read needing `need` may go to at `now_ms`: for
     /// the tip, not one whose head is more than `max_lag` blocks behind the best; for block
-    /// `n`, not one whose head is below `n` while another's is at or above it. An upstream
-    /// whose head is not known is never skipped, and when every one would be, none is.
+    /// `n`, not one whose head is below `n` while the best is at or above it. The best is the
+    /// highest of theirs and `known` (the chain's head the relay learned otherwise). An upstream
+    /// whose head is not known is never skipped; when every one would be, those within
+    /// `max_lag` of the highest of their heads are kept (none skipped when that is none).
     pub fn usable(
         &self,
         set: &[String],
         need: BlockNeed,
         max_lag: u64,
+        known: Option<u64>,
         now_ms: u64,
     ) -> Vec<String> {
-        let best = self.best(set, now_ms);
+        let best = self.best_known(set, known, now_ms);
         let keep = |key: &String| match (need, self.head(key, now_ms), best) {
             (BlockNeed::Tip, Some(head), Some(best)) => best.saturating_sub(head) <= max_lag,
             (BlockNeed::Number(n), Some(head), Some(best)) => head >= n || best < n,
             _ => true,
         };
         let kept: Vec<String> = set.iter().filter(|k| keep(k)).cloned().collect();
-        if kept.is_empty() {
+        if !kept.is_empty() {
+            return kept;
+        }
+        // None known to have it (their heads learned a while ago): those within `max_lag` of
+        // the highest of theirs, not one stuck far behind the others.
+        let highest = self.best(set, now_ms);
+        let near: Vec<String> = set
+            .iter()
+            .filter(|k| match (self.head(k, now_ms), highest) {
+                (Some(head), Some(highest)) => highest.saturating_sub(head) <= max_lag,
+                _ => true,
+            })
+            .cloned()
+            .collect();
+        if near.is_empty() {
             set.to_vec()
         } else {
-            kept
+            near
         }
     }
 
+    /// The upstreams of `set` (in its order) whose heads are known at `now_ms` to have what
+    /// `need` needs: for block `n`, a head at or above it; for the tip, a head within `max_lag`
+    /// of the best (theirs, or `known`). Those whose head is not known are left out (a read asked again elsewhere
+    /// goes only where the block is known to be, [`crate::upstream::Answerer`]).
+    pub fn having(
+        &self,
+        set: &[String],
+        need: BlockNeed,
+        max_lag: u64,
+        known: Option<u64>,
+        now_ms: u64,
+    ) -> Vec<String> {
+        let best = self.best_known(set, known, now_ms);
+        set.iter()
+            .filter(|key| match (need, self.head(key, now_ms), best) {
+                (BlockNeed::Number(n), Some(head), _) => head >= n,
+                (BlockNeed::Tip, Some(head), Some(best)) => best.saturating_sub(head) <= max_lag,
+                _ => false,
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Upstream `key` (one of `set`) answered `null` for block `n` at `now_ms`: when the best
+    /// head known (theirs, or `known`, the chain's head learned otherwise) is at or above `n`,
+    /// its head is taken as below `n` (it lacks the block: a node behind, or a load balancer's
+    /// node behind), until its own answers say otherwise.
+    pub fn lacks(&mut self, key: &str, set: &[String], n: u64, known: Option<u64>, now_ms: u64) {
+        if n == 0
+            || self
+                .best_known(set, known, now_ms)
+                .is_none_or(|best| best < n)
+        {
+            return;
+        }
+        let below = self.head(key, now_ms).map_or(n - 1, |head| head.min(n - 1));
+        let lagging = self.heads.get(key).is_some_and(|h| h.lagging);
+        self.heads.insert(
+            key.to_string(),
+            Head {
+                block: below,
+                at_ms: now_ms,
+                lagging,
+            },
+        );
+    }
+
     /// The answer `body` to `eth_blockNumber` made to say at least the best head of `set` (the
-    /// chain's upstreams) at `now_ms` (eRPC's `enforceHighestBlock`); `None` when it already
-    /// does, or is not a quantity result.
-    pub fn at_least(&self, body: &str, set: &[String], now_ms: u64) -> Option<String> {
-        let best = self.best(set, now_ms)?;
+    /// chain's upstreams) or `known` (the chain's head learned otherwise) at `now_ms` (eRPC's
+    /// `enforceHighestBlock`); `None` when it already does, or is not a quantity result.
+    pub fn at_least(
+        &self,
+        body: &str,
+        set: &[String],
+        known: Option<u64>,
+        now_ms: u64,
+    ) -> Option<String> {
+        let best = self.best_known(set, known, now_ms)?;
         let mut answer: Value = serde_json::from_str(body).ok()?;
         let said = hex::decode_quantity(answer.get("result")?.as_str()?).ok()?;
         if said >= best {
@@ -168,6 +244,20 @@ impl Heads {
         answer["result"] = Value::String(hex::encode_quantity(best));
         Some(answer.to_string())
     }
+}
+
+/// Whether `body` is a JSON-RPC answer whose `result` is `null` (a block, transaction or
+/// receipt the node does not have).
+pub fn answered_null(body: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow, default)]
+        result: Option<&'a serde_json::value::RawValue>,
+    }
+    // `result: null` deserializes to `None` either way: the member must be there.
+    body.contains("\"result\"")
+        && serde_json::from_str::<Answer>(body).is_ok_and(|a| a.result.is_none())
+        && !body.contains("\"error\"")
 }
 
 /// The block number of an `eth_blockNumber` answer `body` (a response object with a quantity

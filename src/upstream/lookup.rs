@@ -707,6 +707,7 @@ mod tests {
                         status: 503,
                         body: r#"{"status":"FAILED"}"#.into(),
                         retry_after_ms: None,
+                        answerer: None,
                     }),
                 ),
             ],

@@ -37,6 +37,19 @@ pub struct UpstreamReply {
     pub body: String,
     /// The `Retry-After` header, ms (delay-seconds; see [`retry::parse_retry_after`]).
     pub retry_after_ms: Option<u64>,
+    /// Which upstream gave it, when the platform says ([`Answerer`]).
+    pub answerer: Option<Answerer>,
+}
+
+/// Which upstream of its chain's set (`UPSTREAM_RPC_URL`, in order) gave a reply, and its head
+/// as the isolate knew it then ([`heads::Heads`]): the read cache asks a read again elsewhere
+/// when that upstream may lack the block it asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answerer {
+    /// Its position in the chain's set.
+    pub index: usize,
+    /// Its head, block number, when known.
+    pub head: Option<u64>,
 }
 
 impl UpstreamReply {
@@ -46,6 +59,7 @@ impl UpstreamReply {
             status: 200,
             body: body.into(),
             retry_after_ms: None,
+            answerer: None,
         }
     }
 }
@@ -64,6 +78,10 @@ pub enum UpstreamError {
     TooLarge(usize),
     /// No answer within the timeout, in ms.
     Timeout(u64),
+    /// Every upstream of the chain was found on another chain (its `eth_chainId`): the log's
+    /// reason, which names no URL ("eth_chainId 31337, the relay's chain is 296"). Nothing was
+    /// sent.
+    OtherChain(String),
 }
 
 impl UpstreamError {
@@ -76,6 +94,7 @@ impl UpstreamError {
             UpstreamError::Invalid => "invalid",
             UpstreamError::TooLarge(_) => "too_large",
             UpstreamError::Timeout(_) => "timeout",
+            UpstreamError::OtherChain(_) => "other_chain",
         }
     }
 
@@ -85,7 +104,8 @@ impl UpstreamError {
         match self {
             UpstreamError::Unreachable(_)
             | UpstreamError::Status(..)
-            | UpstreamError::Timeout(_) => jsonrpc::RESOURCE_UNAVAILABLE,
+            | UpstreamError::Timeout(_)
+            | UpstreamError::OtherChain(_) => jsonrpc::RESOURCE_UNAVAILABLE,
             UpstreamError::Invalid | UpstreamError::TooLarge(_) => jsonrpc::INTERNAL_ERROR,
         }
     }
@@ -98,6 +118,9 @@ impl UpstreamError {
             UpstreamError::Invalid => "upstream returned an invalid JSON-RPC response".into(),
             UpstreamError::TooLarge(limit) => format!("upstream response exceeds {limit} bytes"),
             UpstreamError::Timeout(ms) => format!("upstream did not answer within {ms} ms"),
+            UpstreamError::OtherChain(why) => {
+                format!("upstream unavailable: it serves another chain ({why})")
+            }
         }
     }
 
@@ -139,6 +162,7 @@ pub fn check_upstream_body(
             status,
             body,
             retry_after_ms,
+            answerer: None,
         }),
         Err(_) if !(200..300).contains(&status) => {
             Err(UpstreamError::Status(status, retry_after_ms))
@@ -166,6 +190,7 @@ impl UpstreamError {
             UpstreamError::Unreachable(why) => !refused(why),
             UpstreamError::Status(status, _) => !matches!(status, 400..=499 | 503),
             UpstreamError::Invalid | UpstreamError::TooLarge(_) | UpstreamError::Timeout(_) => true,
+            UpstreamError::OtherChain(_) => false,
         }
     }
 }
@@ -291,6 +316,7 @@ mod tests {
                 status,
                 body: body.into(),
                 retry_after_ms: None,
+                answerer: None,
             })
         };
         let class = |r| classify(&r).0;

@@ -52,6 +52,23 @@ pub trait Platform {
         self.post(body, kind, timeout_ms).await
     }
 
+    /// [`Platform::post_read`] asked again because upstream `not` (its index in the chain's
+    /// set, [`crate::upstream::Answerer`]) may lack the block the read needs (`need`): to another
+    /// upstream whose head is known to have it when there is one, else as
+    /// [`Platform::post_read`] asks (the same one, once more). By default,
+    /// [`Platform::post_read`].
+    async fn post_read_elsewhere(
+        &self,
+        body: &str,
+        kind: CallKind,
+        need: BlockNeed,
+        timeout_ms: u64,
+        not: usize,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let _ = not;
+        self.post_read(body, kind, need, timeout_ms).await
+    }
+
     /// Whether sends go to a private route (`UPSTREAM_SEND_URL`), whose own refusals the
     /// relay reads by the route's rules (Flashbots Protect's racing `invalid nonce`,
     /// [`crate::upstream::submit`]); by default false.

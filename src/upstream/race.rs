@@ -191,9 +191,19 @@ impl Race {
         }
         let order = rotation.order(set, now_ms);
         if order.is_empty() {
-            race.outcome = Some(Err(UpstreamError::Unreachable(
-                "no upstream on the relay's chain could be reached".into(),
-            )));
+            // Every one found on another chain: the client is told so, not "unreachable".
+            let other_chain = set
+                .iter()
+                .map(|k| rotation.excluded(k))
+                .collect::<Option<Vec<_>>>();
+            race.outcome = Some(Err(
+                match other_chain.and_then(|why| why.first().copied()) {
+                    Some(why) => UpstreamError::OtherChain(why.to_string()),
+                    None => UpstreamError::Unreachable(
+                        "no upstream on the relay's chain could be reached".into(),
+                    ),
+                },
+            ));
             return race;
         }
         match usage {

@@ -176,6 +176,7 @@ fn says_node_is_away(error: &UpstreamError) -> bool {
     match error {
         UpstreamError::Unreachable(_) => !error.may_have_arrived(),
         UpstreamError::Status(status, _) => matches!(status, 429 | 503),
+        UpstreamError::OtherChain(_) => true,
         UpstreamError::Invalid | UpstreamError::TooLarge(_) | UpstreamError::Timeout(_) => false,
     }
 }

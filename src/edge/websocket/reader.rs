@@ -199,7 +199,7 @@ impl Connection {
             if let Some(head) = delivery.head.as_ref().filter(|_| self.config.cache) {
                 crate::edge::backend::read_cache(&self.config)
                     .borrow_mut()
-                    .heard_head(self.config.cache_chain(), head, now_ms());
+                    .heard_head(self.config.chain_key(), head, now_ms());
             }
             let out = {
                 let subscriptions = self.subscriptions.borrow();

@@ -48,9 +48,20 @@ impl UpstreamSocket {
     /// # Errors
     /// Why the last URL failed (redacted).
     pub async fn connect(config: &Config) -> Result<UpstreamSocket, String> {
+        Self::connect_from(config, 0).await
+    }
+
+    /// [`UpstreamSocket::connect`], trying the URLs from the one at `first` on (then the ones
+    /// before it).
+    ///
+    /// # Errors
+    /// Why the last URL failed (redacted).
+    pub async fn connect_from(config: &Config, first: usize) -> Result<UpstreamSocket, String> {
         let timeout_ms = config.upstream_timeout_ms.min(10_000);
         let mut last = String::from("no UPSTREAM_WS_URL");
-        for (index, url) in config.upstream_ws_urls.iter().enumerate() {
+        let urls = &config.upstream_ws_urls;
+        let order = (0..urls.len()).map(|i| (first + i) % urls.len());
+        for (index, url) in order.map(|i| (i, &urls[i])) {
             let Ok(parsed) = Url::parse(url) else {
                 last = format!("{} is not a URL", config.upstream_ws_name(index));
                 continue;

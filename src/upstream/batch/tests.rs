@@ -77,6 +77,7 @@ fn a_batch_of_sends_in_order_and_each_members_part_of_the_answer() {
         status: 503,
         body: "<html>".into(),
         retry_after_ms: Some(1_000),
+        answerer: None,
     });
     assert_eq!(split_batch(&busy, 2), vec![None, None]);
     assert_eq!(judge(2, &busy), BatchAnswer::Failed);
@@ -87,6 +88,7 @@ fn status(status: u16, body: &str) -> Result<UpstreamReply, UpstreamError> {
         status,
         body: body.into(),
         retry_after_ms: None,
+        answerer: None,
     })
 }
 

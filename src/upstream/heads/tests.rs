@@ -87,34 +87,43 @@ fn a_stuck_upstream_gets_no_reads_of_the_tip_or_of_blocks_above_its_head() {
         None,
         "not again while it lags"
     );
-    assert_eq!(heads.usable(&set(), BlockNeed::Tip, 2, 10), vec!["healthy"]);
     assert_eq!(
-        heads.usable(&set(), BlockNeed::Number(100), 2, 10),
+        heads.usable(&set(), BlockNeed::Tip, 2, None, 10),
         vec!["healthy"]
     );
     assert_eq!(
-        heads.usable(&set(), BlockNeed::Number(70), 2, 10),
+        heads.usable(&set(), BlockNeed::Number(100), 2, None, 10),
+        vec!["healthy"]
+    );
+    assert_eq!(
+        heads.usable(&set(), BlockNeed::Number(70), 2, None, 10),
         set(),
         "both hold 70"
     );
-    assert_eq!(heads.usable(&set(), BlockNeed::Any, 2, 10), set());
+    assert_eq!(heads.usable(&set(), BlockNeed::Any, 2, None, 10), set());
     assert_eq!(
-        heads.usable(&set(), BlockNeed::Number(101), 2, 10),
+        heads.usable(&set(), BlockNeed::Number(101), 2, None, 10),
         set(),
         "none known to"
     );
     // Within the lag allowed, both serve the tip.
     heads.learn("stuck", &set(), 98, 2, 20);
-    assert_eq!(heads.usable(&set(), BlockNeed::Tip, 2, 20), set());
+    assert_eq!(heads.usable(&set(), BlockNeed::Tip, 2, None, 20), set());
     // An answer below the best head is raised to it; one at it is left alone.
     let behind = r#"{"jsonrpc":"2.0","id":7,"result":"0x46"}"#;
-    let raised: Value = serde_json::from_str(&heads.at_least(behind, &set(), 20).unwrap()).unwrap();
+    let raised: Value =
+        serde_json::from_str(&heads.at_least(behind, &set(), None, 20).unwrap()).unwrap();
     assert_eq!(
         (raised["result"].as_str(), raised["id"].as_i64()),
         (Some("0x64"), Some(7))
     );
     assert_eq!(
-        heads.at_least(r#"{"jsonrpc":"2.0","id":7,"result":"0x64"}"#, &set(), 20),
+        heads.at_least(
+            r#"{"jsonrpc":"2.0","id":7,"result":"0x64"}"#,
+            &set(),
+            None,
+            20
+        ),
         None
     );
     assert_eq!(head_of(behind), Some(70));
@@ -130,7 +139,7 @@ fn heads_are_believed_while_fresh_and_a_reset_is_believed() {
     assert_eq!(heads.best(&set(), HEAD_FRESH_MS), Some(100));
     assert_eq!(heads.best(&set(), HEAD_FRESH_MS + 1), None);
     assert_eq!(
-        heads.usable(&set(), BlockNeed::Tip, 2, HEAD_FRESH_MS + 1),
+        heads.usable(&set(), BlockNeed::Tip, 2, None, HEAD_FRESH_MS + 1),
         set()
     );
     heads.learn("healthy", &set(), 3, 2, 50_000);
@@ -155,10 +164,65 @@ fn one_chains_heads_say_nothing_of_anothers() {
     assert_eq!(heads.learn("hedera-2", &hedera, 899, 2, 0), None);
     assert_eq!(heads.best(&hedera, 0), Some(900));
     let answer = r#"{"jsonrpc":"2.0","id":1,"result":"0x384"}"#;
-    assert_eq!(heads.at_least(answer, &hedera, 0), None, "900 stays 900");
-    assert_eq!(heads.usable(&hedera, BlockNeed::Tip, 2, 0), hedera);
     assert_eq!(
-        heads.usable(&hedera, BlockNeed::Number(900), 2, 0),
+        heads.at_least(answer, &hedera, None, 0),
+        None,
+        "900 stays 900"
+    );
+    assert_eq!(heads.usable(&hedera, BlockNeed::Tip, 2, None, 0), hedera);
+    assert_eq!(
+        heads.usable(&hedera, BlockNeed::Number(900), 2, None, 0),
         vec!["hedera"]
     );
+}
+
+/// The chain's head learned otherwise (the read cache's, from a WebSocket's `newHeads`) counts as
+/// the best: a node stuck below it gets no read of its blocks even when no other upstream's head
+/// is known (issue 51: 131 of 175 announced blocks read back null from the stuck node first).
+#[test]
+fn the_chains_head_known_otherwise_is_the_best_and_a_node_that_lacks_a_block_is_taken_below_it() {
+    let set = vec!["stuck".to_string(), "mining".to_string()];
+    let mut heads = Heads::default();
+    heads.learn("stuck", &set, 61, 2, 0);
+    // Only the stuck node's head known: block 100 may go anywhere, without the chain's head.
+    assert_eq!(heads.usable(&set, BlockNeed::Number(100), 2, None, 10), set);
+    // The chain is known at 100: the stuck node is skipped, the unknown one kept.
+    assert_eq!(
+        heads.usable(&set, BlockNeed::Number(100), 2, Some(100), 10),
+        vec!["mining"]
+    );
+    assert_eq!(
+        heads.usable(&set, BlockNeed::Tip, 2, Some(100), 10),
+        vec!["mining"]
+    );
+    // eth_blockNumber at least the chain's head.
+    let said = heads.at_least(
+        r#"{"jsonrpc":"2.0","id":1,"result":"0x3d"}"#,
+        &set,
+        Some(100),
+        10,
+    );
+    assert_eq!(
+        said.as_deref(),
+        Some(r#"{"id":1,"jsonrpc":"2.0","result":"0x64"}"#)
+    );
+    // Both known below the block (their heads learned a while ago): not the one far behind.
+    heads.learn("mining", &set, 98, 2, 0);
+    assert_eq!(
+        heads.usable(&set, BlockNeed::Number(101), 2, Some(101), 10),
+        vec!["mining"]
+    );
+    // A node that answered null for block 100 while the chain has it: taken as below it.
+    let mut lb = Heads::default();
+    lb.lacks("lb-node", &set, 100, Some(100), 20);
+    assert_eq!(lb.head("lb-node", 20), Some(99));
+    // Not when no one is known to have the block (it may not exist yet).
+    let mut unknown = Heads::default();
+    unknown.lacks("lb-node", &set, 100, Some(99), 20);
+    assert_eq!(unknown.head("lb-node", 20), None);
+    assert!(answered_null(r#"{"jsonrpc":"2.0","id":1,"result":null}"#));
+    assert!(!answered_null(r#"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#));
+    assert!(!answered_null(
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}"#
+    ));
 }

@@ -507,7 +507,8 @@ proptest! {
 }
 
 /// One upstream is posted to whatever its health, but not once it was found on another chain
-/// (a served chain's one upstream is asked its chain id): the call is unreachable, unsent.
+/// (a served chain's one upstream is asked its chain id): the call is unsent, and its error says
+/// the upstream serves another chain (the log's reason, no URL).
 #[test]
 fn a_lone_upstream_on_another_chain_gets_nothing() {
     let mut healthy = rotation(1, 10);
@@ -516,8 +517,15 @@ fn a_lone_upstream_on_another_chain_gets_nothing() {
     healthy.exclude("a", "eth_chainId 31337, the relay's chain is 10");
     let mut elsewhere = race(CallKind::Read, Usage::Once, &healthy, 1);
     assert_eq!(posts(&mut elsewhere), Vec::<usize>::new());
-    assert!(matches!(
-        elsewhere.poll_outcome(),
-        Some(Err(UpstreamError::Unreachable(_)))
-    ));
+    let outcome = elsewhere.poll_outcome();
+    assert_eq!(
+        outcome,
+        Some(Err(UpstreamError::OtherChain(
+            "eth_chainId 31337, the relay's chain is 10".into()
+        )))
+    );
+    assert_eq!(
+        outcome.unwrap().unwrap_err().to_rpc().message,
+        "upstream unavailable: it serves another chain (eth_chainId 31337, the relay's chain is 10)"
+    );
 }

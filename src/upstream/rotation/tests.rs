@@ -138,6 +138,7 @@ fn only_the_relays_own_questions_judge_a_node_by_its_error_text() {
                 r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":-32000,"message":"{message}"}}}}"#
             ),
             retry_after_ms: None,
+            answerer: None,
         })
     };
     let answered = |usable| Judged {
@@ -227,6 +228,7 @@ fn nothing_a_client_causes_by_the_shape_of_its_request_cools_an_upstream() {
             status: 502,
             body: r#"{"error":"bad gateway"}"#.into(),
             retry_after_ms: None,
+            answerer: None,
         }),
     ];
     let clients = [

@@ -221,6 +221,7 @@ fn retries_go_on_until_the_deadline_and_wait_out_retry_after() {
         status: 429,
         body: r#"{"id":9,"error":{"code":-32005,"message":"rate limited"}}"#.into(),
         retry_after_ms: Some(3_000),
+        answerer: None,
     }));
     sends.push(ok(r#"{"id":9,"result":"0xabab"}"#));
     let up = upstream(sends, vec![]);
@@ -442,6 +443,7 @@ fn a_rate_limited_send_spends_no_retry() {
         status: 429,
         body: r#"{"jsonrpc":"2.0","id":1,"error":{"code":429,"message":"Your app has exceeded its compute units per second capacity."}}"#.into(),
         retry_after_ms: None,
+        answerer: None,
     });
     let up = upstream(
         vec![quicknode, too_many, ok(r#"{"id":1,"result":"0xabab"}"#)],
