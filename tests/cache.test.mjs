@@ -375,9 +375,19 @@ test("what is never kept (errors, null, pending), Cache-Control: no-cache, ident
   }
 });
 
-test("the data centre's cache (Cache API) keeps answers that hold for good, beyond the isolate's bound; never one at the head", async () => {
+test("the data centre's cache (Cache API) keeps answers that hold for good, beyond the isolate's bound, only under RELAY_SECRET; never one at the head", async () => {
+  // Without RELAY_SECRET the Cache API is not used: an answer too large for the isolate's
+  // memory is asked again.
+  const bare = await chain({ CACHE_MAX_BYTES: "1024" });
+  try {
+    const old = call("eth_getBlockByNumber", ["0x7", false]);
+    const [a, b] = [await post(bare.relay.url, old), await post(bare.relay.url, old)];
+    assert.deepEqual([a.cache, b.cache], ["MISS", "MISS"]);
+  } finally {
+    await bare.stop();
+  }
   // CACHE_MAX_BYTES=1024: no answer over 64 bytes fits the isolate's memory.
-  const c = await chain({ CACHE_MAX_BYTES: "1024" });
+  const c = await chain({ CACHE_MAX_BYTES: "1024", RELAY_SECRET: "a-test-secret-of-the-deployment" });
   try {
     const reached = (method) => c.proxy.requests.filter((r) => r.body?.method === method).length;
     const old = call("eth_getBlockByNumber", ["0x7", false]);

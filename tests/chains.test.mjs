@@ -182,6 +182,18 @@ test("a chain not served: HTTP 404 and the list; a chain with a broken setting: 
     assert.ok(elsewhere.json?.error, "no answer from another chain's node");
     const excluded = c.relay.events("upstream_excluded");
     assert.ok(excluded.some((e) => e.chain_id === 31337 && e.want === 10 && e.chain === 10), JSON.stringify(excluded));
+    // Issue 51, point 8: its error names the mismatch, not "connection failed"; its chain id is
+    // its own; none of its reads is answered with 31337's data; 31337 serves on / meanwhile (its
+    // upstream's health is its own chain's, not taken down by /evm/10's check).
+    assert.match(elsewhere.json.error.message, /it serves another chain \(eth_chainId 31337, the relay's chain is 10\)/);
+    assert.equal((await post(`${c.relay.url}/evm/10`, call("eth_chainId"))).json.result, "0xa", "its configured id");
+    assert.equal((await post(`${c.relay.url}/evm/10`, call("net_version"))).json.result, "10");
+    for (const read of [call("eth_getBlockByNumber", ["0x0", false]), call("eth_getBalance", [account.address, "latest"]), call("eth_blockNumber")]) {
+      const b = await post(`${c.relay.url}/evm/10`, read);
+      assert.ok(b.json?.error && b.json.result === undefined, `/evm/10 ${read.method}: ${b.text.slice(0, 160)}`);
+      const a = await post(c.relay.url, read);
+      assert.ok(a.json?.result !== undefined && !a.json.error, `/ ${read.method} serves: ${a.text.slice(0, 160)}`);
+    }
     const config = c.relay.logs.filter((l) => l.includes('"config_error"'));
     assert.ok(config.some((l) => l.includes('"chain":5')), "logged with its chain id");
   } finally {

@@ -369,3 +369,205 @@ export function hangsOnSends() {
 export const BATCH_LIMITED = { geth, erigon, besu, nethermind, hedera, reth };
 /** The per-request rate profiles by name. */
 export const RATE_LIMITED = { quicknode, chainstack, alchemy };
+
+// ---- nodes that answer as of a head below the chain's (issue: lagging upstreams and the cache) ----
+
+const hexOf = (n) => `0x${n.toString(16)}`;
+const QUANTITY = /^0x[0-9a-f]+$/i;
+const result = (id, value) => ({ jsonrpc: "2.0", id, result: value });
+/** The node's (anvil's) real head. */
+const realHeadOf = async (forward) => Number(BigInt((await forward({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })).result));
+/** The number a tag names at anvil (`safe`, `finalized`): anvil's own answer, or null. */
+const taggedAt = async (forward, tag) => {
+  const block = (await forward({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: [tag, false] })).result;
+  return block ? Number(BigInt(block.number)) : null;
+};
+
+/**
+ * How a node whose head is `head` answers `message` (anvil, ahead of it, answers the rest through
+ * `forward`). `tags`: "node" resolves `safe`/`finalized` at the node (anvil's, never above `head`),
+ * "latest" reads them as `latest` (Hedera's relay); `logs`: "erigon", "geth" or "hedera"; `state`:
+ * "geth" (a state read above the head: -32000 "header not found") or "latest" (read at its head).
+ * Returns a JSON-RPC answer object, or undefined to pass the request through unchanged.
+ */
+async function answerAsOf(message, forward, head, { tags, logs, state }) {
+  const { method, params = [], id } = message;
+  // The number a block parameter names for this node: a tag at its head (or anvil's safe and
+  // finalized, capped at its head), a quantity as given; null for what it cannot read (an object).
+  const numberOf = async (tag) => {
+    if (tag === undefined || tag === null || tag === "latest" || tag === "pending") return head;
+    if (tag === "earliest") return 0;
+    if (tag === "safe" || tag === "finalized") return tags === "latest" ? head : Math.min(head, (await taggedAt(forward, tag)) ?? head);
+    if (typeof tag === "string" && QUANTITY.test(tag)) return Number(BigInt(tag));
+    return null;
+  };
+  if (method === "eth_blockNumber") return result(id, hexOf(head));
+  if (method === "eth_getBlockByNumber") {
+    const number = await numberOf(params[0]);
+    if (number === null) return undefined;
+    if (number > head) return result(id, null);
+    return forward({ ...message, params: [hexOf(number), ...params.slice(1)] });
+  }
+  if (method === "eth_getBlockByHash" || method === "eth_getTransactionByHash" || method === "eth_getTransactionReceipt") {
+    const found = await forward(message);
+    const inBlock = found?.result?.blockNumber ?? found?.result?.number;
+    if (inBlock === undefined || inBlock === null || Number(BigInt(inBlock)) <= head) return found;
+    // A block it has not seen; a transaction in one: still in its pool (a node) or unknown (a mirror).
+    if (method === "eth_getTransactionByHash" && logs !== "hedera") return result(id, { ...found.result, blockHash: null, blockNumber: null, transactionIndex: null });
+    return result(id, null);
+  }
+  if (method === "eth_getBlockReceipts") {
+    const number = await numberOf(params[0]);
+    if (number === null) return undefined;
+    if (number > head) {
+      return logs === "hedera"
+        ? error(id, -32001, `[Request ID: ${randomUUID()}] Requested resource not found. Block: ${params[0]}`)
+        : result(id, null);
+    }
+    return forward({ ...message, params: [hexOf(number)] });
+  }
+  if (method === "eth_getLogs") return logsAsOf(message, forward, head, logs, numberOf);
+  if (method in BLOCK_PARAM) {
+    const at = BLOCK_PARAM[method];
+    const tag = params[at] ?? "latest";
+    let number;
+    if (tag && typeof tag === "object") {
+      // EIP-1898 {blockHash}: geth looks the header up by hash ("header for hash not found").
+      const block = tag.blockHash ? (await forward({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByHash", params: [tag.blockHash, false] })).result : null;
+      if (!tag.blockHash || !block) return undefined;
+      if (Number(BigInt(block.number)) > head) return state === "latest" ? undefined : error(id, -32000, "header for hash not found");
+      return undefined;
+    }
+    number = await numberOf(tag);
+    if (number === null) return undefined;
+    if (number > head) {
+      if (state !== "latest") return error(id, -32000, "header not found");
+      number = head;
+    }
+    const moved = [...params];
+    while (moved.length < at) moved.push(undefined);
+    moved[at] = hexOf(number);
+    return forward({ ...message, params: moved });
+  }
+  return undefined;
+}
+
+/** eth_getLogs as of `head`, as Erigon, geth or Hedera's relay answer a range or a hash past it. */
+async function logsAsOf(message, forward, head, kind, numberOf) {
+  const { params = [], id } = message;
+  const filter = params[0] ?? {};
+  if (filter.blockHash) {
+    const block = (await forward({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByHash", params: [filter.blockHash, false] })).result;
+    if (block && Number(BigInt(block.number)) <= head) return forward(message);
+    if (kind === "hedera") return result(id, []);
+    // Erigon: fmt.Errorf("block not found: %x", hash) (no 0x: common.Hash's %x); geth: "unknown block".
+    return kind === "erigon" ? error(id, -32000, `block not found: ${filter.blockHash.replace(/^0x/, "").toLowerCase()}`) : error(id, -32000, "unknown block");
+  }
+  const from = filter.fromBlock === undefined ? head : await numberOf(filter.fromBlock);
+  const to = filter.toBlock === undefined ? head : await numberOf(filter.toBlock);
+  if (from === null || to === null) return undefined;
+  if (kind === "erigon") {
+    if (from > head) return result(id, []);
+    const end = Math.min(to, head);
+    if (end < from) return error(id, -32000, `end (${end}) < begin (${from})`);
+    return forward({ ...message, params: [{ ...filter, fromBlock: hexOf(from), toBlock: hexOf(end) }] });
+  }
+  if (kind === "hedera") {
+    if (from > head || to > head) return result(id, []);
+    return forward({ ...message, params: [{ ...filter, fromBlock: hexOf(from), toBlock: hexOf(to) }] });
+  }
+  if (from > head || to > head) return error(id, -32602, "block range extends beyond current head block");
+  return forward({ ...message, params: [{ ...filter, fromBlock: hexOf(from), toBlock: hexOf(to) }] });
+}
+
+/**
+ * One URL over several nodes, as a provider's load balancer spreads requests (erpc#50's "nodes a
+ * block apart"): node i is `lags[i]` blocks behind the chain's real head (anvil's, read at each
+ * request), and each HTTP request (a batch whole) goes to one node drawn by a seeded generator
+ * (`seed`), the relay's own requests (eth_chainId, its head asks) too; `picks[i]` counts the
+ * requests node i got. WebSockets pass through to anvil itself (the real head): a provider's
+ * WebSocket and HTTP requests served by different nodes.
+ * The picked node answers as of its head, as `stuck` does: eth_blockNumber is its head;
+ * eth_getBlockByNumber of `latest`/`pending` its head's block, `safe`/`finalized` anvil's (never
+ * above its head), a number above its head null; a state read at a number above its head geth's
+ * -32000 `header not found` (go-ethereum eth/api_backend.go StateAndHeaderByNumber:
+ * `errors.New("header not found")`), by a hash it lacks `header for hash not found`
+ * (StateAndHeaderByNumberOrHash); a block by hash, a transaction or a receipt in a block above its
+ * head null (a transaction: its pool's form, no block); eth_getBlockReceipts above it null
+ * (Erigon's GetBlockReceipts: `if block == nil { return nil, nil }`).
+ * eth_getLogs as Erigon answers it (`erigonLogs`; erigontech/erigon rpc/jsonrpc/eth_receipts.go
+ * GetLogs, Erigon 3.0-3.1): `latest` is its last executed block; a fromBlock past it answers
+ * `[]` (`if begin > latest { return types.Logs{}, nil }`, HTTP 200; issue #14134 shows the
+ * `[]`); a toBlock past it is taken as given, its index holding nothing above its head (assumed:
+ * the logs up to its head); end below begin -32000 `end (E) < begin (B)`; a `blockHash` it does
+ * not have -32000 `block not found: <hash, no 0x>` (`fmt.Errorf("block not found: %x", ...)`).
+ * (Erigon's master has since moved to an error for both, ethereum/execution-apis#875: -32602.)
+ * `erigonLogs: false`: as geth and that spec, -32602 `block range extends beyond current head
+ * block` for any bound past its head (execution-apis tests/eth_getLogs/
+ * filter-error-future-block-range.io), a hash it lacks -32000 `unknown block`.
+ */
+export function loadBalanced({ lags = [0, 1], seed = 51, erigonLogs = true } = {}) {
+  const random = mulberry32(seed);
+  const picks = lags.map(() => 0);
+  // Each request object of an HTTP request -> its route: the node and that request's one head.
+  const routes = new WeakMap();
+  const profile = {
+    name: "load-balanced",
+    lags,
+    seed,
+    erigonLogs,
+    picks,
+    refusals: [],
+    strictNonce: false,
+    /** The head node i answers for the real head `real`. */
+    head: (real, i) => Math.max(0, real - lags[i]),
+    // Asked once per HTTP request, with its whole body, before any member is handled: the pick.
+    latency: (req) => {
+      if (req && typeof req === "object") {
+        const node = Math.floor(random() * lags.length);
+        picks[node] += 1;
+        const route = { node, head: null };
+        for (const member of [req].flat()) if (member && typeof member === "object") routes.set(member, route);
+      }
+      return 0;
+    },
+    rewrite: async (message, forward) => {
+      const route = routes.get(message);
+      if (!route) return undefined;
+      route.head ??= realHeadOf(forward).then((real) => profile.head(real, route.node));
+      return answerAsOf(message, forward, await route.head, { tags: "node", logs: erigonLogs ? "erigon" : "geth", state: "geth" });
+    },
+  };
+  return profile;
+}
+
+/**
+ * Hedera's JSON-RPC relay (hiero-ledger/hiero-json-rpc-relay) in front of a mirror node `lag`
+ * blocks behind the chain (anvil; run it with `--chain-id 296`, Hedera testnet's id). Everything
+ * it reads comes from the mirror node, so it answers as of the mirror's head:
+ * - eth_blockNumber: the mirror's latest block (CommonService.getLatestBlockNumber);
+ * - `safe` and `finalized` are `latest` (CommonService.blockTagIsLatestOrPending: null, latest,
+ *   pending, safe and finalized alike), so its finalized block is its head;
+ * - eth_getLogs (CommonService.getLogs): a `blockHash` the mirror lacks answers `[]`
+ *   (validateBlockHashAndAddTimestampToParams returns false on a 404); a range whose fromBlock or
+ *   toBlock the mirror lacks answers `[]` (validateBlockRangeAndAddTimestampToParams:
+ *   getHistoricalBlockResponse gives null, "return false ... return an empty response"), HTTP 200;
+ * - eth_getBlockByNumber / eth_getBlockByHash of a block it lacks: null (BlockService.getBlock,
+ *   `if (blockResponse == null) return null`); a transaction or receipt in one: null;
+ * - eth_getBlockReceipts of one: -32001 `Requested resource not found. Block: <param>`
+ *   (predefined.RESOURCE_NOT_FOUND), prefixed with `[Request ID: <uuid>] ` as its errors are;
+ * - a state read at a number above its head is read at its latest (AccountService.getBalance: a
+ *   block no more than 1 below the latest, or above it, "is latest"; assumed for every state read).
+ * The rest (eth_chainId, sends) passes through. `head(real)` is the head it answers for `real`.
+ */
+export function hederaMirror({ lag = 2 } = {}) {
+  const headOf = (real) => Math.max(0, real - lag);
+  return {
+    name: "hedera-mirror",
+    lag,
+    head: headOf,
+    refusals: [],
+    strictNonce: false,
+    rewrite: async (message, forward) => answerAsOf(message, forward, headOf(await realHeadOf(forward)), { tags: "latest", logs: "hedera", state: "latest" }),
+  };
+}
