@@ -4,12 +4,18 @@
 use crate::jsonrpc::Answer;
 use std::collections::HashMap;
 
-/// An identical read in flight: since when, the followers waiting for it, and its answer once
-/// it landed (`None` inside: it failed or was abandoned, and each waiter asks for itself), kept
-/// only while a follower has yet to take it.
+/// What wakes a follower when the read it waits for lands ([`Flights::on_land`]): the platform's
+/// own signal (on workerd, a promise the follower's request created, so that its continuation
+/// runs in that request's I/O context), called once.
+pub type Wake = Box<dyn FnOnce()>;
+
+/// An identical read in flight: since when, the followers waiting for it, what wakes them, and
+/// its answer once it landed (`None` inside: it failed or was abandoned, and each waiter asks
+/// for itself), kept only while a follower has yet to take it.
 struct Flight {
     since_ms: u64,
     waiting: u32,
+    wakes: Vec<Wake>,
     landed: Option<(u64, Option<Answer>)>,
 }
 
@@ -32,6 +38,8 @@ pub struct Flights {
     reads: HashMap<(u64, String), Flight>,
     /// The chains whose head is being asked, since when, ms.
     refreshing: HashMap<u64, u64>,
+    /// What wakes the reads waiting for a chain's head ask ([`Flights::on_refreshed`]).
+    refresh_wakes: HashMap<u64, Vec<Wake>>,
 }
 
 impl Flights {
@@ -53,6 +61,18 @@ impl Flights {
     pub fn release_refresh(&mut self, chain: u64, since_ms: u64) {
         if self.refreshing.get(&chain) == Some(&since_ms) {
             self.refreshing.remove(&chain);
+            for wake in self.refresh_wakes.remove(&chain).unwrap_or_default() {
+                wake();
+            }
+        }
+    }
+
+    /// Calls `wake` when `chain`'s head ask under way ends; at once when none is.
+    pub fn on_refreshed(&mut self, chain: u64, wake: Wake) {
+        if self.refreshing.contains_key(&chain) {
+            self.refresh_wakes.entry(chain).or_default().push(wake);
+        } else {
+            wake();
         }
     }
 
@@ -82,6 +102,7 @@ impl Flights {
             Flight {
                 since_ms: now_ms,
                 waiting: 0,
+                wakes: Vec::new(),
                 landed: None,
             },
         );
@@ -93,11 +114,25 @@ impl Flights {
     pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>, now_ms: u64) {
         let id = (chain, key.to_string());
         match self.reads.get_mut(&id) {
-            Some(flight) if flight.waiting > 0 => flight.landed = Some((now_ms, answer)),
+            Some(flight) if flight.waiting > 0 => {
+                flight.landed = Some((now_ms, answer));
+                for wake in flight.wakes.drain(..) {
+                    wake();
+                }
+            }
             Some(_) => {
                 self.reads.remove(&id);
             }
             None => {}
+        }
+    }
+
+    /// For a follower of `key` on `chain`: calls `wake` when the leader's answer lands (at once
+    /// when it landed already, or the flight is gone).
+    pub fn on_land(&mut self, chain: u64, key: &str, wake: Wake) {
+        match self.reads.get_mut(&(chain, key.to_string())) {
+            Some(flight) if flight.landed.is_none() => flight.wakes.push(wake),
+            _ => wake(),
         }
     }
 

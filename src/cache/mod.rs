@@ -625,6 +625,17 @@ impl ReadCache {
         self.flights.land(chain, key, answer, now_ms);
     }
 
+    /// For a follower: calls `wake` when the leader's answer lands ([`Flights::on_land`]).
+    pub fn on_land(&mut self, chain: u64, key: &str, wake: flight::Wake) {
+        self.flights.on_land(chain, key, wake);
+    }
+
+    /// For a read waiting for `chain`'s head ask: calls `wake` when it ends
+    /// ([`Flights::on_refreshed`]).
+    pub fn on_refreshed(&mut self, chain: u64, wake: flight::Wake) {
+        self.flights.on_refreshed(chain, wake);
+    }
+
     /// For a follower: takes the leader's answer once it landed ([`Flights::take_landed`]).
     pub fn take_landed(&mut self, chain: u64, key: &str) -> Option<Option<Answer>> {
         self.flights.take_landed(chain, key)

@@ -1021,3 +1021,44 @@ fn an_ask_begun_before_a_header_heard_made_the_head_suspect_leaves_it_suspect() 
     );
     assert!(!cache.needs_head(C, About::Head, 1_200, &S));
 }
+
+/// Followers wait on a signal, not a 2 ms poll (issue 51, point 7): a follower's wake is called
+/// when the leader lands (or drops) its answer, and a wait for the head ask when it ends.
+#[test]
+fn a_followers_wake_is_called_when_the_leader_lands_and_a_head_waiters_when_the_ask_ends() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let woken = Rc::new(Cell::new(0));
+    let wake = |w: &Rc<Cell<u32>>| {
+        let w = w.clone();
+        Box::new(move || w.set(w.get() + 1)) as flight::Wake
+    };
+    let mut cache = ReadCache::new(1 << 20);
+    assert_eq!(cache.begin(C, "k", 0, 1_000), Begin::Lead);
+    assert_eq!(cache.begin(C, "k", 1, 1_000), Begin::Follow);
+    cache.on_land(C, "k", wake(&woken));
+    assert_eq!(woken.get(), 0, "not before the leader lands");
+    cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())), 5);
+    assert_eq!(woken.get(), 1, "woken when it lands");
+    assert_eq!(
+        cache.take_landed(C, "k"),
+        Some(Some(Answer::Result("\"0x1\"".into())))
+    );
+    // A leader that gives up (its request cancelled) lands nothing: the follower is woken too.
+    assert_eq!(cache.begin(C, "j", 10, 1_000), Begin::Lead);
+    assert_eq!(cache.begin(C, "j", 11, 1_000), Begin::Follow);
+    cache.on_land(C, "j", wake(&woken));
+    cache.land(C, "j", None, 12);
+    assert_eq!(woken.get(), 2);
+    // Landed already, or no such flight: woken at once.
+    cache.on_land(C, "gone", wake(&woken));
+    assert_eq!(woken.get(), 3);
+    // The head ask: waiters woken when it is released; none under way: at once.
+    assert!(cache.claim_refresh(C, 100, 5_000));
+    cache.on_refreshed(C, wake(&woken));
+    assert_eq!(woken.get(), 3);
+    cache.release_refresh(C, 100);
+    assert_eq!(woken.get(), 4);
+    cache.on_refreshed(C, wake(&woken));
+    assert_eq!(woken.get(), 5);
+}

@@ -371,6 +371,25 @@ impl Backend for WorkerBackend<'_> {
     /// Cloudflare's Cache API (`caches.default`: the data centre's; it works on a custom domain,
     /// not on `*.workers.dev`), a synthetic GET of this origin's `/__relay-cache/{key}`. Any
     /// failure is a miss.
+    /// A promise this request creates, resolved by whichever request calls the wake: workerd
+    /// runs its continuation in this request's I/O context
+    /// (`handle_cross_request_promise_resolution`, on by default), where the waiter answers.
+    fn signal(&self) -> Option<(crate::cache::flight::Wake, crate::relay::cached::Waiting)> {
+        use futures_util::FutureExt;
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        let resolve: Rc<RefCell<Option<Function>>> = Rc::default();
+        let slot = resolve.clone();
+        let promise = Promise::new(&mut |ok, _| *slot.borrow_mut() = Some(ok));
+        let wake = Box::new(move || {
+            if let Some(ok) = resolve.borrow_mut().take() {
+                let _ = ok.call0(&JsValue::NULL);
+            }
+        });
+        let waiting = JsFuture::from(promise).map(|_| ());
+        Some((wake, Box::pin(waiting)))
+    }
+
     async fn shared_get(&self, key: &str) -> Option<String> {
         let url = self.shared_url(key)?;
         let mut response = worker::Cache::default().get(url, false).await.ok()??;

@@ -16,6 +16,7 @@ use crate::jsonrpc::{Answer, Request, Response};
 use crate::metrics::Metric;
 use crate::upstream::heads::BlockNeed;
 use crate::upstream::{error_metric, CallKind, UpstreamError, UpstreamReply};
+use futures_util::future::select;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 
@@ -80,8 +81,12 @@ impl Drop for Asking<'_> {
     }
 }
 
-/// How often a read waiting for an identical one in flight (or for the head ask) looks, ms.
+/// How often a read waiting for an identical one in flight (or for the head ask) looks, ms, on a
+/// platform without a signal ([`Backend::signal`]).
 const FOLLOW_POLL_MS: u64 = 2;
+
+/// What a read waits on for another request's work ([`Backend::signal`]).
+pub type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// A read as it was asked of the upstream ([`Relay::ask_read`]): the request sent, its reply
 /// and answer, whether it was asked of its block by hash, and whether its answer may be kept.
@@ -173,9 +178,10 @@ impl<B: Backend> Relay<'_, B> {
 
     /// A read that follows an identical one in flight: the leader's answer once it lands, or,
     /// when the leader failed or did not land by `until_ms`, the read asked for itself (nothing
-    /// kept). It looks every [`FOLLOW_POLL_MS`] on its own timer: a wake from the leader's
-    /// request would run the follower's answer in that request's I/O context, which workerd
-    /// refuses ("Cannot perform I/O on behalf of a different request").
+    /// kept). It waits on the platform's signal ([`Backend::signal`], the leader's landing wakes
+    /// it), else looks every [`FOLLOW_POLL_MS`] on its own timer: a Rust waker called from the
+    /// leader's request would run the follower's answer in that request's I/O context, which
+    /// workerd refuses ("Cannot perform I/O on behalf of a different request").
     async fn follow(
         &self,
         req: &Request,
@@ -184,8 +190,12 @@ impl<B: Backend> Relay<'_, B> {
         key: &str,
         until_ms: u64,
     ) -> Response {
+        if let Some((wake, waiting)) = self.backend.signal() {
+            cache.borrow_mut().on_land(chain, key, wake);
+            let wait = until_ms.saturating_sub(self.backend.now_ms());
+            let _ = select(waiting, Box::pin(self.backend.sleep(wait))).await;
+        }
         loop {
-            self.backend.sleep(FOLLOW_POLL_MS).await;
             let landed = cache.borrow_mut().take_landed(chain, key);
             match landed {
                 Some(Some(answer)) => return Response::new(&req.response_id(), answer),
@@ -194,7 +204,7 @@ impl<B: Backend> Relay<'_, B> {
                     cache.borrow_mut().leave_flight(chain, key);
                     return self.proxy(req).await;
                 }
-                None => {}
+                None => self.backend.sleep(FOLLOW_POLL_MS).await,
             }
         }
     }
@@ -552,7 +562,12 @@ impl<B: Backend> Relay<'_, B> {
             .borrow_mut()
             .claim_refresh(chain, started, HEAD_ASK_GIVE_UP_MS);
         if !claimed {
-            // On its own timer, as a follower ([`Relay::follow`]).
+            // On the platform's signal, else its own timer, as a follower ([`Relay::follow`]).
+            if let Some((wake, waiting)) = self.backend.signal() {
+                cache.borrow_mut().on_refreshed(chain, wake);
+                let sleep = Box::pin(self.backend.sleep(HEAD_ASK_GIVE_UP_MS));
+                let _ = select(waiting, sleep).await;
+            }
             while cache.borrow().refreshing(chain)
                 && self.backend.now_ms() < started.saturating_add(HEAD_ASK_GIVE_UP_MS)
             {

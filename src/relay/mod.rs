@@ -148,6 +148,15 @@ pub trait Backend: Platform {
         None
     }
 
+    /// A signal for a read waiting on another request's work (a read in flight, the cache's head
+    /// ask): what wakes it, for that work to call once, and what it waits on. The platform's
+    /// own, so that the waiter resumes in its own request's I/O context (workerd runs a promise's
+    /// continuation in the request that registered it). `None` (the default): the waiter looks
+    /// on its own timer.
+    fn signal(&self) -> Option<(crate::cache::flight::Wake, cached::Waiting)> {
+        None
+    }
+
     /// Keeps `result` as `key`'s in the shared cache ([`Backend::shared_get`]); only answers
     /// that hold for good are given. By default nothing.
     async fn shared_put(&self, key: &str, result: &str) {
