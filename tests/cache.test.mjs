@@ -485,6 +485,31 @@ test("the head watch: with CACHE_HEAD_MS=60000 eth_blockNumber follows the chain
   }
 });
 
+test("a client's malformed params do not switch off reads by block hash: three refused reads, each probed with good params (answered), then a good read at a recent number is still asked by its block's hash", async () => {
+  const c = await chain();
+  try {
+    // A recent block the relay's view holds: a head it asked, once the chain moved past it.
+    const number = async () => Number((await post(c.relay.url, call("eth_blockNumber"))).json.result);
+    const head = await number();
+    assert.ok(await until(async () => (await number()) > head, 5_000), "the chain moved");
+    const at = quantity(head);
+    for (let i = 0; i < 3; i++) {
+      const bad = await post(c.relay.url, call("eth_getBalance", ["0xnot-an-address", at], i));
+      assert.ok(bad.json.error, `refused: ${bad.text.slice(0, 120)}`);
+    }
+    const asked = c.proxy.requests.length;
+    const good = await post(c.relay.url, call("eth_getBalance", [recipient, at], 9));
+    assert.ok(good.json.result, good.text);
+    const pinned = c.proxy.requests.slice(asked).filter((r) => r.body?.method === "eth_getBalance" && r.body.params?.[0] === recipient);
+    assert.ok(pinned.length >= 1 && pinned.every((r) => r.body.params[1]?.blockHash), `asked by its block's hash: ${JSON.stringify(pinned.map((r) => r.body.params))}`);
+    // The probes: the zero address at the head's hash, at most one per 10 s.
+    const probes = c.proxy.requests.filter((r) => r.body?.method === "eth_getBalance" && r.body.params?.[0] === "0x0000000000000000000000000000000000000000");
+    assert.equal(probes.length, 1, "one probe for the three refusals");
+  } finally {
+    await c.stop();
+  }
+});
+
 test("CACHE=off: every read goes to the upstream and no answer says X-Cache", async () => {
   const c = await chain({ CACHE: "off" });
   try {
