@@ -110,8 +110,15 @@ impl Flights {
     }
 
     /// The leader's `answer` to `key` on `chain` at `now_ms` (`None`: it failed or gave up, each
-    /// follower asks for itself); kept only while followers wait for it.
-    pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>, now_ms: u64) {
+    /// follower asks for itself); kept only while followers wait for it. Returns it when none
+    /// does.
+    pub fn land(
+        &mut self,
+        chain: u64,
+        key: &str,
+        answer: Option<Answer>,
+        now_ms: u64,
+    ) -> Option<Answer> {
         let id = (chain, key.to_string());
         match self.reads.get_mut(&id) {
             Some(flight) if flight.waiting > 0 => {
@@ -119,12 +126,21 @@ impl Flights {
                 for wake in flight.wakes.drain(..) {
                     wake();
                 }
+                None
             }
             Some(_) => {
                 self.reads.remove(&id);
+                answer
             }
-            None => {}
+            None => answer,
         }
+    }
+
+    /// How many followers wait for `key` on `chain`.
+    pub fn followers(&self, chain: u64, key: &str) -> u32 {
+        self.reads
+            .get(&(chain, key.to_string()))
+            .map_or(0, |f| f.waiting)
     }
 
     /// For a follower of `key` on `chain`: calls `wake` when the leader's answer lands (at once

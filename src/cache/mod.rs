@@ -620,9 +620,21 @@ impl ReadCache {
         begin
     }
 
-    /// The leader's `answer` to `key` on `chain` at `now_ms` ([`Flights::land`]).
-    pub fn land(&mut self, chain: u64, key: &str, answer: Option<Answer>, now_ms: u64) {
-        self.flights.land(chain, key, answer, now_ms);
+    /// The leader's `answer` to `key` on `chain` at `now_ms` ([`Flights::land`]); returns it
+    /// when no follower waits for it.
+    pub fn land(
+        &mut self,
+        chain: u64,
+        key: &str,
+        answer: Option<Answer>,
+        now_ms: u64,
+    ) -> Option<Answer> {
+        self.flights.land(chain, key, answer, now_ms)
+    }
+
+    /// How many followers wait for `key` on `chain` ([`Flights::followers`]).
+    pub fn followers(&self, chain: u64, key: &str) -> u32 {
+        self.flights.followers(chain, key)
     }
 
     /// For a follower: calls `wake` when the leader's answer lands ([`Flights::on_land`]).

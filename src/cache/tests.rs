@@ -540,10 +540,10 @@ fn identical_reads_in_flight_are_one_and_a_failed_leader_frees_its_followers() {
         "another chain's"
     );
     assert_eq!(cache.take_landed(C, "k"), None);
-    cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())), 20);
+    let _ = cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())), 20);
     // Landed: the next one leads.
     assert_eq!(cache.begin(C, "k", 20, 1_000), Begin::Lead);
-    cache.land(C, "k", None, 30);
+    let _ = cache.land(C, "k", None, 30);
     assert_eq!(cache.take_landed(C, "k"), Some(None));
     // A leader that never lands is given up on.
     assert_eq!(cache.begin(C, "j", 0, 1_000), Begin::Lead);
@@ -558,13 +558,13 @@ fn a_landed_answer_is_held_only_for_the_followers_waiting_for_it() {
     let answer = || Some(Answer::Result(format!("\"0x{}\"", "ab".repeat(1 << 19))));
     // No follower: nothing is kept once the leader lands.
     assert_eq!(cache.begin(C, "big", 0, 5_000), Begin::Lead);
-    cache.land(C, "big", answer(), 10);
+    let _ = cache.land(C, "big", answer(), 10);
     assert_eq!(cache.flights(), 0);
     // Two followers: the answer goes with the second.
     assert_eq!(cache.begin(C, "big", 20, 5_000), Begin::Lead);
     assert_eq!(cache.begin(C, "big", 21, 5_000), Begin::Follow);
     assert_eq!(cache.begin(C, "big", 22, 5_000), Begin::Follow);
-    cache.land(C, "big", answer(), 30);
+    let _ = cache.land(C, "big", answer(), 30);
     assert_eq!(cache.take_landed(C, "big"), Some(answer()));
     assert_eq!(cache.flights(), 1);
     assert_eq!(cache.take_landed(C, "big"), Some(answer()));
@@ -574,11 +574,11 @@ fn a_landed_answer_is_held_only_for_the_followers_waiting_for_it() {
     assert_eq!(cache.begin(C, "a", 40, 5_000), Begin::Lead);
     assert_eq!(cache.begin(C, "a", 41, 5_000), Begin::Follow);
     cache.leave_flight(C, "a");
-    cache.land(C, "a", answer(), 50);
+    let _ = cache.land(C, "a", answer(), 50);
     assert_eq!(cache.flights(), 0);
     assert_eq!(cache.begin(C, "b", 60, 5_000), Begin::Lead);
     assert_eq!(cache.begin(C, "b", 61, 5_000), Begin::Follow);
-    cache.land(C, "b", answer(), 70);
+    let _ = cache.land(C, "b", answer(), 70);
     assert_eq!(cache.flights(), 1);
     assert_eq!(cache.begin(C, "c", 1_069, 5_000), Begin::Lead);
     assert_eq!(cache.flights(), 2, "b's answer still waits a second");
@@ -1038,7 +1038,7 @@ fn a_followers_wake_is_called_when_the_leader_lands_and_a_head_waiters_when_the_
     assert_eq!(cache.begin(C, "k", 1, 1_000), Begin::Follow);
     cache.on_land(C, "k", wake(&woken));
     assert_eq!(woken.get(), 0, "not before the leader lands");
-    cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())), 5);
+    let _ = cache.land(C, "k", Some(Answer::Result("\"0x1\"".into())), 5);
     assert_eq!(woken.get(), 1, "woken when it lands");
     assert_eq!(
         cache.take_landed(C, "k"),
@@ -1048,7 +1048,7 @@ fn a_followers_wake_is_called_when_the_leader_lands_and_a_head_waiters_when_the_
     assert_eq!(cache.begin(C, "j", 10, 1_000), Begin::Lead);
     assert_eq!(cache.begin(C, "j", 11, 1_000), Begin::Follow);
     cache.on_land(C, "j", wake(&woken));
-    cache.land(C, "j", None, 12);
+    let _ = cache.land(C, "j", None, 12);
     assert_eq!(woken.get(), 2);
     // Landed already, or no such flight: woken at once.
     cache.on_land(C, "gone", wake(&woken));

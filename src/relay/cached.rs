@@ -59,7 +59,7 @@ impl Drop for Flying<'_> {
     fn drop(&mut self) {
         if !self.landed {
             if let Ok(mut cache) = self.cache.try_borrow_mut() {
-                cache.land(self.chain, self.key, None, self.since_ms);
+                let _ = cache.land(self.chain, self.key, None, self.since_ms);
             }
         }
     }
@@ -251,16 +251,18 @@ impl<B: Backend> Relay<'_, B> {
                     .field("method", req.method.clone()),
             );
         }
-        let final_result = match (&asked.answer, stored) {
-            (Some(Answer::Result(result)), Some(s)) if s.tag == Some(Tag::Final) => {
-                Some(result.clone())
-            }
+        let is_final = stored.is_some_and(|s| s.tag == Some(Tag::Final));
+        // An answer that holds for good goes to the data centre's cache after the followers have
+        // it: copied only when followers wait for it too (a 12 MB answer is not held twice).
+        let copy = is_final && cache.borrow().followers(chain, key) > 0;
+        let for_shared = asked.answer.clone().filter(|_| copy);
+        let now = self.backend.now_ms();
+        let back = cache.borrow_mut().land(chain, key, asked.answer, now);
+        flying.landed = true;
+        let final_result = match for_shared.or(back.filter(|_| is_final)) {
+            Some(Answer::Result(result)) => Some(result),
             _ => None,
         };
-        let now = self.backend.now_ms();
-        cache.borrow_mut().land(chain, key, asked.answer, now);
-        flying.landed = true;
-        // Its followers have it: the data centre's cache is written after.
         if let Some(result) = final_result {
             if let Some(shared) = self.shared_key(cache, chain, about, key) {
                 self.backend.shared_put(&shared, &result).await;
