@@ -444,7 +444,7 @@ test("two upstreams, one stuck 39 blocks back listed first, one with a slow tail
     console.log(`# stuck 39 + slow tail, head watch on a silent WebSocket (subscriptions ${silent.subscriptions.length}): ${line(b)}`);
     assert.ok(silent.subscriptions.length >= 1, "the second relay's head watch subscribed on the silent WebSocket");
     for (const [name, s] of [["head watch", a], ["silent head watch", b]]) {
-      assert.ok(s.polls >= 50, `${name}: polls`);
+      assert.ok(s.polls >= 15, `${name}: polls (${s.polls}; each waits for the slow tail now and then)`);
       assert.equal(s.failed, 0, `${name}: every read answered`);
       assert.equal(s.backwards, 0, `${name}: eth_blockNumber never went backwards`);
       assert.equal(s.nulls, 0, `${name}: each announced block is there (${s.nulls} nulls of ${s.polls})`);

@@ -28,7 +28,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { readFileSync } from "node:fs";
 import { keccak256, stringToHex } from "viem";
-import { startAnvil, startProxy, startRelay, post, rpc, rssKb, sleep, until, devAccount } from "../support/harness.mjs";
+import { startAnvil, startProxy, startRelay, post, rpc, rssKb, cpuMs, sleep, until, devAccount } from "../support/harness.mjs";
 import { loadBalanced } from "../support/providers.mjs";
 
 const PART = process.env.PART ?? "all";
@@ -37,7 +37,7 @@ const PART = process.env.PART ?? "all";
 // itself).
 const NEW = process.env.NEW_BUILD ?? "build";
 const BASE = process.env.BASE_BUILD ?? NEW;
-const PARTS = PART === "all" ? ["blooms", "large", "trace"] : PART.split(",");
+const PARTS = PART === "all" ? ["blooms", "large", "trace", "followers"] : PART.split(",");
 const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
 const quantity = (n) => `0x${n.toString(16)}`;
 const median = (xs) => {
@@ -619,13 +619,53 @@ async function traceParts() {
   console.log(`\nbuild-new's median minus build-base's: ${(next - base >= 0 ? "+" : "") + f1(next - base)} points (the trace of tests/cache.test.mjs: 1,000 reads, one every 30 ms; CACHE=on, default settings; a fresh anvil --block-time 1, recording proxy and relay per run).`);
 }
 
+// ---- followers: identical reads in flight, on a signal or a poll -----------------------------------
+
+/** ROUNDS (10) rounds of 10 identical reads (eth_getCode of a new address each round) behind an
+ * upstream answering eth_getCode after 300 ms, through a fresh relay of each build, alternating,
+ * twice: the workerd process's CPU over the rounds, wrong answers, upstream requests. */
+async function followers() {
+  const rounds = Number(process.env.ROUNDS ?? 10);
+  const anvil = await startAnvil({ accounts: 2 });
+  const slow = await startProxy({ upstream: anvil.url, strictNonce: false, latency: (req) => (req?.method === "eth_getCode" ? 300 : 0) });
+  const rows = [];
+  try {
+    for (const buildDir of [BASE, NEW, BASE, NEW]) {
+      const relay = await startRelay({ buildDir, vars: { UPSTREAM_RPC_URL: slow.url, CACHE: "on" } });
+      try {
+        const asked = slow.requests.length;
+        const cpu0 = relay.pids.reduce((a, pid) => a + cpuMs(pid), 0);
+        let wrong = 0;
+        for (let r = 0; r < rounds; r++) {
+          const address = `0x${(rows.length * 1000 + r + 1).toString(16).padStart(40, "0")}`;
+          const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(relay.url, call("eth_getCode", [address, "latest"], 100 + i))));
+          wrong += answers.filter((a, i) => a.status !== 200 || a.json?.id !== 100 + i || a.json?.result !== "0x").length;
+        }
+        const cpu = relay.pids.reduce((a, pid) => a + cpuMs(pid), 0) - cpu0;
+        const upstream = slow.requests.slice(asked).filter((q) => q.body?.method === "eth_getCode").length;
+        const crossed = relay.logs.filter((l) => l.includes("different request")).length;
+        rows.push({ buildDir, cpu, wrong, upstream, crossed });
+      } finally {
+        await relay.stop();
+      }
+    }
+  } finally {
+    await slow.stop();
+    anvil.stop();
+  }
+  console.log(`\n### Identical reads in flight: ${rounds} rounds of 10 behind a 300 ms upstream\n`);
+  console.log(`| build | workerd CPU (ms) | answers wrong | upstream eth_getCode | cross-request I/O errors |`);
+  console.log(`|---|---:|---:|---:|---:|`);
+  rows.forEach((r) => console.log(`| ${r.buildDir} | ${r.cpu} | ${r.wrong} | ${r.upstream} | ${r.crossed} |`));
+}
+
 // ---- main --------------------------------------------------------------------------------------------
 
-const PARTS_RUN = { blooms, large, trace: traceParts };
+const PARTS_RUN = { blooms, large, trace: traceParts, followers };
 let code = 0;
 try {
   for (const part of PARTS) {
-    if (!PARTS_RUN[part]) throw new SetupError(`PART=${part}: blooms, large, trace or all`);
+    if (!PARTS_RUN[part]) throw new SetupError(`PART=${part}: blooms, large, trace, followers or all`);
     await PARTS_RUN[part]();
     await stopAll();
   }
