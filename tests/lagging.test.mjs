@@ -469,6 +469,34 @@ test("two upstreams, one stuck 39 blocks back listed first, one with a slow tail
   }
 });
 
+test("two healthy upstreams, the head watch off, an idle spell of several blocks: the cache's head moves again and serves the head (helper-3's finding: a head learned from the head ask's own eth_blockNumber raised a suspicion that made the ask adopt nothing, for good)", async () => {
+  const c = await chain();
+  const a = await startProxy({ upstream: c.anvil.url, strictNonce: false });
+  const b = await startProxy({ upstream: c.anvil.url, strictNonce: false });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: `${a.url},${b.url}`, CACHE: "on", CACHE_HEAD_WATCH: "off" } });
+  try {
+    const number = async () => {
+      const r = await post(relay.url, { jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] });
+      return { n: Number(r.json.result), cache: r.cache };
+    };
+    const first = await number();
+    await sleep(4_500);
+    const after = [];
+    for (let i = 0; i < 8; i++) {
+      after.push(await number());
+      await sleep(100);
+    }
+    console.log(`# idle spell: ${first.n} before, after: ${after.map((x) => `${x.n}:${x.cache}`).join(" ")}`);
+    assert.ok(after.at(-1).n >= first.n + 3, "the head moved on");
+    assert.ok(after.filter((x) => x.cache === "HIT").length >= 4, "the head is served from the cache again");
+  } finally {
+    await relay.stop();
+    await a.stop();
+    await b.stop();
+    await c.stop();
+  }
+});
+
 test("a head watch whose socket announces nothing while the chain moves hands over to the next UPSTREAM_WS_URL at once, and follows the chain there", async () => {
   const c = await chain();
   const proxy = await startProxy({ upstream: c.anvil.url, strictNonce: false });

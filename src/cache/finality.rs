@@ -159,6 +159,31 @@ pub fn tag_for(
     if !names_known_blocks(view, result) {
         return None;
     }
+    // At the head, every block the answer names must be the head (a load balancer's node a
+    // block behind answers `latest` from its own; a range of logs to `latest` is the proof's).
+    if let Tag::Head { number, hash } = &tag {
+        let other = result
+            .blocks_named()
+            .into_iter()
+            .any(|(n, h)| n != *number || h != hash);
+        if other && read.method != "eth_getLogs" {
+            return None;
+        }
+    }
+    // `eth_feeHistory` names the blocks it covers by number: its newest must be the one asked.
+    if read.method == "eth_feeHistory" {
+        let Shape::One(named) = result else {
+            return None;
+        };
+        let asked = match (&tag, about) {
+            (Tag::Head { number, .. }, _) => *number,
+            (_, About::Number(n)) => n,
+            _ => return None,
+        };
+        if named.newest_fee_block() != Some(asked) {
+            return None;
+        }
+    }
     match (&tag, about, result.header()) {
         (Tag::Block { number, hash } | Tag::Head { number, hash }, _, Some(block))
             if block.number != *number || block.hash != *hash =>

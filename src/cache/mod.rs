@@ -73,9 +73,9 @@ pub struct CacheSettings {
     /// How many blocks below the head count as finalized on a chain without a `finalized` tag,
     /// or where [`Finality`] says so (`CACHE_FINALITY_DEPTH`).
     pub finality_depth: u64,
-    /// Whether a block's `logsBloom` may prove that it holds no log a filter takes
-    /// (`CACHE_BLOOM_PROOF`, [`proof`]).
-    pub bloom_proof: bool,
+    /// What may prove that a block holds no log a filter takes (`CACHE_BLOOM_PROOF`,
+    /// [`proof::Proof`]), resolved for the chain ([`proof::Proof::rule`]).
+    pub proof: proof::ProofRule,
 }
 
 /// What the cache did, since the counters were last taken ([`ReadCache::take_stats`]).
@@ -124,8 +124,8 @@ pub struct Stored {
     /// What the chain proves of what it lists ([`proof::completeness`]); `Proven` also for an
     /// answer not kept for another reason.
     pub completeness: Completeness,
-    /// Whether this answer turned the chain's bloom proof off ([`Completeness::Contradicted`]).
-    pub blooms_off: bool,
+    /// Whether this answer turned the chain's proof off ([`Completeness::Contradicted`]).
+    pub proof_off: bool,
 }
 
 impl Stored {
@@ -133,7 +133,7 @@ impl Stored {
         in_memory: false,
         tag: None,
         completeness: Completeness::Proven,
-        blooms_off: false,
+        proof_off: false,
     };
 }
 
@@ -166,9 +166,9 @@ pub struct ReadCache {
     stats_since_ms: Option<u64>,
     /// Per chain, whether its upstream reads EIP-1898's block hash form ([`pin::PinForm`]).
     pin_forms: HashMap<u64, pin::PinForm>,
-    /// The chains whose blooms were contradicted by an answer ([`Completeness::Contradicted`]):
-    /// no bloom proves anything there any more.
-    blooms_off: HashSet<u64>,
+    /// The chains whose headers were contradicted by an answer ([`Completeness::Contradicted`]):
+    /// no header proves an empty answer there any more.
+    proof_off: HashSet<u64>,
     /// When each chain's upstreams' heads were last asked, ms ([`ReadCache::upstream_heads_due`]).
     heads_asked_ms: HashMap<u64, u64>,
 }
@@ -185,7 +185,7 @@ impl ReadCache {
             stats: CacheStats::default(),
             stats_since_ms: None,
             pin_forms: HashMap::new(),
-            blooms_off: HashSet::new(),
+            proof_off: HashSet::new(),
             heads_asked_ms: HashMap::new(),
         }
     }
@@ -298,7 +298,7 @@ impl ReadCache {
     /// about lets it ([`tag_for`]) at `now_ms` and the chain proves it lists all it should
     /// ([`proof::completeness`]): in memory unless it is too large for it; its tag says how long
     /// it holds ([`Stored`]). An answer that lists a log in a block whose bloom ruled the filter
-    /// out turns the bloom proof off for `chain` ([`Stored::blooms_off`]).
+    /// out turns the proof off for `chain` ([`Stored::proof_off`]).
     pub fn store(
         &mut self,
         chain: u64,
@@ -333,8 +333,12 @@ impl ReadCache {
             }
             return Stored::NOT;
         }
-        let blooms = settings.bloom_proof && !self.blooms_off.contains(&chain);
-        let completeness = proof::completeness(view, read, &value, blooms);
+        let rule = if self.proof_off.contains(&chain) {
+            proof::ProofRule::Nothing
+        } else {
+            settings.proof
+        };
+        let completeness = proof::completeness(view, read, &value, rule);
         match completeness {
             Completeness::Proven => {}
             Completeness::Unproven { .. } => {
@@ -344,10 +348,10 @@ impl ReadCache {
                 }
             }
             Completeness::Contradicted { .. } => {
-                self.blooms_off.insert(chain);
+                self.proof_off.insert(chain);
                 return Stored {
                     completeness,
-                    blooms_off: true,
+                    proof_off: true,
                     ..Stored::NOT
                 };
             }

@@ -178,7 +178,7 @@ pub fn names_its_block(method: &str) -> bool {
 /// cannot answer for the block the cache knows at that number, nor one that lacks it or holds
 /// it off its chain (it answers an error or `null` instead, [`PinnedAnswer::Unknown`]). Returns
 /// the method and params to ask; `None` for any other method, or params that are not an array
-/// with the parameter in it.
+/// with the parameter in it (or left out last: then it is given).
 pub fn pinned(method: &str, params: &Value, hash: &str) -> Option<(&'static str, Value)> {
     if let Some((_, by_hash)) = COUNT_BY_HASH.iter().find(|(m, _)| *m == method) {
         params.as_array().filter(|p| p.len() == 1)?;
@@ -189,7 +189,13 @@ pub fn pinned(method: &str, params: &Value, hash: &str) -> Option<(&'static str,
         return None;
     }
     let mut params = params.as_array()?.clone();
-    *params.get_mut(at)? = serde_json::json!({ "blockHash": hash, "requireCanonical": true });
+    let by_hash = serde_json::json!({ "blockHash": hash, "requireCanonical": true });
+    if params.len() == at {
+        // Left out (`latest`, the execution API's default): given.
+        params.push(by_hash);
+    } else {
+        *params.get_mut(at)? = by_hash;
+    }
     Some((name, Value::Array(params)))
 }
 

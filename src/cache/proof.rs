@@ -182,6 +182,45 @@ impl LogFilter {
     }
 }
 
+/// What may prove that a block holds nothing an answer leaves out (`CACHE_BLOOM_PROOF`, resolved
+/// for the chain by [`Proof::rule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProofRule {
+    /// Its bloom ruling the filter out, or its roots saying it has no transaction.
+    Blooms,
+    /// Its roots only.
+    Roots,
+    /// Nothing: no empty or short answer above the finalized block is kept.
+    Nothing,
+}
+
+/// The `CACHE_BLOOM_PROOF` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// [`ProofRule::Blooms`], but [`ProofRule::Nothing`] on Hedera's chain ids (295-298): its
+    /// mirror node gives a block whose logs are all synthetic (HTS transfers) an all-zero
+    /// `logsBloom` while `eth_getLogs` lists them (hiero-mirror-node#12198, #13300), and a
+    /// block's transactions there are not all EVM ones.
+    Auto,
+    /// `on`: [`ProofRule::Blooms`].
+    On,
+    /// `off`: [`ProofRule::Roots`].
+    Off,
+}
+
+impl Proof {
+    /// The rule on the chain `chain_id` (`None`: unknown).
+    pub fn rule(self, chain_id: Option<u64>) -> ProofRule {
+        let hedera =
+            chain_id.is_some_and(|id| crate::ordering::sender::HEDERA_CHAIN_IDS.contains(&id));
+        match self {
+            Proof::Auto if hedera => ProofRule::Nothing,
+            Proof::Auto | Proof::On => ProofRule::Blooms,
+            Proof::Off => ProofRule::Roots,
+        }
+    }
+}
+
 /// What the chain proves of an answer that lists less than its range could hold
 /// ([`crate::cache::ReadCache::completeness`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,9 +234,9 @@ pub enum Completeness {
         /// The highest block the answer covers (the range's end), when it is known.
         end: Option<u64>,
     },
-    /// It lists a log in a block whose bloom ruled its filter out: the chain's blooms do not
-    /// cover its logs (Polygon's bor: state-sync logs, 0xPolygon/bor#432). The bloom proof is
-    /// turned off for the chain.
+    /// It lists a log in a block whose header ruled its filter out: the chain's blooms (or roots)
+    /// do not cover its logs (Polygon's bor: state-sync logs, 0xPolygon/bor#432). The proof is
+    /// turned off for the chain ([`ProofRule::Nothing`]).
     Contradicted {
         /// That block.
         block: u64,
@@ -205,8 +244,8 @@ pub enum Completeness {
 }
 
 /// What the chain as `view` holds it (its finalized block, its canonical headers) proves of
-/// `result`, the answer to `read` ([`Completeness`]); `blooms`: whether a bloom may prove a block
-/// holds no matching log (`CACHE_BLOOM_PROOF`, and not contradicted on the chain). Only
+/// `result`, the answer to `read` ([`Completeness`]); `rule`: what may prove a block holds nothing
+/// matching ([`ProofRule`]: `CACHE_BLOOM_PROOF`, and nothing once contradicted on the chain). Only
 /// `eth_getLogs`, `eth_getBlockReceipts` and the transaction counts can list less than the block
 /// holds; any other answer is [`Completeness::Proven`]. A range of logs past the head of the
 /// upstream that answered (`read.answerer_head`) is unproven whatever it lists.
@@ -214,19 +253,21 @@ pub fn completeness(
     view: Option<&ChainView>,
     read: Read<'_>,
     result: &Shape,
-    blooms: bool,
+    rule: ProofRule,
 ) -> Completeness {
     let params = read.params;
     match (read.method, result) {
         ("eth_getLogs", Shape::List { blocks, .. }) => match params.get(0) {
-            Some(filter) => logs(view, filter, blocks, blooms, read.answerer_head),
+            Some(filter) => logs(view, filter, blocks, rule, read.answerer_head),
             None => Completeness::Proven,
         },
-        ("eth_getBlockReceipts", Shape::List { len: 0, .. }) => empty_block(view, params.get(0)),
+        ("eth_getBlockReceipts", Shape::List { len: 0, .. }) => {
+            empty_block(view, params.get(0), rule)
+        }
         (
             "eth_getBlockTransactionCountByNumber" | "eth_getBlockTransactionCountByHash",
             Shape::Text(count),
-        ) if count == "0x0" => empty_block(view, params.get(0)),
+        ) if count == "0x0" => empty_block(view, params.get(0), rule),
         _ => Completeness::Proven,
     }
 }
@@ -258,10 +299,13 @@ fn header_named<'v>(
 }
 
 /// An answer listing nothing of the block `block` names: proven when the block's header says
-/// it has no transaction.
-fn empty_block(view: Option<&ChainView>, block: Option<&Value>) -> Completeness {
+/// it has no transaction (and `rule` lets roots prove).
+fn empty_block(view: Option<&ChainView>, block: Option<&Value>, rule: ProofRule) -> Completeness {
+    let roots = rule != ProofRule::Nothing;
     match header_named(view, block) {
-        (Some(header), _) if header.contents.as_ref().is_some_and(|c| c.is_empty_block()) => {
+        (Some(header), _)
+            if roots && header.contents.as_ref().is_some_and(|c| c.is_empty_block()) =>
+        {
             Completeness::Proven
         }
         (_, end) => Completeness::Unproven { end },
@@ -274,17 +318,20 @@ fn logs(
     view: Option<&ChainView>,
     filter: &Value,
     with_logs: &BTreeMap<u64, Vec<String>>,
-    blooms: bool,
+    rule: ProofRule,
     answerer_head: Option<u64>,
 ) -> Completeness {
     let parsed = LogFilter::of(filter);
     let rules_out = |header: &Header| {
-        header.contents.as_ref().is_some_and(|c| {
-            c.is_empty_block()
-                || (blooms
-                    && parsed
+        header.contents.as_ref().is_some_and(|c| match rule {
+            ProofRule::Nothing => false,
+            ProofRule::Roots => c.is_empty_block(),
+            ProofRule::Blooms => {
+                c.is_empty_block()
+                    || parsed
                         .as_ref()
-                        .is_some_and(|f| f.ruled_out_by(&c.logs_bloom)))
+                        .is_some_and(|f| f.ruled_out_by(&c.logs_bloom))
+            }
         })
     };
     // A log in a block whose header rules the filter out: the chain's blooms do not cover it.

@@ -28,6 +28,9 @@ pub struct Named {
     pub block_number: Option<u64>,
     /// `blockHash`.
     pub block_hash: Option<String>,
+    /// `oldestBlock` and the length of `gasUsedRatio` (an `eth_feeHistory` answer): the blocks
+    /// it covers.
+    pub fee_blocks: Option<(u64, usize)>,
 }
 
 impl Named {
@@ -40,6 +43,13 @@ impl Named {
             parent_hash: self.parent_hash.clone()?,
             contents: self.contents.clone(),
         })
+    }
+
+    /// The newest block an `eth_feeHistory` answer covers (`oldestBlock` plus the length of
+    /// `gasUsedRatio`, less one).
+    pub fn newest_fee_block(&self) -> Option<u64> {
+        let (oldest, count) = self.fee_blocks?;
+        oldest.checked_add(u64::try_from(count).ok()?.checked_sub(1)?)
     }
 
     /// The block it is in (a transaction, a receipt, a log): `(blockNumber, blockHash)`.
@@ -222,9 +232,14 @@ impl NamedVisitor {
     fn visit_map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<Named, A::Error> {
         let mut named = Named::default();
         let (mut bloom, mut tx_root, mut receipts_root) = (None, None, None);
+        let (mut oldest, mut ratios) = (None, None);
         while let Some(key) = map.next_key::<Key>()? {
             if key == Key::Other {
                 map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            if key == Key::GasUsedRatio {
+                ratios = Some(map.next_value::<Count>()?.0);
                 continue;
             }
             let text = map.next_value::<Option<String>>()?;
@@ -237,9 +252,11 @@ impl NamedVisitor {
                 Key::LogsBloom => bloom = text.and_then(|s| hex::decode_array::<256>(&s)),
                 Key::TransactionsRoot => tx_root = text.and_then(|s| hex::decode_array(&s)),
                 Key::ReceiptsRoot => receipts_root = text.and_then(|s| hex::decode_array(&s)),
-                Key::Other => {}
+                Key::OldestBlock => oldest = quantity(text),
+                Key::GasUsedRatio | Key::Other => {}
             }
         }
+        named.fee_blocks = oldest.zip(ratios);
         if let (Some(b), Some(t), Some(r)) = (bloom, tx_root, receipts_root) {
             named.contents = Some(Box::new(Contents {
                 logs_bloom: Bloom(b),
@@ -262,6 +279,8 @@ enum Key {
     LogsBloom,
     TransactionsRoot,
     ReceiptsRoot,
+    OldestBlock,
+    GasUsedRatio,
     Other,
 }
 
@@ -283,11 +302,36 @@ impl<'de> de::Deserialize<'de> for Key {
                     "logsBloom" => Key::LogsBloom,
                     "transactionsRoot" => Key::TransactionsRoot,
                     "receiptsRoot" => Key::ReceiptsRoot,
+                    "oldestBlock" => Key::OldestBlock,
+                    "gasUsedRatio" => Key::GasUsedRatio,
                     _ => Key::Other,
                 })
             }
         }
         d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// How many items a list has, each skipped unread.
+struct Count(usize);
+
+impl<'de> de::Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        struct CountVisitor;
+        impl<'de> Visitor<'de> for CountVisitor {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+        }
+        d.deserialize_seq(CountVisitor)
     }
 }
 
@@ -357,6 +401,20 @@ mod tests {
         );
         assert_eq!(Shape::read("{\"a\": 1"), None);
         assert_eq!(Shape::read("1 2"), None);
+    }
+
+    #[test]
+    fn a_fee_history_names_the_blocks_it_covers() {
+        let history = json!({"oldestBlock": "0x15", "baseFeePerGas": ["0x1", "0x1", "0x1"], "gasUsedRatio": [0.5, 0.1], "reward": [["0x1"], ["0x2"]]});
+        let Shape::One(named) = Shape::read(&history.to_string()).unwrap() else {
+            panic!("an object");
+        };
+        assert_eq!(named.newest_fee_block(), Some(0x16));
+        let empty = json!({"oldestBlock": "0x15", "gasUsedRatio": []});
+        let Shape::One(named) = Shape::read(&empty.to_string()).unwrap() else {
+            panic!("an object");
+        };
+        assert_eq!(named.newest_fee_block(), None);
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Entries {
 
     /// Whether an answer of `len` bytes is too large to be kept in memory ([`Entries::put`]).
     pub fn too_large(&self, len: usize) -> bool {
-        len + ENTRY_OVERHEAD_BYTES > self.max_bytes / 16
+        len.saturating_add(ENTRY_OVERHEAD_BYTES) > self.max_bytes / 16
     }
 
     /// Keeps `entry` as `key`'s on `chain`, evicting the least recently used until it fits. An
@@ -129,6 +129,10 @@ impl Entries {
         }
         self.remove_full(&full);
         self.make_room(size);
+        // The chains' headers took the room (a bound smaller than what they hold): not kept.
+        if self.bytes + self.reserved + size > self.max_bytes {
+            return false;
+        }
         if let Tag::Block { number, .. } | Tag::Head { number, .. } = &entry.tag {
             self.unfinalized
                 .entry((chain, *number))

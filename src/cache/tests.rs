@@ -1,6 +1,7 @@
 use super::chain::{Adopted, ChainView, MAX_WALK, WINDOW};
 use super::finality::Finalized;
 use super::policy::{key_of, About, Header};
+use super::proof::ProofRule;
 use super::*;
 use serde_json::json;
 
@@ -29,7 +30,7 @@ const S: CacheSettings = CacheSettings {
     head_ms: 1_000,
     finality: Finality::Tag,
     finality_depth: 64,
-    bloom_proof: true,
+    proof: ProofRule::Blooms,
 };
 
 /// A read about `about` whose answer names its block and whose completeness needs no proof (the
@@ -888,8 +889,13 @@ fn a_read_about_an_unfinalized_block_by_number_is_asked_by_its_hash() {
     );
     assert_eq!(
         pin("eth_getBalance", &json!(["0xab"]), 90),
+        Some(("eth_getBalance", json!(["0xab", by_hash(90)]))),
+        "left out (latest, read at the head): given"
+    );
+    assert_eq!(
+        pin("eth_getBalance", &json!([]), 90),
         None,
-        "no parameter"
+        "not where the parameter goes"
     );
     assert_eq!(
         cache.pin(C + 1, "eth_call", &call, 90, 1_500, 1_000),
@@ -1061,4 +1067,31 @@ fn a_followers_wake_is_called_when_the_leader_lands_and_a_head_waiters_when_the_
     assert_eq!(woken.get(), 4);
     cache.on_refreshed(C, wake(&woken));
     assert_eq!(woken.get(), 5);
+}
+
+/// helper-3's finding 2: at `latest`, an answer naming a block below the head (a load balancer's
+/// node a block behind: its receipts, its transaction at an index) was kept as the head's.
+#[test]
+fn an_answer_at_the_head_that_names_another_block_is_not_kept() {
+    let mut cache = cache_at(30, 10, 0);
+    let params = json!(["latest"]);
+    let read = Read {
+        method: "eth_getBlockReceipts",
+        params: &params,
+        about: About::Head,
+        pinned: false,
+        answerer_head: None,
+    };
+    let receipts = |n: u64| {
+        json!([{"blockNumber": format!("{n:#x}"), "blockHash": hash(n, 0), "status": "0x1"}])
+            .to_string()
+    };
+    assert_eq!(cache.store(C, "r", read, &receipts(29), 10, &S).tag, None);
+    assert_eq!(
+        cache.store(C, "r", read, &receipts(30), 10, &S).tag,
+        Some(Tag::Head {
+            number: 30,
+            hash: hash(30, 0)
+        })
+    );
 }

@@ -85,6 +85,10 @@ pub struct Config {
     pub cache_head_watch: bool,
     /// `CACHE_HEAD_MS` (default 1000) and `CACHE_FINALITY_DEPTH` (default 64): the chain's
     /// cache settings ([`crate::cache::CacheSettings`]).
+    /// `CACHE_BLOOM_PROOF` (default `auto`) as set; `cache_settings.proof` is its rule on
+    /// `CHAIN_ID`'s chain, and on a chain id learned later the relay resolves it again
+    /// ([`crate::cache::proof::Proof::rule`]).
+    pub cache_proof: crate::cache::proof::Proof,
     pub cache_settings: crate::cache::CacheSettings,
     /// `MAX_HEAD_LAG` (default 2): how many blocks an upstream's head may be behind the best
     /// upstream's before it gets no reads of the tip (`latest`, `pending`), blocks.
@@ -346,11 +350,12 @@ impl Config {
             cache: s::CACHE.read(get)?,
             cache_max_bytes: s::CACHE_MAX_BYTES.read(get)?,
             cache_head_watch: s::CACHE_HEAD_WATCH.read(get)?,
+            cache_proof: s::CACHE_BLOOM_PROOF.read(get)?,
             cache_settings: crate::cache::CacheSettings {
                 head_ms: s::CACHE_HEAD_MS.read(get)?,
                 finality: s::CACHE_FINALITY.read(get)?,
                 finality_depth: s::CACHE_FINALITY_DEPTH.read(get)?,
-                bloom_proof: s::CACHE_BLOOM_PROOF.read(get)?,
+                proof: s::CACHE_BLOOM_PROOF.read(get)?.rule(s::CHAIN_ID.read(get)?),
             },
             upstream_retries: s::UPSTREAM_RETRIES.read(get)?,
             idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(get)?,

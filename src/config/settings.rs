@@ -8,6 +8,7 @@ use super::ConfigError;
 use crate::access::cors::CorsOrigins;
 use crate::access::methods::Patterns;
 use crate::cache::finality::Finality;
+use crate::cache::proof::Proof;
 use crate::hardfork::Hardfork;
 use crate::ordering::sender::{PoolKind, ReplacementPolicy, DEFAULT_GAP_WAIT_MS};
 use crate::websocket::SocketLimits;
@@ -774,17 +775,22 @@ pub const CACHE_FINALITY: Setting<Finality> = Setting {
     },
 };
 
-/// `CACHE_BLOOM_PROOF`: whether a block's `logsBloom` may prove an empty `eth_getLogs` answer
-/// about it ([`crate::cache::proof`]).
-pub const CACHE_BLOOM_PROOF: Setting<bool> = Setting {
+/// `CACHE_BLOOM_PROOF`: what may prove an empty `eth_getLogs` answer about a block
+/// ([`crate::cache::proof::Proof`]).
+pub const CACHE_BLOOM_PROOF: Setting<Proof> = Setting {
     about: about!(
         "CACHE_BLOOM_PROOF",
-        Chain,
-        "`on`",
-        "`on`: an empty or short `eth_getLogs` answer above the finalized block is kept when each block it names no log of has a bloom that rules the filter out (turned off for the chain, and logged, when an answer contradicts one); `off`: only when the block has no transaction"
+        ChainOwn,
+        "`auto`",
+        "`on`: an empty or short `eth_getLogs` answer above the finalized block is kept when each block it lists no log of has a bloom that rules the filter out, or roots that say it has no transaction; `off`: the roots only; `auto`: `on`, but nothing proves on Hedera's chain ids 295-298 (its mirror gives synthetic HTS logs no bloom bits); an answer that contradicts a header turns the proof off for the chain (`cache_bloom_off`)"
     ),
-    default: Some(|| true),
-    parse: |v| pick(v, &[("on", true), ("off", false)]),
+    default: Some(|| Proof::Auto),
+    parse: |v| {
+        pick(
+            v,
+            &[("auto", Proof::Auto), ("on", Proof::On), ("off", Proof::Off)],
+        )
+    },
 };
 
 /// `CHAINS`: the chains served at `/evm/{id}` besides the default one (`CHAIN_ID`, at `/`),

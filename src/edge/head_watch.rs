@@ -168,8 +168,9 @@ async fn watch(
         .map_err(|e| failed(e.to_string()))?;
     let answer_by = now_ms() + config.upstream_timeout_ms.min(10_000);
     let mut subscription: Option<String> = None;
-    // The last block announced (before any, the cache's head when it subscribed).
-    let mut heard = 0;
+    // The last block announced (before any, the cache's head when it subscribed, or when it was
+    // first known: a fresh isolate's watch may subscribe before its first head ask lands).
+    let mut heard: Option<u64> = None;
     loop {
         let wait = if subscription.is_some() {
             head_watch::SILENCE_CHECK_MS
@@ -185,9 +186,16 @@ async fn watch(
             }
             Either::Right(_) => {
                 let head = cache_head(config, chain);
-                if head.is_some_and(|head| head_watch::is_silent(heard, head)) {
-                    let head = head.unwrap_or(heard);
-                    return Err(Ended::Silent { url, heard, head });
+                match (heard, head) {
+                    (Some(last), Some(head)) if head_watch::is_silent(last, head) => {
+                        return Err(Ended::Silent {
+                            url,
+                            heard: last,
+                            head,
+                        });
+                    }
+                    (None, head) => heard = head,
+                    _ => {}
                 }
                 continue;
             }
@@ -211,7 +219,7 @@ async fn watch(
             WatchMessage::Subscribed(id) if subscription.is_none() => {
                 subscription = Some(id);
                 subscribed.set(true);
-                heard = cache_head(config, chain).unwrap_or(0);
+                heard = cache_head(config, chain);
                 WATCHES.with(|w| {
                     let mut watches = w.borrow_mut();
                     let watch = watches.entry(chain).or_default();
@@ -222,7 +230,7 @@ async fn watch(
                 return Err(failed(format!("eth_subscribe newHeads: {why}")))
             }
             WatchMessage::Head(id, header) if subscription.as_deref() == Some(id.as_str()) => {
-                heard = heard.max(header.number);
+                heard = Some(heard.map_or(header.number, |h| h.max(header.number)));
                 crate::edge::backend::read_cache(config)
                     .borrow_mut()
                     .heard_head(chain, &header, now_ms());

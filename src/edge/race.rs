@@ -270,7 +270,8 @@ pub struct Call<'a> {
 /// `upstream_lagging` line when it begins to lag more than `MAX_HEAD_LAG` blocks behind the best.
 /// A head more than `MAX_HEAD_LAG` above the read cache's (an answer that came after the cache's
 /// head ask had settled for a slower node's) makes the cache's head asked again at the next read
-/// ([`crate::cache::ReadCache::suspect`]): the head never trails the best upstream known.
+/// ([`crate::cache::ReadCache::suspect`]), unless the cache's head ask is under way (it is that
+/// ask's own answer): the head never trails the best upstream known.
 fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamReply, UpstreamError>) {
     let Some(block) = reply
         .as_ref()
@@ -285,11 +286,18 @@ fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamRepl
         s.heads
             .learn(key, set, block, config.max_head_lag, now_ms())
     });
-    let behind = chain_head(config).is_some_and(|head| block > head + config.max_head_lag);
+    let behind =
+        chain_head(config).is_some_and(|head| block > head.saturating_add(config.max_head_lag));
     if behind {
+        // Not while the cache's own head ask runs: its answer is this one's best, and a
+        // suspicion raised during it would make it adopt nothing (an ask begun before the
+        // suspicion), again at every ask.
         let cache = crate::edge::backend::read_cache(config);
         if let Ok(mut view) = cache.try_borrow_mut() {
-            view.suspect(config.chain_key(), now_ms());
+            let chain = config.chain_key();
+            if !view.refreshing(chain) {
+                view.suspect(chain, now_ms());
+            }
         };
     }
     if let Some(lag) = lag {
@@ -320,14 +328,30 @@ fn chain_head(config: &Config) -> Option<u64> {
         .map(|h| h.number)
 }
 
-/// An upstream that answered `null` to a read of block `n`, a block the chain is known to have
-/// (another upstream's head, or the cache's, is at or above it): it lacks the block, and its
-/// head is taken as below it ([`Heads::lacks`]), so the next read of it goes elsewhere. Only
+/// An upstream that answered `null` to a read (`body`) of block `n` whose `null` means no such
+/// block ([`heads::null_means_behind`]), a block the chain is known to have near its head
+/// (another upstream's head, or the cache's): it lacks the block, and its head is taken as below
+/// it ([`Heads::lacks`]), so the next read of it goes elsewhere. Only
 /// with several upstreams: one (a load balancer's URL over nodes a block apart) has nowhere else
 /// to send it, and its head so lowered would only make its answers look behind.
-fn learn_lack(config: &Config, key: &str, n: u64, reply: &Result<UpstreamReply, UpstreamError>) {
+fn learn_lack(
+    config: &Config,
+    key: &str,
+    body: &str,
+    n: u64,
+    reply: &Result<UpstreamReply, UpstreamError>,
+) {
     let set = config.upstreams(UpstreamSet::Rpc);
     if set.len() < 2 {
+        return;
+    }
+    #[derive(serde::Deserialize)]
+    struct Asked<'a> {
+        #[serde(borrow)]
+        method: std::borrow::Cow<'a, str>,
+    }
+    let method = serde_json::from_str::<Asked>(body).map(|a| a.method);
+    if !method.is_ok_and(|m| heads::null_means_behind(&m)) {
         return;
     }
     let null = reply.as_ref().is_ok_and(|r| {
@@ -337,7 +361,8 @@ fn learn_lack(config: &Config, key: &str, n: u64, reply: &Result<UpstreamReply, 
         return;
     }
     let known = chain_head(config);
-    with(config, |s| s.heads.lacks(key, set, n, known, now_ms()));
+    let lag = config.max_head_lag;
+    with(config, |s| s.heads.lacks(key, set, n, lag, known, now_ms()));
 }
 
 /// Which upstream of its chain's set `key` is, and its head as this isolate knows it now
@@ -568,7 +593,7 @@ async fn drive<'a>(
                     reply.answerer = answerer(config, &set[index]);
                 }
                 if let BlockNeed::Number(n) = call.need {
-                    learn_lack(config, &set[index], n, &reply);
+                    learn_lack(config, &set[index], call.body, n, &reply);
                 }
                 if let Some(members) = call.members {
                     learn_batch(config, env, &set[index], members, &reply);

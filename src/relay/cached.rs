@@ -14,7 +14,7 @@ use crate::cache::{Begin, CacheSettings, Completeness, Read, ReadCache, Stored, 
 use crate::config::RelaySecret;
 use crate::jsonrpc::{Answer, Request, Response};
 use crate::metrics::Metric;
-use crate::upstream::heads::BlockNeed;
+use crate::upstream::heads::{null_means_behind, BlockNeed};
 use crate::upstream::{error_metric, CallKind, UpstreamError, UpstreamReply};
 use futures_util::future::select;
 use serde_json::{json, Value};
@@ -234,13 +234,18 @@ impl<B: Backend> Relay<'_, B> {
         let head_before = head_hash(cache, chain);
         let mut asked = self.ask_read(req, cache, about).await;
         let mut stored = self.keep(cache, key, req, about, &asked, &head_before);
-        if let Some(again) = self.suspect(cache, about, &asked, stored.as_ref()) {
-            if again {
-                asked = self.ask_elsewhere(asked).await;
-                stored = self.keep(cache, key, req, about, &asked, &head_before);
+        if let Some(again) = self.suspect(cache, req, about, &asked, stored.as_ref()) {
+            if let Some(end) = again {
+                let other = self.ask_elsewhere(&asked, end).await;
+                // An answer asked again that failed (a timeout, a rate limit, an error) leaves
+                // the first: the client gets no worse than without the cache.
+                if matches!(other.answer, Some(Answer::Result(_))) {
+                    asked = other;
+                    stored = self.keep(cache, key, req, about, &asked, &head_before);
+                }
             }
             let kept = stored.as_ref().is_some_and(|s| s.tag.is_some());
-            cache.borrow_mut().count_suspect(again, kept);
+            cache.borrow_mut().count_suspect(again.is_some(), kept);
         }
         if let Some(Completeness::Contradicted { block }) = stored.as_ref().map(|s| s.completeness)
         {
@@ -278,25 +283,31 @@ impl<B: Backend> Relay<'_, B> {
     }
 
     /// Asks the upstream `req` (about `about`), routed by the block the client named (an
-    /// upstream behind it is skipped). About an unfinalized block by number, a read whose answer
-    /// names no block is asked of that block by its hash (EIP-1898, [`ReadCache::pin`]): an
-    /// upstream still on another fork cannot answer for it. Not that block's upstream, or not a
-    /// form it reads ([`PinnedAnswer`]): asked again as the client asked, and not kept.
+    /// upstream behind it is skipped). About an unfinalized block by number, or the head, a read
+    /// whose answer names no block is asked of that block by its hash (EIP-1898,
+    /// [`ReadCache::pin`]): an upstream still on another fork, or a node behind it, cannot answer
+    /// for it. Not that block's upstream, or not a form it reads ([`PinnedAnswer`]): asked again
+    /// as the client asked, and not kept.
     async fn ask_read(&self, req: &Request, cache: &RefCell<ReadCache>, about: About) -> Asked {
         let chain = self.config.chain_key();
         let now = self.backend.now_ms();
         let head_ms = self.config.cache_settings.head_ms;
-        let pinned = match about {
-            About::Number(n) => cache
+        // At the head too: a node a block behind answers `latest` from its own state.
+        let number = match about {
+            About::Number(n) => Some(n),
+            About::Head => head_number(cache, chain),
+            _ => None,
+        };
+        let pinned = number.and_then(|n| {
+            cache
                 .borrow()
                 .pin(chain, &req.method, &req.params, n, now, head_ms)
                 .map(|(method, params)| Request {
                     id: req.id.clone(),
                     method: method.to_string(),
                     params,
-                }),
-            _ => None,
-        };
+                })
+        });
         let Some(sent) = pinned else {
             return self
                 .ask_as(req.clone(), &req.method, &req.params, false)
@@ -367,21 +378,20 @@ impl<B: Backend> Relay<'_, B> {
         }
     }
 
-    /// `asked` once more, because its upstream may lack the block its answer is about: of
-    /// another upstream whose head is known to have it, else of the same set
+    /// `asked` once more, because its upstream may lack block `end` that its answer is about: of
+    /// another upstream whose head is known to have it (routed by that block, whatever form the
+    /// read names it in), else of the same set
     /// ([`crate::upstream::platform::Platform::post_read_elsewhere`]).
-    async fn ask_elsewhere(&self, asked: Asked) -> Asked {
+    async fn ask_elsewhere(&self, asked: &Asked, end: u64) -> Asked {
         let not = asked
             .reply
             .as_ref()
             .ok()
             .and_then(|r| r.answerer)
             .map(|a| a.index);
-        let Asked {
-            sent, pinned, keep, ..
-        } = asked;
+        let (sent, pinned, keep) = (asked.sent.clone(), asked.pinned, asked.keep);
         let kind = CallKind::of_method(&sent.method);
-        let need = BlockNeed::of(&sent.method, &sent.params);
+        let need = BlockNeed::Number(end);
         let timeout_ms = self.config.upstream_timeout_ms;
         let body = sent.to_json();
         let reply = match not {
@@ -402,33 +412,33 @@ impl<B: Backend> Relay<'_, B> {
         }
     }
 
-    /// Whether `asked`'s answer (to a read about `about`; `stored`: what the cache did with it)
-    /// is one a node that lacks the block may have given, and if so whether it is asked again
-    /// ([`Relay::ask_elsewhere`]): an answer the chain does not prove complete
-    /// ([`Completeness::Unproven`]) when its upstream may lack the block ([`Relay::may_lack`]);
-    /// `null` for a block by number the chain has (at or below the cache's head: announced,
-    /// then null, go-ethereum#27353), always. `None`: not suspect.
+    /// Whether `asked`'s answer (to `req`, about `about`; `stored`: what the cache did with it)
+    /// is one a node that lacks the block may have given, and if so the block to ask it again
+    /// of ([`Relay::ask_elsewhere`]): an answer the chain does not prove complete
+    /// ([`Completeness::Unproven`]), asked again when its upstream may lack the block
+    /// ([`Relay::may_lack`]); `null` for a block by number the chain has, within `MAX_HEAD_LAG`
+    /// of the cache's head (announced, then null, go-ethereum#27353), from a method whose `null`
+    /// means no such block ([`null_means_behind`]: not a transaction index out of range), always.
+    /// `None`: not suspect; `Some(None)`: suspect, not asked again.
     fn suspect(
         &self,
         cache: &RefCell<ReadCache>,
+        req: &Request,
         about: About,
         asked: &Asked,
         stored: Option<&Stored>,
-    ) -> Option<bool> {
+    ) -> Option<Option<u64>> {
         let chain = self.config.chain_key();
         if let Some(Completeness::Unproven { end }) = stored.map(|s| s.completeness) {
-            return Some(end.is_some_and(|end| self.may_lack(cache, chain, end, asked)));
+            return Some(end.filter(|&end| self.may_lack(cache, chain, end, asked)));
         }
         let null = matches!(&asked.answer, Some(Answer::Result(r)) if r.trim() == "null");
-        let known = |n: u64| {
-            cache
-                .borrow()
-                .view(chain)
-                .and_then(|v| v.head())
-                .is_some_and(|h| n <= h.number)
+        let head = head_number(cache, chain);
+        let near = |n: u64| {
+            head.is_some_and(|h| n <= h && n.saturating_add(self.config.max_head_lag) >= h)
         };
         match about {
-            About::Number(n) if null && known(n) => Some(true),
+            About::Number(n) if null && near(n) && null_means_behind(&req.method) => Some(Some(n)),
             _ => None,
         }
     }
@@ -475,7 +485,11 @@ impl<B: Backend> Relay<'_, B> {
             answerer_head: asked.answerer_head(),
         };
         let now = self.backend.now_ms();
-        let settings = self.config.cache_settings;
+        let mut settings = self.config.cache_settings;
+        if self.config.chain_id.is_none() {
+            // CACHE_BLOOM_PROOF's `auto` on the chain the upstream said (Hedera's: nothing).
+            settings.proof = self.config.cache_proof.rule(self.known_chain_id());
+        }
         Some(
             cache
                 .borrow_mut()
@@ -736,8 +750,9 @@ impl<B: Backend> Relay<'_, B> {
 
     /// The finalized block, when due ([`ReadCache::needs_finalized`]): as `CACHE_FINALITY` says
     /// ([`crate::cache::Finality::asks_tag`]), the `finalized` tag, or the head (`head`) less
-    /// `CACHE_FINALITY_DEPTH` (also for an upstream without the tag). An ask that fails keeps
-    /// the one known, asked again in [`crate::cache::FINALIZED_FRESH_MS`].
+    /// `CACHE_FINALITY_DEPTH` (also for an upstream without the tag); at most the head less
+    /// `MAX_HEAD_LAG`. An ask that fails keeps the one known, asked again in
+    /// [`crate::cache::FINALIZED_FRESH_MS`].
     async fn learn_finalized(
         &self,
         cache: &RefCell<ReadCache>,
@@ -760,10 +775,13 @@ impl<B: Backend> Relay<'_, B> {
             by_depth
         };
         let now = self.backend.now_ms();
+        // Never within MAX_HEAD_LAG of the head: a chain whose `finalized` is (nearly) its head
+        // (Avalanche, BSC) would otherwise take a node a block behind's `[]` as final.
+        let cap = head.saturating_sub(self.config.max_head_lag);
         match finalized {
             Some(finalized) => cache
                 .borrow_mut()
-                .set_finalized(chain, finalized.min(head), now),
+                .set_finalized(chain, finalized.min(cap), now),
             None => cache.borrow_mut().finalized_unanswered(chain, now),
         }
     }
@@ -820,6 +838,15 @@ impl<B: Backend> Relay<'_, B> {
             .ok()?;
         Answer::parse(&reply.body)
     }
+}
+
+/// The number of the head `cache` knows on `chain`.
+fn head_number(cache: &RefCell<ReadCache>, chain: u64) -> Option<u64> {
+    cache
+        .borrow()
+        .view(chain)
+        .and_then(|v| v.head())
+        .map(|h| h.number)
 }
 
 /// The hash of the head `cache` knows on `chain`.

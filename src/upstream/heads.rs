@@ -201,16 +201,24 @@ impl Heads {
             .collect()
     }
 
-    /// Upstream `key` (one of `set`) answered `null` for block `n` at `now_ms`: when the best
-    /// head known (theirs, or `known`, the chain's head learned otherwise) is at or above `n`,
-    /// its head is taken as below `n` (it lacks the block: a node behind, or a load balancer's
-    /// node behind), until its own answers say otherwise.
-    pub fn lacks(&mut self, key: &str, set: &[String], n: u64, known: Option<u64>, now_ms: u64) {
-        if n == 0
-            || self
-                .best_known(set, known, now_ms)
-                .is_none_or(|best| best < n)
-        {
+    /// Upstream `key` (one of `set`) answered `null` for block `n` at `now_ms` (a method whose
+    /// `null` means no such block, [`null_means_behind`]): when the best head known (theirs, or
+    /// `known`, the chain's head learned otherwise) is at or above `n` and within `max_lag` of
+    /// it, its head is taken as below `n` (it lacks the block: a node behind), until its own
+    /// answers say otherwise.
+    pub fn lacks(
+        &mut self,
+        key: &str,
+        set: &[String],
+        n: u64,
+        max_lag: u64,
+        known: Option<u64>,
+        now_ms: u64,
+    ) {
+        // Only a block near the best head: an old block a node no longer keeps (history
+        // expiry) says nothing of its head.
+        let near = |best: u64| best >= n && n.saturating_add(max_lag) >= best;
+        if n == 0 || !self.best_known(set, known, now_ms).is_some_and(near) {
             return;
         }
         let below = self.head(key, now_ms).map_or(n - 1, |head| head.min(n - 1));
@@ -244,6 +252,22 @@ impl Heads {
         answer["result"] = Value::String(hex::encode_quantity(best));
         Some(answer.to_string())
     }
+}
+
+/// Methods whose `null` for a block by number means the node has no such block (not a
+/// transaction index out of range, not an account without code).
+const NULL_MEANS_NO_BLOCK: &[&str] = &[
+    "eth_getBlockByNumber",
+    "eth_getHeaderByNumber",
+    "eth_getBlockReceipts",
+    "eth_getBlockTransactionCountByNumber",
+    "eth_getUncleCountByBlockNumber",
+];
+
+/// Whether a `null` answer to `method` about a block by number says the node lacks the block
+/// ([`NULL_MEANS_NO_BLOCK`]): asked of a block the chain has, the node is behind.
+pub fn null_means_behind(method: &str) -> bool {
+    NULL_MEANS_NO_BLOCK.contains(&method)
 }
 
 /// Whether `body` is a JSON-RPC answer whose `result` is `null` (a block, transaction or

@@ -96,7 +96,11 @@ fn settings(bloom_proof: bool) -> CacheSettings {
         head_ms: 1_000,
         finality: Finality::Tag,
         finality_depth: 64,
-        bloom_proof,
+        proof: if bloom_proof {
+            ProofRule::Blooms
+        } else {
+            ProofRule::Roots
+        },
     }
 }
 
@@ -331,7 +335,7 @@ fn a_log_in_a_block_whose_bloom_ruled_its_filter_out_turns_the_bloom_proof_off_f
         contradicted.completeness,
         Completeness::Contradicted { block: 23 }
     );
-    assert!(contradicted.blooms_off && contradicted.tag.is_none());
+    assert!(contradicted.proof_off && contradicted.tag.is_none());
     // From then on no bloom proves anything on the chain: B's empty range is not kept.
     let after = logs(
         &mut c,
@@ -426,8 +430,23 @@ fn an_answer_that_names_no_block_at_an_unfinalized_number_is_kept_only_when_aske
         asked(&mut c, true).tag.is_some(),
         "asked by the block's hash"
     );
+    // An answer covering other blocks than those asked (a node behind): not kept.
+    let behind = json!({"oldestBlock": "0x14", "baseFeePerGas": ["0x1", "0x1", "0x1", "0x1", "0x1"], "gasUsedRatio": [0.5, 0.5, 0.5, 0.5]});
+    let read = Read {
+        method: "eth_feeHistory",
+        params: &params,
+        about,
+        pinned: true,
+        answerer_head: None,
+    };
+    assert_eq!(
+        c.store(C, "fee", read, &behind.to_string(), 10, &settings(true))
+            .tag,
+        None
+    );
     // At or below the finalized block: kept for good either way.
     let old = json!(["0x4", "0x8", []]);
+    let history = json!({"oldestBlock": "0x5", "baseFeePerGas": ["0x1", "0x1", "0x1", "0x1", "0x1"], "gasUsedRatio": [0.5, 0.5, 0.5, 0.5]});
     let read = Read {
         method: "eth_feeHistory",
         params: &old,

@@ -214,12 +214,20 @@ fn the_chains_head_known_otherwise_is_the_best_and_a_node_that_lacks_a_block_is_
     );
     // A node that answered null for block 100 while the chain has it: taken as below it.
     let mut lb = Heads::default();
-    lb.lacks("lb-node", &set, 100, Some(100), 20);
+    lb.lacks("lb-node", &set, 100, 2, Some(100), 20);
     assert_eq!(lb.head("lb-node", 20), Some(99));
     // Not when no one is known to have the block (it may not exist yet).
     let mut unknown = Heads::default();
-    unknown.lacks("lb-node", &set, 100, Some(99), 20);
+    unknown.lacks("lb-node", &set, 100, 2, Some(99), 20);
     assert_eq!(unknown.head("lb-node", 20), None);
+    // Nor for an old block (a node that no longer keeps it is not behind).
+    let mut old = Heads::default();
+    old.lacks("lb-node", &set, 1, 2, Some(100), 20);
+    assert_eq!(old.head("lb-node", 20), None);
+    assert!(null_means_behind("eth_getBlockByNumber"));
+    assert!(!null_means_behind(
+        "eth_getTransactionByBlockNumberAndIndex"
+    ));
     assert!(answered_null(r#"{"jsonrpc":"2.0","id":1,"result":null}"#));
     assert!(!answered_null(r#"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#));
     assert!(!answered_null(
