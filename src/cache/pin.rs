@@ -43,8 +43,12 @@ pub struct PinForm {
 pub enum Refusal {
     /// No probe stands: probe the form ([`probe_params`]), then [`PinForm::probed`].
     Probe,
-    /// Judged by the probe that stands: counted when it was refused too.
-    Judged,
+    /// Judged by the probe that stands: counted when it was refused too; `read`: whether it
+    /// read the form (then the client's params were refused).
+    Judged {
+        /// The standing probe's verdict.
+        read: bool,
+    },
 }
 
 impl PinForm {
@@ -69,7 +73,7 @@ impl PinForm {
                 if !read {
                     self.count(now_ms);
                 }
-                Refusal::Judged
+                Refusal::Judged { read }
             }
             _ => Refusal::Probe,
         }
@@ -108,7 +112,7 @@ mod tests {
         for at in [0, 1, 2, 3, 4] {
             match form.refused(at) {
                 Refusal::Probe => form.probed(true, at),
-                Refusal::Judged => {}
+                Refusal::Judged { read } => assert!(read),
             }
         }
         assert!(
@@ -122,9 +126,9 @@ mod tests {
         let mut form = PinForm::default();
         assert_eq!(form.refused(0), Refusal::Probe);
         form.probed(false, 0);
-        assert_eq!(form.refused(1), Refusal::Judged);
+        assert_eq!(form.refused(1), Refusal::Judged { read: false });
         assert!(form.on(2), "two in a row");
-        assert_eq!(form.refused(3), Refusal::Judged);
+        assert_eq!(form.refused(3), Refusal::Judged { read: false });
         assert!(!form.on(4), "three: off");
         assert!(!form.on(PIN_RETRY_MS - 1));
         assert!(form.on(3 + PIN_RETRY_MS), "tried again after PIN_RETRY_MS");

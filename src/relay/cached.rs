@@ -316,15 +316,23 @@ impl<B: Backend> Relay<'_, B> {
         let asked = self.ask_as(sent, &req.method, &req.params, true).await;
         // No answer at all: given as it is, not asked again.
         let said = asked.answer.as_ref().map(PinnedAnswer::of);
-        match said {
-            Some(PinnedAnswer::Answered) => cache.borrow_mut().pin_form(chain).answered(),
+        let form_read = match said {
+            Some(PinnedAnswer::Answered) => {
+                cache.borrow_mut().pin_form(chain).answered();
+                true
+            }
             Some(PinnedAnswer::Unsupported) => self.pin_refused(cache, chain).await,
-            _ => {}
-        }
-        if !matches!(
-            said,
-            Some(PinnedAnswer::Unsupported | PinnedAnswer::Unknown)
-        ) {
+            _ => true,
+        };
+        // Refused as the form, by an upstream that reads the form: the client's params are what
+        // it refused, as it would by number (asked again, a malformed read would cost two).
+        let refused_params = said == Some(PinnedAnswer::Unsupported) && form_read;
+        if refused_params
+            || !matches!(
+                said,
+                Some(PinnedAnswer::Unsupported | PinnedAnswer::Unknown)
+            )
+        {
             return asked;
         }
         // Its answer goes to the followers too, and is not kept.
@@ -338,15 +346,15 @@ impl<B: Backend> Relay<'_, B> {
     /// A read asked by its block's hash on `chain` was refused as a form the upstream does not
     /// read: counted only when a probe of the form with params known good is refused too
     /// ([`crate::cache::pin`]: a client's malformed params get the same refusal), one probe per
-    /// [`crate::cache::pin::PIN_PROBE_MS`] at most.
-    async fn pin_refused(&self, cache: &RefCell<ReadCache>, chain: u64) {
+    /// [`crate::cache::pin::PIN_PROBE_MS`] at most. Returns whether the upstream reads the form
+    /// (the probe's verdict; `false` when none could be had).
+    async fn pin_refused(&self, cache: &RefCell<ReadCache>, chain: u64) -> bool {
         let now = self.backend.now_ms();
-        if cache.borrow_mut().pin_form(chain).refused(now) != Refusal::Probe {
-            return;
+        if let Refusal::Judged { read } = cache.borrow_mut().pin_form(chain).refused(now) {
+            return read;
         }
-        let head = head_hash(cache, chain);
-        let Some(head) = head else {
-            return;
+        let Some(head) = head_hash(cache, chain) else {
+            return false;
         };
         let probe = self.ask_own("eth_getBalance", probe_params(&head)).await;
         let read = match probe.as_ref().map(PinnedAnswer::of) {
@@ -354,10 +362,11 @@ impl<B: Backend> Relay<'_, B> {
             // Answered, or the block not the upstream's: the form itself is read.
             Some(_) => true,
             // No answer: nothing learned; the refusal is not counted.
-            None => return,
+            None => return false,
         };
         let now = self.backend.now_ms();
         cache.borrow_mut().pin_form(chain).probed(read, now);
+        read
     }
 
     /// Asks the upstream `sent`, a read routed as the client's `method` with `params` is.
