@@ -5,7 +5,7 @@
 //! chain's headers it holds beside them.
 
 use nonce_relay::cache::policy::{key_of, About, Header};
-use nonce_relay::cache::proof::{Bloom, Contents};
+use nonce_relay::cache::proof::{Bloom, Contents, ProofRule};
 use nonce_relay::cache::{CacheSettings, Finality, Read, ReadCache};
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -47,7 +47,7 @@ fn the_bytes_counted_cover_the_heap_the_answers_take() {
         head_ms: u64::MAX,
         finality: Finality::Tag,
         finality_depth: 64,
-        bloom_proof: true,
+        proof: ProofRule::Blooms,
     };
     let chain = 31337;
     let before = HELD.load(Ordering::Relaxed);
