@@ -34,6 +34,9 @@ pub struct ChainView {
     finalized_asked_ms: Option<u64>,
     /// The genesis block's hash, when learned.
     genesis: Option<String>,
+    /// The best head number the upstreams answered (`eth_blockNumber` of each), and when, ms:
+    /// its block may still be on its way ([`ChainView::head_number`]).
+    best_number: Option<(u64, u64)>,
 }
 
 /// What a new head did to the blocks known ([`ChainView::adopt`]).
@@ -91,6 +94,28 @@ impl ChainView {
     /// that the view has as canonical: it is behind, not on another chain).
     pub fn confirm(&mut self, now_ms: u64) {
         self.head_at_ms = Some(now_ms);
+    }
+
+    /// The upstreams' best head number learned at `now_ms` (`eth_blockNumber` of each, merged):
+    /// `eth_blockNumber` says it while the head's block is being asked
+    /// ([`ChainView::head_number`]).
+    pub fn note_best(&mut self, number: u64, now_ms: u64) {
+        self.best_number = Some((number, now_ms));
+    }
+
+    /// The head's number at `now_ms`: the highest of the head's, when it is fresh (within
+    /// `fresh_ms`), and the upstreams' best number, when learned within `fresh_ms` (the head's
+    /// block may still be on its way from a slow node: `eth_blockNumber` is not held back for it).
+    pub fn head_number(&self, now_ms: u64, fresh_ms: u64) -> Option<u64> {
+        let head = self
+            .head()
+            .filter(|_| self.head_fresh(now_ms, fresh_ms))
+            .map(|h| h.number);
+        let best = self
+            .best_number
+            .filter(|(_, at)| now_ms.saturating_sub(*at) < fresh_ms)
+            .map(|(n, _)| n);
+        head.max(best)
     }
 
     /// The genesis block's hash, when learned.

@@ -227,7 +227,10 @@ impl ReadCache {
         match about {
             About::Never | About::Chain | About::BlockHash => false,
             About::Number(n) => !fresh && view.and_then(ChainView::finalized).is_none_or(|f| n > f),
-            About::Head | About::HeadNumber | About::Answer => !fresh,
+            About::HeadNumber => {
+                view.is_none_or(|v| v.head_number(now_ms, settings.head_ms).is_none())
+            }
+            About::Head | About::Answer => !fresh,
         }
     }
 
@@ -242,6 +245,14 @@ impl ReadCache {
     /// `chain`'s upstreams' heads were asked at `now_ms`.
     pub fn upstream_heads_asked(&mut self, chain: u64, now_ms: u64) {
         self.heads_asked_ms.insert(chain, now_ms);
+    }
+
+    /// `chain`'s upstreams' best head number learned at `now_ms` ([`ChainView::note_best`]).
+    pub fn note_best(&mut self, chain: u64, number: u64, now_ms: u64) {
+        self.views
+            .entry(chain)
+            .or_default()
+            .note_best(number, now_ms);
     }
 
     /// Whether `chain`'s finalized block should be asked again at `now_ms`.
@@ -269,9 +280,8 @@ impl ReadCache {
         }
         let view = self.views.get(&chain);
         let found = if about == About::HeadNumber {
-            view.filter(|v| v.head_fresh(now_ms, settings.head_ms))
-                .and_then(ChainView::head)
-                .map(|h| Rc::from(format!("\"{}\"", crate::hex::encode_quantity(h.number))))
+            view.and_then(|v| v.head_number(now_ms, settings.head_ms))
+                .map(|n| Rc::from(format!("\"{}\"", crate::hex::encode_quantity(n))))
         } else {
             match self.entries.get(chain, key) {
                 Some(entry) if holds(view, &entry.tag, now_ms, settings) => {

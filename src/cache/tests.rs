@@ -1095,3 +1095,24 @@ fn an_answer_at_the_head_that_names_another_block_is_not_kept() {
         })
     );
 }
+
+/// `eth_blockNumber` is the upstreams' best number while the head's block is being asked of a
+/// slow node (issue 51, point 4: the head never trails the best upstream).
+#[test]
+fn eth_block_number_says_the_upstreams_best_while_the_heads_block_is_on_its_way() {
+    let mut cache = cache_at(30, 10, 0);
+    let number = |cache: &mut ReadCache, now| {
+        cache.lookup(C, "eth_blocknumber []", About::HeadNumber, now, &S)
+    };
+    assert_eq!(number(&mut cache, 500).as_deref(), Some("\"0x1e\""));
+    // The head is stale at 1_200; the upstreams said 33 at 1_100: that, without asking.
+    assert!(cache.needs_head(C, About::HeadNumber, 1_200, &S));
+    cache.note_best(C, 33, 1_100);
+    assert!(!cache.needs_head(C, About::HeadNumber, 1_200, &S));
+    assert_eq!(number(&mut cache, 1_200).as_deref(), Some("\"0x21\""));
+    // Reads at the head still need the head's block.
+    assert!(cache.needs_head(C, About::Head, 1_200, &S));
+    // Both stale: asked.
+    assert!(cache.needs_head(C, About::HeadNumber, 2_200, &S));
+    assert_eq!(number(&mut cache, 2_200), None);
+}

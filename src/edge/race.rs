@@ -504,7 +504,7 @@ async fn race_over(
     let new_race = || {
         with(config, |s| {
             let now = now_ms();
-            Race::new(
+            let mut race = Race::new(
                 call.kind,
                 call.usage,
                 &s.rotation,
@@ -512,7 +512,14 @@ async fn race_over(
                 call.body,
                 timeout_ms,
                 now,
-            )
+            );
+            // Every upstream's head asked while one is not known yet (a fresh isolate): the
+            // merge waits for all (up to HEAD_CHECK_WAIT_MS), so a lone first answer from a node
+            // stuck behind does not stand for the chain's head.
+            if call.need == BlockNeed::Head && set.iter().any(|k| s.heads.head(k, now).is_none()) {
+                race.wait_for_all(HEAD_CHECK_WAIT_MS);
+            }
+            race
         })
     };
     // One upstream is not asked its chain id first (the upstream is the chain), but a served

@@ -654,7 +654,11 @@ impl<B: Backend> Relay<'_, B> {
         }
         let now = self.backend.now_ms();
         cache.borrow_mut().upstream_heads_asked(chain, now);
-        let number = crate::hex::encode_quantity(self.ask_best_head().await?);
+        let best = self.ask_best_head().await?;
+        // eth_blockNumber says it while its block is asked (of a node with a slow tail, maybe).
+        let now = self.backend.now_ms();
+        cache.borrow_mut().note_best(chain, best, now);
+        let number = crate::hex::encode_quantity(best);
         self.ask_block("eth_getBlockByNumber", json!([number, false]))
             .await
     }

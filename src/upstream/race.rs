@@ -270,6 +270,17 @@ impl Race {
         self.actions.pop_front()
     }
 
+    /// A merged call waits up to `wait_ms` after its first answer for the others (instead of
+    /// the first's hedge delay): when no answer of some upstream is known yet, a lone first
+    /// answer (a node stuck behind, the others' first answers slow) must not stand for them all.
+    pub fn wait_for_all(&mut self, wait_ms: u64) {
+        if self.mode == Mode::Merged {
+            for hedge in &mut self.hedges {
+                *hedge = (*hedge).max(wait_ms);
+            }
+        }
+    }
+
     /// When [`Race::handle_timeout`] is due, Unix ms: a hedge to go, or the end of a merged
     /// call's wait for more answers.
     #[must_use]

@@ -297,6 +297,40 @@ fn merged_answers_are_those_by_the_first_ones_hedge_delay() {
     assert!(merged.body.contains(r#""result":"0x7""#), "{}", merged.body);
 }
 
+/// A fresh isolate's first heads (issue 51): the stuck node answers at once, the other's first
+/// answer is late; the merge waits for it, up to the wait asked, so the best head is its.
+#[test]
+fn a_merged_call_told_to_wait_for_all_waits_past_the_first_ones_hedge_delay() {
+    let rotation = rotation(2, 10);
+    let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
+    let mut race = Race::new(
+        CallKind::ReadMerged,
+        Usage::Merged,
+        &rotation,
+        &set(2),
+        request,
+        5_000,
+        1_000,
+    );
+    race.wait_for_all(2_000);
+    assert_eq!(posts(&mut race), vec![0, 1]);
+    race.handle_reply(0, result("0x3d"), 1_005);
+    assert_eq!(
+        race.poll_timeout(),
+        Some(3_005),
+        "not the first's 50 ms hedge delay"
+    );
+    race.handle_timeout(1_100);
+    assert_eq!(race.poll_outcome(), None, "still waiting for the second");
+    race.handle_reply(1, result("0x64"), 2_500);
+    let merged = race.poll_outcome().unwrap().unwrap();
+    assert!(
+        merged.body.contains(r#""result":"0x64""#),
+        "{}",
+        merged.body
+    );
+}
+
 #[test]
 fn a_clients_timeout_probes_the_node_and_the_relays_own_counts_against_it() {
     let rotation = rotation(2, 100);
