@@ -260,7 +260,7 @@ impl<B: Backend> Relay<'_, B> {
         // An answer that holds for good goes to the data centre's cache after the followers have
         // it: copied only when followers wait for it too (a 12 MB answer is not held twice).
         let copy = is_final && cache.borrow().followers(chain, key) > 0;
-        let for_shared = asked.answer.clone().filter(|_| copy);
+        let for_shared = if copy { asked.answer.clone() } else { None };
         let now = self.backend.now_ms();
         let back = cache.borrow_mut().land(chain, key, asked.answer, now);
         flying.landed = true;
