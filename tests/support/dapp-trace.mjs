@@ -1,0 +1,122 @@
+// The dapp's read trace (issue 43), shared by tests/cache.test.mjs and tests/bench/cache-proof.mjs:
+// anvil mining a block a second behind a recording test proxy, the relay on workerd in front, a
+// watcher that asks anvil straight, and 1,000 reads of the head, old blocks, receipts and logs.
+import { startAnvil, startProxy, startRelay, post, rpc, sleep, devAccount } from "./harness.mjs";
+
+export const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
+// A contract whose code returns block.number (NUMBER PUSH0 MSTORE PUSH1 32 PUSH0 RETURN): an
+// eth_call at `latest` says which block answered it.
+export const NUMBER_CONTRACT_INIT = "0x66435f5260205ff35f5260076019f3";
+export const from = devAccount(0).address;
+export const recipient = "0x000000000000000000000000000000000000c0de";
+export const quantity = (n) => `0x${n.toString(16)}`;
+
+/** anvil (a block a second, 100 blocks mined first so that `finalized` is above genesis), the
+ * number contract, three transfers in old (finalized) blocks, the proxy and the relay (`buildDir`:
+ * the harness's default when unset). */
+export async function chain(vars = {}, buildDir) {
+  const anvil = await startAnvil({ accounts: 2, extraArgs: ["--block-time", "1"] });
+  const ask = async (method, params) => (await rpc(anvil.url, method, params)).result;
+  const deploy = await ask("eth_sendTransaction", [{ from, data: NUMBER_CONTRACT_INIT }]);
+  const old = [];
+  for (let i = 0; i < 3; i++) old.push(await ask("eth_sendTransaction", [{ from, to: recipient, value: "0x1" }]));
+  await ask("anvil_mine", ["0x1"]);
+  await ask("anvil_mine", ["0x64"]);
+  const contract = (await ask("eth_getTransactionReceipt", [deploy])).contractAddress;
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
+  // CACHE on whatever RELAY_CACHE says: these tests are the cache's.
+  const relay = await startRelay({ buildDir, vars: { UPSTREAM_RPC_URL: proxy.url, CACHE: "on", ...vars } });
+  return {
+    anvil,
+    proxy,
+    relay,
+    ask,
+    contract,
+    old,
+    stop: async () => {
+      await relay.stop();
+      await proxy.stop();
+      anvil.stop();
+    },
+  };
+}
+
+/**
+ * Asks anvil straight every 100 ms for its head; each new head's answers (its number, hash,
+ * eth_call of the number contract, the recipient's balance, eth_gasPrice) are kept with when it
+ * was first seen. A transfer to the recipient goes in about every block.
+ */
+export function watch(c) {
+  const heads = [];
+  const sent = [];
+  let running = true;
+  const done = (async () => {
+    let lastSend = 0;
+    while (running) {
+      const head = await c.ask("eth_getBlockByNumber", ["latest", false]);
+      if (head && heads.at(-1)?.hash !== head.hash) {
+        const at = { blockHash: head.hash };
+        const [callResult, balance, gasPrice] = await Promise.all([
+          c.ask("eth_call", [{ to: c.contract }, at]),
+          c.ask("eth_getBalance", [recipient, at]),
+          c.ask("eth_gasPrice", []),
+        ]);
+        heads.push({ seen: performance.now(), number: Number(head.number), hash: head.hash, callResult, balance, gasPrice });
+      }
+      if (performance.now() - lastSend > 900) {
+        lastSend = performance.now();
+        sent.push(await c.ask("eth_sendTransaction", [{ from, to: recipient, value: "0x1" }]));
+      }
+      await sleep(100);
+    }
+  })();
+  return { heads, sent, stop: async () => ((running = false), await done) };
+}
+
+/** The dapp's and the indexer's reads, in turn: the head, the chain's constants, old blocks,
+ * receipts and logs, the last four blocks by number and the receipt of a transfer of a few blocks
+ * ago (both read again and again, across a reorg too). */
+export function reads(c, lastHead, watcher) {
+  const oldBlock = (i) => quantity(10 + (i % 20));
+  return [
+    () => call("eth_blockNumber"),
+    () => call("eth_getBlockByNumber", ["latest", false]),
+    () => call("eth_call", [{ to: c.contract }, "latest"]),
+    () => call("eth_getBalance", [recipient, "latest"]),
+    () => call("eth_chainId"),
+    () => call("eth_gasPrice"),
+    (i) => call("eth_getTransactionReceipt", [c.old[i % c.old.length]]),
+    (i) => call("eth_getBlockByNumber", [oldBlock(i), false]),
+    () => call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x20" }]),
+    (i) => call("eth_getBlockByNumber", [quantity(Math.max(0, lastHead() - (Math.floor(i / 12) % 4))), false]),
+    () => call("eth_getTransactionReceipt", [watcher.sent.at(-3) ?? c.old[0]]),
+    // At a recent block by number (moving every fourth block): asked of that block by its hash.
+    () => call("eth_call", [{ to: c.contract }, quantity(Math.max(1, lastHead() - (lastHead() % 4) - 4))]),
+  ];
+}
+
+/** Fires `count` reads, one every `everyMs`, each not waiting for the last; `midway` runs once
+ * halfway. Returns each read's { req, start, end, json, cache } and the proxy's requests during it. */
+export async function trace(c, watcher, { count = 1000, everyMs = 30, midway } = {}) {
+  let lastHead = 0;
+  const kinds = reads(c, () => lastHead, watcher);
+  const asked = c.proxy.requests.length;
+  const done = [];
+  const inFlight = [];
+  let midwayAt;
+  for (let i = 0; i < count; i++) {
+    if (i === Math.floor(count / 2) && midway) midwayAt = await midway();
+    const req = { ...kinds[i % kinds.length](i), id: i };
+    const start = performance.now();
+    inFlight.push(
+      post(c.relay.url, req).then((r) => {
+        const end = performance.now();
+        if (req.method === "eth_blockNumber" && r.json?.result) lastHead = Math.max(lastHead, Number(r.json.result));
+        done.push({ req, start, end, json: r.json, cache: r.cache });
+      }),
+    );
+    await sleep(everyMs);
+  }
+  await Promise.all(inFlight);
+  return { done, upstream: c.proxy.requests.length - asked, midwayAt };
+}
