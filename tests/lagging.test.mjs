@@ -15,7 +15,7 @@ import { isDeepStrictEqual } from "node:util";
 import { randomBytes } from "node:crypto";
 import { WebSocketServer } from "ws";
 import { keccak256, stringToHex } from "viem";
-import { startAnvil, startProxy, startRelay, post, rpc, sleep, until, devAccount, freePort, openSocket } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, post, rpc, sleep, until, devAccount, freePort, openSocket, followBlocks } from "./support/harness.mjs";
 import { loadBalanced, hederaMirror, stuck, lagging } from "./support/providers.mjs";
 
 const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
@@ -76,24 +76,14 @@ async function chain({ chainId, instant = false } = {}) {
  */
 async function poll(url, addresses, ms) {
   const blocks = [];
-  let backwards = 0;
-  let last = Number((await post(url, call("eth_blockNumber"))).json.result);
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    await sleep(250);
-    const head = Number((await post(url, call("eth_blockNumber"))).json?.result);
-    if (head < last) backwards += 1;
-    if (!(head > last)) continue;
-    for (let n = last + 1; n <= head; n++) {
-      const answers = [];
-      for (const address of addresses) {
-        const r = await post(url, call("eth_getLogs", [{ address, fromBlock: quantity(n), toBlock: quantity(n) }]));
-        answers.push({ result: r.json?.result, error: r.json?.error, cache: r.cache });
-      }
-      blocks.push({ n, answers });
+  const backwards = await followBlocks(url, ms, async (n) => {
+    const answers = [];
+    for (const address of addresses) {
+      const r = await post(url, call("eth_getLogs", [{ address, fromBlock: quantity(n), toBlock: quantity(n) }]));
+      answers.push({ result: r.json?.result, error: r.json?.error, cache: r.cache });
     }
-    last = head;
-  }
+    blocks.push({ n, answers });
+  });
   return { blocks, backwards };
 }
 

@@ -197,6 +197,11 @@ impl ReadCache {
         self.entries.reserve(held);
     }
 
+    /// The number of the head known on `chain` (fresh or not), when one was learned.
+    pub fn head_number(&self, chain: u64) -> Option<u64> {
+        self.views.get(&chain)?.head().map(|h| h.number)
+    }
+
     /// `chain`'s view, when anything was learned of it.
     pub fn view(&self, chain: u64) -> Option<&ChainView> {
         self.views.get(&chain)

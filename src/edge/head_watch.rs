@@ -244,7 +244,5 @@ async fn watch(
 fn cache_head(config: &Config, chain: u64) -> Option<u64> {
     crate::edge::backend::read_cache(config)
         .borrow()
-        .view(chain)
-        .and_then(|v| v.head())
-        .map(|h| h.number)
+        .head_number(chain)
 }

@@ -323,9 +323,7 @@ fn chain_head(config: &Config) -> Option<u64> {
     }
     crate::edge::backend::read_cache(config)
         .borrow()
-        .view(config.chain_key())
-        .and_then(|v| v.head())
-        .map(|h| h.number)
+        .head_number(config.chain_key())
 }
 
 /// An upstream that answered `null` to a read (`body`) of block `n` whose `null` means no such
@@ -345,6 +343,13 @@ fn learn_lack(
     if set.len() < 2 {
         return;
     }
+    let null = reply
+        .as_ref()
+        .is_ok_and(|r| (200..300).contains(&r.status) && heads::answered_null(&r.body));
+    if !null {
+        return;
+    }
+    // The method asked is read only for a null (the rare answer), not for every reply.
     #[derive(serde::Deserialize)]
     struct Asked<'a> {
         #[serde(borrow)]
@@ -352,12 +357,6 @@ fn learn_lack(
     }
     let method = serde_json::from_str::<Asked>(body).map(|a| a.method);
     if !method.is_ok_and(|m| heads::null_means_behind(&m)) {
-        return;
-    }
-    let null = reply.as_ref().is_ok_and(|r| {
-        (200..300).contains(&r.status) && crate::upstream::heads::answered_null(&r.body)
-    });
-    if !null {
         return;
     }
     let known = chain_head(config);

@@ -8,6 +8,7 @@
 use super::{Backend, Relay};
 use crate::cache::chain::Adopted;
 use crate::cache::finality::Finalized;
+use crate::cache::flight::Wake;
 use crate::cache::pin::{probe_params, Refusal};
 use crate::cache::policy::{key_of, About, Header, PinnedAnswer};
 use crate::cache::{Begin, CacheSettings, Completeness, Read, ReadCache, Stored, Tag};
@@ -190,11 +191,9 @@ impl<B: Backend> Relay<'_, B> {
         key: &str,
         until_ms: u64,
     ) -> Response {
-        if let Some((wake, waiting)) = self.backend.signal() {
-            cache.borrow_mut().on_land(chain, key, wake);
-            let wait = until_ms.saturating_sub(self.backend.now_ms());
-            let _ = select(waiting, Box::pin(self.backend.sleep(wait))).await;
-        }
+        let wait = until_ms.saturating_sub(self.backend.now_ms());
+        self.wait_signalled(|wake| cache.borrow_mut().on_land(chain, key, wake), wait)
+            .await;
         loop {
             let landed = cache.borrow_mut().take_landed(chain, key);
             match landed {
@@ -206,6 +205,16 @@ impl<B: Backend> Relay<'_, B> {
                 }
                 None => self.backend.sleep(FOLLOW_POLL_MS).await,
             }
+        }
+    }
+
+    /// Waits up to `wait_ms` for another request's work to call the wake handed to `register`
+    /// (the platform's signal, [`Backend::signal`]); returns at once on a platform without one
+    /// (the caller then looks on its own timer).
+    async fn wait_signalled(&self, register: impl FnOnce(Wake), wait_ms: u64) {
+        if let Some((wake, waiting)) = self.backend.signal() {
+            register(wake);
+            let _ = select(waiting, Box::pin(self.backend.sleep(wait_ms))).await;
         }
     }
 
@@ -295,7 +304,7 @@ impl<B: Backend> Relay<'_, B> {
         // At the head too: a node a block behind answers `latest` from its own state.
         let number = match about {
             About::Number(n) => Some(n),
-            About::Head => head_number(cache, chain),
+            About::Head => cache.borrow().head_number(chain),
             _ => None,
         };
         let pinned = number.and_then(|n| {
@@ -371,20 +380,8 @@ impl<B: Backend> Relay<'_, B> {
 
     /// Asks the upstream `sent`, a read routed as the client's `method` with `params` is.
     async fn ask_as(&self, sent: Request, method: &str, params: &Value, pinned: bool) -> Asked {
-        let kind = CallKind::of_method(method);
-        let need = BlockNeed::of(method, params);
-        let reply = self
-            .backend
-            .post_read(&sent.to_json(), kind, need, self.config.upstream_timeout_ms)
-            .await;
-        let answer = reply.as_ref().ok().and_then(|r| Answer::parse(&r.body));
-        Asked {
-            sent,
-            reply,
-            answer,
-            pinned,
-            keep: true,
-        }
+        let (kind, need) = (CallKind::of_method(method), BlockNeed::of(method, params));
+        self.post_asked(sent, kind, need, None, pinned, true).await
     }
 
     /// `asked` once more, because its upstream may lack block `end` that its answer is about: of
@@ -398,9 +395,23 @@ impl<B: Backend> Relay<'_, B> {
             .ok()
             .and_then(|r| r.answerer)
             .map(|a| a.index);
-        let (sent, pinned, keep) = (asked.sent.clone(), asked.pinned, asked.keep);
-        let kind = CallKind::of_method(&sent.method);
+        let (sent, kind) = (asked.sent.clone(), CallKind::of_method(&asked.sent.method));
         let need = BlockNeed::Number(end);
+        self.post_asked(sent, kind, need, not, asked.pinned, asked.keep)
+            .await
+    }
+
+    /// Posts `sent` as a call of `kind` routed by `need` (away from upstream `not` when given)
+    /// and reads its answer ([`Asked`], with `pinned` and `keep` as given).
+    async fn post_asked(
+        &self,
+        sent: Request,
+        kind: CallKind,
+        need: BlockNeed,
+        not: Option<usize>,
+        pinned: bool,
+        keep: bool,
+    ) -> Asked {
         let timeout_ms = self.config.upstream_timeout_ms;
         let body = sent.to_json();
         let reply = match not {
@@ -442,7 +453,7 @@ impl<B: Backend> Relay<'_, B> {
             return Some(end.filter(|&end| self.may_lack(cache, chain, end, asked)));
         }
         let null = matches!(&asked.answer, Some(Answer::Result(r)) if r.trim() == "null");
-        let head = head_number(cache, chain);
+        let head = cache.borrow().head_number(chain);
         let near = |n: u64| {
             head.is_some_and(|h| n <= h && n.saturating_add(self.config.max_head_lag) >= h)
         };
@@ -456,11 +467,7 @@ impl<B: Backend> Relay<'_, B> {
     /// about): it is above that upstream's last known head, or within `MAX_HEAD_LAG` of the
     /// cache's head on `chain` (a load balancer's nodes a block or two apart).
     fn may_lack(&self, cache: &RefCell<ReadCache>, chain: u64, end: u64, asked: &Asked) -> bool {
-        let cache_head = cache
-            .borrow()
-            .view(chain)
-            .and_then(|v| v.head())
-            .map(|h| h.number);
+        let cache_head = cache.borrow().head_number(chain);
         asked.answerer_head().is_some_and(|head| end > head)
             || cache_head.is_some_and(|head| end.saturating_add(self.config.max_head_lag) >= head)
     }
@@ -495,10 +502,8 @@ impl<B: Backend> Relay<'_, B> {
         };
         let now = self.backend.now_ms();
         let mut settings = self.config.cache_settings;
-        if self.config.chain_id.is_none() {
-            // CACHE_BLOOM_PROOF's `auto` on the chain the upstream said (Hedera's: nothing).
-            settings.proof = self.config.cache_proof.rule(self.known_chain_id());
-        }
+        // CACHE_BLOOM_PROOF's `auto` on this chain (CHAIN_ID, else the one the upstream said).
+        settings.proof = self.config.cache_proof.rule(self.known_chain_id());
         Some(
             cache
                 .borrow_mut()
@@ -588,11 +593,8 @@ impl<B: Backend> Relay<'_, B> {
             .claim_refresh(chain, started, HEAD_ASK_GIVE_UP_MS);
         if !claimed {
             // On the platform's signal, else its own timer, as a follower ([`Relay::follow`]).
-            if let Some((wake, waiting)) = self.backend.signal() {
-                cache.borrow_mut().on_refreshed(chain, wake);
-                let sleep = Box::pin(self.backend.sleep(HEAD_ASK_GIVE_UP_MS));
-                let _ = select(waiting, sleep).await;
-            }
+            let on_refreshed = |wake| cache.borrow_mut().on_refreshed(chain, wake);
+            self.wait_signalled(on_refreshed, HEAD_ASK_GIVE_UP_MS).await;
             while cache.borrow().refreshing(chain)
                 && self.backend.now_ms() < started.saturating_add(HEAD_ASK_GIVE_UP_MS)
             {
@@ -670,11 +672,7 @@ impl<B: Backend> Relay<'_, B> {
     /// missing by hash, one at a time (a reorg).
     async fn walk_back(&self, cache: &RefCell<ReadCache>, chain: u64, head: Header) -> Vec<Header> {
         let mut headers = vec![head];
-        let known = cache
-            .borrow()
-            .view(chain)
-            .and_then(|v| v.head())
-            .map(|h| h.number);
+        let known = cache.borrow().head_number(chain);
         if let Some(known) = known {
             let between = self.ask_between(known, headers[0].number).await;
             for header in between {
@@ -851,15 +849,6 @@ impl<B: Backend> Relay<'_, B> {
             .ok()?;
         Answer::parse(&reply.body)
     }
-}
-
-/// The number of the head `cache` knows on `chain`.
-fn head_number(cache: &RefCell<ReadCache>, chain: u64) -> Option<u64> {
-    cache
-        .borrow()
-        .view(chain)
-        .and_then(|v| v.head())
-        .map(|h| h.number)
 }
 
 /// The hash of the head `cache` knows on `chain`.

@@ -270,9 +270,17 @@ pub fn null_means_behind(method: &str) -> bool {
     NULL_MEANS_NO_BLOCK.contains(&method)
 }
 
+/// The longest answer read as a possible `null` ([`answered_null`]), bytes: the members and a
+/// client's id; a longer one (a block, a 12 MB list of logs) is not `null`, and is not parsed
+/// again to say so.
+const NULL_ANSWER_MAX_BYTES: usize = 4_096;
+
 /// Whether `body` is a JSON-RPC answer whose `result` is `null` (a block, transaction or
 /// receipt the node does not have).
 pub fn answered_null(body: &str) -> bool {
+    if body.len() > NULL_ANSWER_MAX_BYTES {
+        return false;
+    }
     #[derive(serde::Deserialize)]
     struct Answer<'a> {
         #[serde(borrow, default)]

@@ -28,7 +28,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { readFileSync } from "node:fs";
 import { keccak256, stringToHex } from "viem";
-import { startAnvil, startProxy, startRelay, post, rpc, rssKb, cpuMs, sleep, until, devAccount } from "../support/harness.mjs";
+import { startAnvil, startProxy, startRelay, post, rpc, rssKb, cpuMs, sleep, until, devAccount, followBlocks } from "../support/harness.mjs";
 import { loadBalanced } from "../support/providers.mjs";
 import { chain as traceChain, watch, trace } from "../support/dapp-trace.mjs";
 
@@ -168,24 +168,14 @@ async function pollWithAgain(url, addresses, ms, againMs) {
   const firsts = [];
   const seconds = [];
   const later = [];
-  let last = Number((await post(url, call("eth_blockNumber"))).json?.result);
-  let backwards = 0;
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    await sleep(250);
-    const head = Number((await post(url, call("eth_blockNumber"))).json?.result);
-    if (head < last) backwards += 1;
-    if (!(head > last)) continue;
-    for (let n = last + 1; n <= head; n++) {
-      for (const address of addresses) firsts.push(await logsOf(url, address, n));
-      later.push(
-        sleep(againMs).then(async () => {
-          for (const address of addresses) seconds.push(await logsOf(url, address, n));
-        }),
-      );
-    }
-    last = head;
-  }
+  const backwards = await followBlocks(url, ms, async (n) => {
+    for (const address of addresses) firsts.push(await logsOf(url, address, n));
+    later.push(
+      sleep(againMs).then(async () => {
+        for (const address of addresses) seconds.push(await logsOf(url, address, n));
+      }),
+    );
+  });
   await Promise.all(later);
   return { firsts, seconds, backwards };
 }

@@ -787,3 +787,24 @@ export async function stack({ anvil: anvilOptions = {}, proxy: proxyOptions = {}
     },
   };
 }
+
+/**
+ * Follows the chain's head through `url` as viem's and ethers' polling watchers do: every 250 ms
+ * `eth_blockNumber`, and for each block from the last seen to the new head, in order, `onBlock(n)`
+ * (awaited), for `ms`. Returns how often the head went backwards.
+ */
+export async function followBlocks(url, ms, onBlock) {
+  const number = async () => Number((await post(url, { jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })).json?.result);
+  let backwards = 0;
+  let last = await number();
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    await sleep(250);
+    const head = await number();
+    if (head < last) backwards += 1;
+    if (!(head > last)) continue;
+    for (let n = last + 1; n <= head; n++) await onBlock(n);
+    last = head;
+  }
+  return backwards;
+}
