@@ -47,6 +47,8 @@ struct Recorder {
     send_answer: Option<Value>,
     /// What the objects answer for the pending count (`None`: they can't be reached).
     pending_count: Option<u64>,
+    /// What `eth_getTransactionByHash` answers (default: null).
+    by_hash: Option<Value>,
     /// Errors the object calls meet first, in order.
     object_errors: RefCell<VecDeque<ObjectError>>,
     /// The backoff waited between object calls, ms.
@@ -79,6 +81,7 @@ impl Platform for Recorder {
                 .clone()
                 .unwrap_or(json!({"result": "0xhash"})),
             "eth_getTransactionCount" => json!({"result": "0x5"}),
+            "eth_getTransactionByHash" => json!({"result": self.by_hash.clone()}),
             _ => json!({"result": "0x1"}),
         };
         let mut answer = answer.as_object().unwrap().clone();
@@ -1195,4 +1198,46 @@ fn ids_beyond_64_bits_come_back_exactly() {
         json!("12345678901234567890123"),
         "a node takes it"
     );
+}
+
+/// `GET /tx/{hash}` of a transaction its sender's object no longer remembers (it hibernated or
+/// restarted after its check found it included, issue 52): answered from the upstream when the
+/// transaction is in a block, unknown otherwise.
+#[test]
+fn a_status_the_object_forgot_is_answered_from_the_upstream_when_the_transaction_is_in_a_block() {
+    let (config, cache) = (
+        config(&[("CHAIN_ID", "31337")]),
+        Rc::new(ChainIdCache::new()),
+    );
+    let hash = [0xab; 32];
+    let from = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+    let mined = Recorder {
+        by_hash: Some(json!({"from": from, "nonce": "0x7", "blockNumber": "0x10"})),
+        ..Recorder::default()
+    };
+    let (code, body) = block_on(Relay::new(&config, &mined, &cache).tx_status(&hash, None));
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        (
+            &body["status"],
+            &body["block"],
+            &body["nonce"],
+            &body["known_by"]
+        ),
+        (
+            &json!("included"),
+            &json!(16),
+            &json!(7),
+            &json!("upstream")
+        )
+    );
+    assert_eq!(body["sender"], from);
+    let pending = Recorder {
+        by_hash: Some(json!({"from": from, "nonce": "0x7", "blockNumber": null})),
+        ..Recorder::default()
+    };
+    let (code, body) = block_on(Relay::new(&config, &pending, &cache).tx_status(&hash, None));
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("\"unknown\""));
 }

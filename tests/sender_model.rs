@@ -31,6 +31,7 @@
 use nonce_relay::jsonrpc::{Answer, RpcError};
 use nonce_relay::metrics::Metric;
 use nonce_relay::ordering::answer::AnswerClass;
+use nonce_relay::ordering::row::RowProgress;
 use nonce_relay::ordering::sender::{
     Action, Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy,
     Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, Ticket, Unstorable,
@@ -236,6 +237,10 @@ struct World {
     now: u64,
     chain: Chain,
     rows: BTreeMap<TxHash, Row>,
+    /// What each row keeps of tracking's progress.
+    progress: BTreeMap<TxHash, RowProgress>,
+    /// The storage alarm as the machine set it (storage: it outlasts a restart).
+    alarm: Option<u64>,
     /// Rows released (their nonce used in a block): kept until overwritten.
     released: std::collections::BTreeSet<TxHash>,
     genesis: Option<String>,
@@ -369,6 +374,12 @@ impl Effects for World {
         self.genesis = Some(genesis);
     }
 
+    fn progress(&mut self, hash: TxHash, progress: RowProgress) {
+        if self.rows.contains_key(&hash) {
+            self.progress.insert(hash, progress);
+        }
+    }
+
     fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
         hashes
             .iter()
@@ -423,7 +434,9 @@ impl Effects for World {
         unreachable!("the model runs no private route")
     }
 
-    fn alarm(&mut self, _at_ms: Option<u64>) {}
+    fn alarm(&mut self, at_ms: Option<u64>) {
+        self.alarm = at_ms;
+    }
 
     fn emit(&mut self, metric: Metric) {
         if matches!(metric.event, "tx_abandoned" | "tx_expired" | "tx_replaced") {
@@ -455,6 +468,8 @@ impl Model {
                 now: 10_000,
                 chain: Chain::default(),
                 rows: BTreeMap::new(),
+                progress: BTreeMap::new(),
+                alarm: None,
                 released: Default::default(),
                 genesis: None,
                 sends: Vec::new(),
@@ -664,8 +679,29 @@ impl Model {
             self.drain()?;
         }
         self.now = self.now.max(until);
-        self.s.handle_timeout(self.now);
+        if self.w.alarm.is_some_and(|at| at <= self.now) {
+            self.fire_alarm();
+        } else {
+            self.s.handle_timeout(self.now);
+        }
         Ok(())
+    }
+
+    /// The storage alarm fires (the platform deletes it unless its handler sets another); its
+    /// handler returns at once.
+    fn fire_alarm(&mut self) {
+        self.w.alarm = None;
+        self.s.alarm(self.w.now);
+        self.s.run(&mut self.w);
+        self.s.alarm_done(self.w.now);
+    }
+
+    /// The earliest of the machine's timer and the storage alarm.
+    fn due(&self) -> Option<u64> {
+        [self.s.poll_timeout(), self.w.alarm]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn lookup(&mut self, truthful: bool) {
@@ -705,6 +741,7 @@ impl Model {
                 nonce: r.tx.nonce,
                 at_ms: r.at_ms,
                 terms: r.tx.terms(),
+                progress: self.progress.get(&r.tx.hash).copied().unwrap_or_default(),
             })
             .collect();
         s.restore(self.genesis.clone(), &rows, self.now);
@@ -714,7 +751,7 @@ impl Model {
     /// Every waiter has a due time or a path: with nothing in flight and nothing due, nobody
     /// waits.
     fn check_live(&self) -> Result<(), TestCaseError> {
-        if self.sends.is_empty() && self.lookups.is_empty() && self.s.poll_timeout().is_none() {
+        if self.sends.is_empty() && self.lookups.is_empty() && self.due().is_none() {
             prop_assert!(
                 self.open.is_empty(),
                 "stuck: {} tickets wait with nothing in flight and nothing due: {}",
@@ -732,7 +769,7 @@ impl Model {
                 self.deliver(0, 0)?;
             } else if !self.lookups.is_empty() {
                 self.lookup(true);
-            } else if let Some(due) = self.s.poll_timeout() {
+            } else if let Some(due) = self.due() {
                 self.advance(due)?;
             } else {
                 break;
@@ -759,7 +796,7 @@ impl Model {
                 self.lookup(true);
             } else if self.s.view(self.now)["tracked"] == 0 {
                 break;
-            } else if let Some(due) = self.s.poll_timeout() {
+            } else if let Some(due) = self.due() {
                 self.advance(due.max(self.now + 1))?;
             } else {
                 break;
@@ -802,7 +839,7 @@ fn run(ops: Vec<Op>, strict: bool, window: usize, queues: bool) -> Result<(), Te
             Op::Deliver(how, pick) => m.deliver(how, pick)?,
             Op::Lookup(truthful) => m.lookup(truthful),
             Op::Advance(ms) => m.advance(m.now + u64::from(ms))?,
-            Op::Alarm => m.s.alarm(m.now),
+            Op::Alarm => m.fire_alarm(),
             Op::Mine => m.chain.mined = m.chain.next,
             Op::DropPool => {
                 m.chain.drop_highest();

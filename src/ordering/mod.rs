@@ -7,10 +7,12 @@
 //! transaction type that travels from the Worker to the upstream, [`send_params`] reads it from
 //! the params of a send, and [`row`] is its row in its sender's storage, kept in the tables of
 //! [`store`]; [`private_terms`] is what a client asked of a private route for one transaction;
-//! [`identifier`] names the machine's ids.
+//! [`identifier`] names the machine's ids; [`bill`] is what the sender's object costs on
+//! Cloudflare's bill, as the object counts it.
 
 pub mod accepted;
 pub mod answer;
+pub mod bill;
 pub mod identifier;
 pub mod private_terms;
 pub mod queue;

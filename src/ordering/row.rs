@@ -1,7 +1,8 @@
 //! A transaction's row in its sender's storage: what it keeps there (its raw bytes and
 //! [`SignedTx::row_method`], at most [`MAX_ROW_LEN`] bytes) and how a row is read back
 //! ([`SignedTx::from_row`]; the request text that rows of earlier releases hold,
-//! [`SignedTx::from_request_text`]), or why it is not a send of its hash ([`RowError`]).
+//! [`SignedTx::from_request_text`]), or why it is not a send of its hash ([`RowError`]); and what
+//! tracking keeps in it ([`RowProgress`]).
 
 use crate::jsonrpc;
 use crate::ordering::private_terms::PrivateTerms;
@@ -184,6 +185,22 @@ const NO_WAIT: SyncTimeouts = SyncTimeouts {
     default_ms: 0,
     max_ms: 0,
 };
+
+/// What tracking learned of a stored transaction that must outlast the object's memory (a
+/// hibernated object's is discarded: Durable Objects docs, "Lifecycle of a Durable Object"),
+/// kept in its row (schema 3; an older storage keeps it in memory only) and read back with its
+/// header: the resend cap holds, and a sender's opt-in to the public mempool counts its blocks
+/// from the same head, across hibernations and restarts. Written only when it changes (a resend,
+/// the first check behind a private route that found it pending, its publishing): one row each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowProgress {
+    /// How many times the relay sent it again because the upstream no longer had it.
+    pub resent: u32,
+    /// Behind a private route: the head block at the first check that found it pending.
+    pub since_block: Option<u64>,
+    /// Whether it was also sent to the public mempool (its sender's opt-in).
+    pub public: bool,
+}
 
 #[cfg(test)]
 mod tests {

@@ -47,12 +47,20 @@ pub fn sender_of_query(query: Option<&str>) -> Option<Result<Address, String>> {
 impl<B: Backend> Relay<'_, B> {
     /// The answer to `GET /tx/{hash}` (`sender`: from the query): HTTP status and JSON body. 200
     /// with the state; 404 with `"status": "unknown"` when neither the sender's object nor (for
-    /// finding the sender) the upstream knows it; 503 when the object can't be reached.
+    /// finding the sender) the upstream knows it; 503 when the object can't be reached. A
+    /// transaction in a block that the object no longer remembers (it hibernated, or restarted,
+    /// after its check found it included: its memory of final statuses is not stored) is answered
+    /// from the upstream's `eth_getTransactionByHash`: `"status": "included"` with its `block`
+    /// and `"known_by": "upstream"`.
     pub async fn tx_status(&self, hash: &TxHash, sender: Option<Address>) -> (u16, String) {
         let text = hex::encode(hash);
+        let mut upstream = None;
         let sender = match sender {
             Some(sender) => Some(sender),
-            None => self.sender_of(&text).await,
+            None => {
+                upstream = self.upstream_tx(&text).await;
+                upstream.as_ref().and_then(from_of)
+            }
         };
         let Some(sender) = sender else {
             let body = json!({
@@ -64,6 +72,24 @@ impl<B: Backend> Relay<'_, B> {
         match self.backend.tx_status(&sender, hash).await {
             Ok(Some(state)) => (200, state),
             Ok(None) => {
+                if upstream.is_none() {
+                    upstream = self.upstream_tx(&text).await;
+                }
+                let mined = upstream.as_ref().and_then(|tx| {
+                    let block = tx.get("blockNumber")?.as_str()?;
+                    let nonce = tx.get("nonce")?.as_str()?;
+                    Some((
+                        hex::decode_quantity(block).ok()?,
+                        hex::decode_quantity(nonce).ok()?,
+                    ))
+                });
+                if let Some((block, nonce)) = mined {
+                    let body = json!({
+                        "hash": text, "sender": sender.to_string(), "nonce": nonce,
+                        "status": "included", "block": block, "known_by": "upstream",
+                    });
+                    return (200, body.to_string());
+                }
                 let body =
                     json!({ "hash": text, "sender": sender.to_string(), "status": "unknown" });
                 (404, body.to_string())
@@ -83,6 +109,11 @@ impl<B: Backend> Relay<'_, B> {
 
     /// The `from` of the upstream's `eth_getTransactionByHash`, when it has the transaction.
     pub(super) async fn sender_of(&self, hash: &str) -> Option<Address> {
+        from_of(&self.upstream_tx(hash).await?)
+    }
+
+    /// The upstream's `eth_getTransactionByHash` result, when it has the transaction.
+    async fn upstream_tx(&self, hash: &str) -> Option<Value> {
         let request = json!({
             "jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionByHash", "params": [hash],
         })
@@ -96,9 +127,14 @@ impl<B: Backend> Relay<'_, B> {
             )
             .await
             .ok()?;
-        let value: Value = serde_json::from_str(&reply.body).ok()?;
-        value.get("result")?.get("from")?.as_str()?.parse().ok()
+        let mut value: Value = serde_json::from_str(&reply.body).ok()?;
+        Some(value.get_mut("result")?.take()).filter(Value::is_object)
     }
+}
+
+/// The `from` of a transaction object (`eth_getTransactionByHash`'s result).
+fn from_of(tx: &Value) -> Option<Address> {
+    tx.get("from")?.as_str()?.parse().ok()
 }
 
 #[cfg(test)]

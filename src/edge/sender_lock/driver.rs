@@ -1,7 +1,10 @@
 //! The driver of one sender's machine in its Durable Object: the tickets clients wait on, the
 //! sends the machine asks for (batched or alone, each a task of its own), and one timer, re-armed
-//! at the machine's due time. The machine's other actions are carried out in `effects.rs`, the
-//! Worker's calls answered in `routes.rs`. Nothing is decided here.
+//! at the machine's due time and cleared when nothing is due (a pending timer keeps the object
+//! from hibernating). What keeps the object from hibernating is counted as it happens
+//! ([`ObjectBill`]: each request, the timer while armed, each task with I/O under way). The
+//! machine's other actions are carried out in `effects.rs`, the Worker's calls answered in
+//! `routes.rs`. Nothing is decided here.
 
 use crate::chain_id;
 use crate::config::Config;
@@ -9,6 +12,7 @@ use crate::edge::platform::EdgePlatform;
 use crate::edge::runtime::now_ms;
 use crate::edge::sender_lock::store::{log_error, EdgeSql, Store};
 use crate::log;
+use crate::ordering::bill::ObjectBill;
 use crate::ordering::sender::{Sender, SessionKey, Ticket};
 use crate::ordering::store::{ReadError, StorageError, StorageSnapshot};
 use crate::ordering::tx::SignedTx;
@@ -22,6 +26,7 @@ use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
@@ -63,6 +68,10 @@ pub struct Driver {
     /// The answers given in the machine's current turn, delivered once its sends have gone out
     /// ([`Driver::deliver`]): a client's answer never goes ahead of the next send.
     pub(super) replies: RefCell<Vec<(oneshot::Sender<WireAnswer>, WireAnswer)>>,
+    /// What this instance could not hibernate for, and its requests and alarms.
+    pub(super) bill: RefCell<ObjectBill>,
+    /// Told when the machine is next quiet (the alarm handler waits for it).
+    pub(super) quiet_waiters: RefCell<Vec<oneshot::Sender<()>>>,
     /// Test builds only: transactions whose send is followed by a crash of the object.
     #[cfg(feature = "test-faults")]
     pub(super) crash: RefCell<std::collections::HashSet<crate::transaction::TxHash>>,
@@ -77,6 +86,15 @@ pub(super) struct Outgoing {
     pub(super) tx: Rc<SignedTx>,
     pub(super) deadline_ms: u64,
     pub(super) request_id: Option<Rc<str>>,
+}
+
+/// A hold on the object's hibernation ([`Driver::hold`]), released when dropped.
+pub(super) struct Held(Rc<Driver>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.bill.borrow_mut().release(now_ms());
+    }
 }
 
 /// A member's part of its batch's answer ([`post_batch`]), its first attempt; `None`: not
@@ -149,6 +167,8 @@ impl Driver {
             started: Cell::new(false),
             outbox: RefCell::new(Vec::new()),
             replies: RefCell::new(Vec::new()),
+            bill: RefCell::new(ObjectBill::default()),
+            quiet_waiters: RefCell::new(Vec::new()),
             #[cfg(feature = "test-faults")]
             crash: RefCell::new(Default::default()),
             #[cfg(feature = "test-faults")]
@@ -247,7 +267,7 @@ impl Driver {
             let (parts, firsts): (Vec<_>, Vec<_>) =
                 chunk.iter().map(|_| oneshot::channel()).unzip();
             let driver = self.clone();
-            spawn_local(async move {
+            self.spawn(async move {
                 let upstream = driver.upstream(None);
                 // A batch that hangs leaves each member half the time for its own attempts.
                 let now = now_ms();
@@ -280,7 +300,7 @@ impl Driver {
             return;
         }
         let driver = self.clone();
-        spawn_local(async move {
+        self.spawn(async move {
             Delay::from(Duration::from_millis(0)).await;
             driver.deliver();
         });
@@ -307,7 +327,7 @@ impl Driver {
     ) {
         let driver = self.clone();
         let sender = sender.to_string();
-        spawn_local(async move {
+        self.spawn(async move {
             let Outgoing {
                 session_key,
                 tx,
@@ -349,6 +369,13 @@ impl Driver {
     /// Sets the storage alarm at `at_ms` (Unix ms), or deletes it (`None`); a failure is logged.
     pub(super) async fn set_alarm(&self, at_ms: Option<u64>) {
         let storage = self.state.storage();
+        {
+            let mut bill = self.bill.borrow_mut();
+            match at_ms {
+                Some(_) => bill.alarms_set += 1,
+                None => bill.alarms_deleted += 1,
+            }
+        }
         let done = match at_ms {
             Some(at) => {
                 let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
@@ -407,6 +434,15 @@ impl Driver {
         self.pump();
     }
 
+    /// The alarm's handler returns: the machine sets the alarm again if work is left, and that
+    /// call is issued before the handler's answer (its task runs at the next microtask).
+    pub async fn alarm_done(self: &Rc<Self>) {
+        self.machine.borrow_mut().alarm_done(now_ms());
+        self.pump();
+        let yielded = js_sys::Promise::resolve(&JsValue::NULL);
+        let _ = worker::wasm_bindgen_futures::JsFuture::from(yielded).await;
+    }
+
     /// Whether nothing is in flight or waiting in the machine.
     pub fn is_quiet(&self) -> bool {
         self.machine.borrow().is_quiet()
@@ -431,21 +467,64 @@ impl Driver {
         );
         self.waits.borrow_mut().clear();
         self.replies.borrow_mut().clear();
+        self.quiet_waiters.borrow_mut().clear();
         self.rearm.borrow_mut().take();
     }
 
+    /// A hold on the object's hibernation from now until the [`Held`] is dropped
+    /// ([`ObjectBill::hold`]).
+    pub(super) fn hold(self: &Rc<Self>) -> Held {
+        self.bill.borrow_mut().hold(now_ms());
+        Held(self.clone())
+    }
+
+    /// A request of the Worker's is served: counted, and held until its answer.
+    pub(super) fn request(self: &Rc<Self>) -> Held {
+        self.bill.borrow_mut().requests += 1;
+        self.hold()
+    }
+
+    /// `work` as a task of its own, the object held while it runs (its I/O keeps the object
+    /// from hibernating).
+    pub(super) fn spawn(self: &Rc<Self>, work: impl Future<Output = ()> + 'static) {
+        let held = self.hold();
+        spawn_local(async move {
+            work.await;
+            drop(held);
+        });
+    }
+
+    /// Resolves when the machine is next quiet ([`Driver::is_quiet`], told by
+    /// [`Driver::pump`]), or when this instance is superseded (the sender is dropped).
+    pub(super) fn when_quiet(&self) -> oneshot::Receiver<()> {
+        let (tell, told) = oneshot::channel();
+        self.quiet_waiters.borrow_mut().push(tell);
+        told
+    }
+
+    /// Tells those waiting for the machine to be quiet, when it is.
+    pub(super) fn tell_quiet(&self) {
+        if self.is_quiet() {
+            for tell in self.quiet_waiters.borrow_mut().drain(..) {
+                let _ = tell.send(());
+            }
+        }
+    }
+
     /// The one timer, re-armed at the machine's due time: a task of its own that sleeps until
-    /// then (or until the due time moves earlier), then feeds the machine a timeout.
+    /// then, then feeds the machine a timeout. When the due time moves (earlier, later, or to
+    /// none) the sleep is dropped, which clears its `setTimeout`: an object with nothing due has
+    /// no timer pending, and may hibernate.
     pub(super) fn arm_timer(self: &Rc<Self>) {
         let due = self.machine.borrow().poll_timeout();
         let armed = self.timer_due.replace(due);
-        let Some(due) = due else {
-            return;
-        };
         if let Some(rearm) = self.rearm.borrow().as_ref() {
-            if armed.is_none_or(|armed| due < armed) {
+            if armed != due {
                 let _ = rearm.unbounded_send(());
             }
+            return;
+        }
+        if due.is_none() {
             return;
         }
         if self.superseded.get() {
@@ -462,10 +541,13 @@ impl Driver {
                     }
                     continue;
                 };
+                let held = driver.hold();
                 let sleep = pin!(Delay::from(Duration::from_millis(
                     due.saturating_sub(now_ms())
                 )));
-                match select(sleep, rearmed.next()).await {
+                let woke = select(sleep, rearmed.next()).await;
+                drop(held);
+                match woke {
                     Either::Left(_) => {}
                     Either::Right((Some(()), _)) => continue,
                     Either::Right((None, _)) => return, // superseded

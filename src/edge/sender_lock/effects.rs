@@ -8,7 +8,7 @@ use crate::edge::runtime::{emit, now_ms};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::sender::{
-    is_deterministic, Effects, LookupId, Query, Row, SessionKey, Ticket, Unstorable,
+    is_deterministic, Effects, LookupId, Query, Row, RowProgress, SessionKey, Ticket, Unstorable,
 };
 use crate::ordering::store::StorageError;
 use crate::ordering::tx::SignedTx;
@@ -18,7 +18,6 @@ use crate::upstream::cancel::cancel_at_route;
 use crate::upstream::lookup::look_up;
 use crate::upstream::submit::publish;
 use std::rc::Rc;
-use worker::wasm_bindgen_futures::spawn_local;
 
 /// The machine's actions carried out by the object (see [`Effects`]); made for one
 /// [`Driver::pump`], so that nothing here borrows the machine while it runs.
@@ -47,8 +46,8 @@ impl Carry<'_> {
         !self.driver.superseded.get()
     }
 
-    /// Keeps the chain id with the rows, once: a restarted object knows its pool kind before it
-    /// sends anything.
+    /// Keeps the chain id with the rows, once (schema 3: in the rows written from now on, no
+    /// write of its own): a restarted object knows its pool kind before it sends anything.
     fn keep_chain_id(&self) {
         let Some(chain_id) = self.driver.chain_id.get() else {
             return;
@@ -85,6 +84,11 @@ impl Effects for Carry<'_> {
         if !self.live() {
             return Ok(());
         }
+        // Before the row: schema 3 writes the chain id into it (no write of its own).
+        self.keep_chain_id();
+        if !self.live() {
+            return Ok(());
+        }
         match self.driver.store.store(&row) {
             // The platform refused this row for its content (too big for it): the instance still
             // has its storage; the machine refuses the transaction unsent. Never supersession.
@@ -94,7 +98,6 @@ impl Effects for Carry<'_> {
             }
             written => {
                 self.after_write(written);
-                self.keep_chain_id();
                 Ok(())
             }
         }
@@ -128,7 +131,8 @@ impl Effects for Carry<'_> {
         self.driver.store.vacated();
         let driver = self.driver.clone();
         let sender = self.sender.clone();
-        spawn_local(async move {
+        self.driver.bill.borrow_mut().storage_deleted += 1;
+        self.driver.spawn(async move {
             if let Err(e) = driver.state.storage().delete_all().await {
                 log_error(
                     driver.chain_id.get(),
@@ -145,6 +149,12 @@ impl Effects for Carry<'_> {
     fn store_chain(&mut self, genesis: String) {
         if self.live() {
             self.after_write(self.driver.store.store_chain(&genesis, &self.sender));
+        }
+    }
+
+    fn progress(&mut self, hash: TxHash, progress: RowProgress) {
+        if self.live() {
+            self.after_write(self.driver.store.progress(&hash, progress));
         }
     }
 
@@ -191,7 +201,7 @@ impl Effects for Carry<'_> {
         if outbox.len() == 1 {
             let driver = self.driver.clone();
             let sender = self.sender.clone();
-            spawn_local(async move { driver.flush(&sender) });
+            self.driver.spawn(async move { driver.flush(&sender) });
         }
     }
 
@@ -201,7 +211,7 @@ impl Effects for Carry<'_> {
         }
         let driver = self.driver.clone();
         let sender = self.sender.clone();
-        spawn_local(async move {
+        self.driver.spawn(async move {
             let upstream = driver.upstream(None);
             let policy = driver.config.retry_policy();
             let outcome = look_up(&upstream, &sender, &query, &policy, deadline_ms).await;
@@ -221,7 +231,7 @@ impl Effects for Carry<'_> {
         }
         let driver = self.driver.clone();
         let sender = self.sender.clone();
-        spawn_local(async move {
+        self.driver.spawn(async move {
             let upstream = driver.upstream(None);
             let pool = driver.machine.borrow().settings().pool;
             let policy = driver.config.retry_policy();
@@ -244,7 +254,7 @@ impl Effects for Carry<'_> {
             return;
         }
         let driver = self.driver.clone();
-        spawn_local(async move {
+        self.driver.spawn(async move {
             let upstream = driver.upstream(None);
             let policy = driver.config.retry_policy();
             let answer = cancel_at_route(&upstream, &hash, &policy, deadline_ms).await;
@@ -264,7 +274,8 @@ impl Effects for Carry<'_> {
             return;
         }
         let driver = self.driver.clone();
-        spawn_local(async move { driver.set_alarm(at_ms).await });
+        self.driver
+            .spawn(async move { driver.set_alarm(at_ms).await });
     }
 
     fn emit(&mut self, metric: Metric) {
@@ -289,5 +300,6 @@ impl Driver {
         if self.outbox.borrow().is_empty() {
             self.deliver();
         }
+        self.tell_quiet();
     }
 }

@@ -46,8 +46,10 @@ use crate::log;
 use crate::ordering::store::ReadError;
 use crate::relay::wire;
 use driver::Driver;
+use futures_util::future::select;
 use routes::{chain_unknown_response, superseded_response};
 use std::cell::RefCell;
+use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 use worker::{
@@ -62,9 +64,6 @@ const ALARM_RETRY_MS: u64 = 5_000;
 /// newer release, during a rollback or a gradual deployment) keeps transactions that the release
 /// that wrote it follows once it runs again.
 pub const ALARM_UNUSABLE_RETRY_MS: u64 = 60_000;
-
-/// How often the alarm handler looks whether the work it started is done, ms.
-const ALARM_POLL_MS: u64 = 100;
 
 /// Why an object has no driver.
 #[derive(Clone)]
@@ -133,8 +132,33 @@ impl SenderLock {
             })
     }
 
+    /// Test builds only, with `TEST_HIBERNATE=1`: an object that was idle and eligible for
+    /// hibernation since its last event (no request or alarm served, no timer pending, no I/O
+    /// under way: [`crate::ordering::bill::ObjectBill::held`]) lost its memory, as a hibernated
+    /// one does in production ("When hibernated, the in-memory state is discarded"): the next
+    /// event meets a new instance on the same storage. Local workerd never hibernates an object
+    /// that has no WebSocket.
+    #[cfg(feature = "test-faults")]
+    fn hibernate_if_idle(&self) {
+        let wanted = self.env.var("TEST_HIBERNATE").ok().map(|v| v.to_string());
+        if wanted.as_deref() != Some("1") {
+            return;
+        }
+        let Ok(driver) = self.driver.borrow().clone() else {
+            return;
+        };
+        if driver.bill.borrow().held() || driver.superseded() {
+            return;
+        }
+        // Its timer's task (waiting for a due time) ends with it.
+        driver.rearm.borrow_mut().take();
+        *self.driver.borrow_mut() = driver.restarted().map(Rc::new).map_err(Unusable::Storage);
+    }
+
     /// The driver; an object whose storage could not be used reads it again first.
     fn driver(&self) -> Result<Rc<Driver>, Unusable> {
+        #[cfg(feature = "test-faults")]
+        self.hibernate_if_idle();
         let current = self.driver.borrow().clone();
         if let Err(Unusable::Storage(_)) = current {
             let again = Self::start(&self.state, &self.env);
@@ -195,6 +219,8 @@ impl DurableObject for SenderLock {
             Some("storage-fails") => faults::storage_fails_once(&driver),
             _ => {}
         }
+        // Every request but the per-sender view is counted and holds the object until answered.
+        let _held = (req.path() != wire::STATE_PATH).then(|| driver.request());
         if let Some(sender) = req.headers().get(SENDER_HEADER)? {
             driver.set_sender(&sender);
         }
@@ -250,16 +276,26 @@ impl DurableObject for SenderLock {
                 return Response::ok("");
             }
         };
+        let _held = driver.hold();
+        driver.bill.borrow_mut().alarms_fired += 1;
         if !driver.ready(None).await {
             driver.alarm_again_in(ALARM_RETRY_MS).await;
             return Response::ok("");
         }
         driver.alarm();
         // An object the alarm woke has no client keeping it alive: stay until the work it started
-        // is done, at most one maximum hold (the machine sets the alarm again if work is left).
+        // is done (told when the machine is quiet, not polled), at most one maximum hold (the
+        // machine sets the alarm again if work is left).
         let until = now_ms().saturating_add(driver.config().lock_max_hold_ms);
         while !driver.is_quiet() && !driver.superseded() && now_ms() < until {
-            Delay::from(Duration::from_millis(ALARM_POLL_MS)).await;
+            let quiet = driver.when_quiet();
+            let limit = pin!(Delay::from(Duration::from_millis(
+                until.saturating_sub(now_ms())
+            )));
+            select(quiet, limit).await;
+        }
+        if !driver.superseded() {
+            driver.alarm_done().await;
         }
         Response::ok("")
     }

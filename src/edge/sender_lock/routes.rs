@@ -84,7 +84,9 @@ impl Driver {
     /// The per-sender view (`GET /state`), with the alarm as storage has it (the machine's
     /// `alarm_ms` is what it asked for), the storage's rows (`storage`: `rows_written` since the
     /// object started, the platform's billed count; `rows` in the tables, `released` of them
-    /// waiting to be overwritten) and the isolate's wasm memory (`wasm_memory_bytes`).
+    /// waiting to be overwritten), what this instance cost (`bill`:
+    /// [`crate::ordering::bill::ObjectBill::view`]) and the isolate's wasm memory
+    /// (`wasm_memory_bytes`).
     pub async fn view(&self) -> Value {
         let now = now_ms();
         let mut view = self.machine.borrow().view(now);
@@ -93,6 +95,9 @@ impl Driver {
         view["storage_alarm_ms"] = stored
             .map(|at| (at.max(0) as u64).saturating_sub(now))
             .into();
+        // What this instance cost (docs: `crate::ordering::bill`), the view's own request not
+        // counted.
+        view["bill"] = self.bill.borrow().view(now, self.store.rows_written());
         view["storage"] = serde_json::json!({
             "rows_written": self.store.rows_written(),
             "rows": self.store.row_count(),

@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
+use crate::ordering::row::RowProgress;
 use crate::transaction::TxHash;
 
 /// The most accepted transactions one sender's object remembers; the oldest final ones leave
@@ -460,6 +461,25 @@ impl Accepted {
     /// here.
     pub fn route_mut(&mut self, hash: &TxHash) -> Option<&mut RouteTrack> {
         self.by_hash.get_mut(hash).map(|tx| &mut tx.route)
+    }
+
+    /// What of `hash` must outlast the object's memory ([`RowProgress`]); `None` when it is not
+    /// here.
+    pub fn progress(&self, hash: &TxHash) -> Option<RowProgress> {
+        self.by_hash.get(hash).map(|tx| RowProgress {
+            resent: tx.resent,
+            since_block: tx.route.since_block,
+            public: tx.route.public,
+        })
+    }
+
+    /// `hash`, read back from its row, takes what its row kept of it ([`RowProgress`]).
+    pub fn restore_progress(&mut self, hash: &TxHash, progress: RowProgress) {
+        if let Some(tx) = self.by_hash.get_mut(hash) {
+            tx.resent = tx.resent.max(progress.resent);
+            tx.route.since_block = tx.route.since_block.or(progress.since_block);
+            tx.route.public |= progress.public;
+        }
     }
 
     /// Counts one more resend of `hash`; returns how many there were.

@@ -8,6 +8,7 @@ use crate::ordering::answer::AnswerClass;
 pub use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
 use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
+pub use crate::ordering::row::RowProgress;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use std::collections::HashMap;
@@ -121,8 +122,9 @@ pub struct Sent {
     pub attempts: u32,
 }
 
-/// A transaction kept in the object's storage (table `sends`: its raw bytes and send method,
-/// `crate::ordering::row`) from before its first send until it leaves the idempotency window.
+/// A transaction kept in the object's storage (its raw bytes and send method,
+/// `crate::ordering::row`; [`crate::ordering::store`]) from before its first send until it
+/// leaves the idempotency window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// The transaction.
@@ -144,6 +146,8 @@ pub struct RowHeader {
     pub at_ms: u64,
     /// What its sender asked of the private route (kept in its row's method).
     pub terms: PrivateTerms,
+    /// What tracking learned of it that must outlast the object's memory.
+    pub progress: RowProgress,
 }
 
 /// A row the platform refused to store for its own content (SQLite's `SQLITE_TOOBIG`: a string,
@@ -196,6 +200,8 @@ pub enum Action {
     Vacate,
     /// Store the genesis hash of the chain the stored state belongs to.
     StoreChain(String),
+    /// Keep what tracking learned of a stored transaction in its row.
+    Progress(TxHash, RowProgress),
     /// Read these stored transactions back and report them with `loaded` (missing ones left out).
     Load(Vec<TxHash>),
     /// Send the holder's transaction: its original signed bytes, retried while the answer says
@@ -271,6 +277,8 @@ pub trait Effects {
     fn vacate(&mut self);
     /// [`Action::StoreChain`].
     fn store_chain(&mut self, genesis: String);
+    /// [`Action::Progress`] (nothing when the row is not there).
+    fn progress(&mut self, hash: TxHash, progress: RowProgress);
     /// [`Action::Load`]: the stored transactions of `hashes` (missing ones left out).
     fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>>;
     /// [`Action::Send`]: report with [`Sender::sent`](super::Sender::sent).

@@ -15,7 +15,7 @@ use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::queue::{QueuedTx, QueuedTxId, Stage};
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
-use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, Seen};
+use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, RowProgress, Seen};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use std::rc::Rc;
@@ -176,11 +176,17 @@ impl Sender {
     }
 
     /// The accepted hashes to ask for: every one not vouched for and not known to be mined, and
-    /// every one whose nonce the upstream's pending count does not cover (lowest first). Behind
-    /// a private route the upstream asked cannot hold what the route accepted: only the ones not
-    /// vouched for are asked.
+    /// every one whose nonce the upstream's pending count does not cover (lowest first). Rows
+    /// read back (a restart, or a wake from hibernation: the same new instance) are asked whatever
+    /// their nonce: one the mined count passed is in a block or replaced, and the counts cannot
+    /// tell which; settled here, not left to a tracking check that a hibernating object would
+    /// never reach (each wake starts here again). Behind a private route the upstream asked
+    /// cannot hold what the route accepted: only the ones not vouched for are asked.
     fn to_verify(&self, pending: u64, now_ms: u64) -> Vec<TxHash> {
-        let from = self.nonces.mined.unwrap_or(pending).min(pending);
+        let from = match self.storage.unverified {
+            true => 0,
+            false => self.nonces.mined.unwrap_or(pending).min(pending),
+        };
         let uncovered_counts = !self.settings.private_route;
         self.accepted
             .from_nonce(from, now_ms)
@@ -252,9 +258,22 @@ impl Sender {
                     _ => continue,
                 }
             }
-            let resends = self.storage.resends.entry(*hash).or_insert(0);
+            // Counted from what its row kept (a restart, or a hibernation, forgot the rest).
+            let resends = self.storage.resends.entry(*hash).or_insert(tx.resent);
             *resends += 1;
-            if *resends > MAX_RESENDS {
+            let count = *resends;
+            if count <= MAX_RESENDS {
+                // Kept in its row before it goes again: the cap holds across the object's memory.
+                let progress = self.accepted.progress(hash).unwrap_or_default();
+                self.push(Action::Progress(
+                    *hash,
+                    RowProgress {
+                        resent: count,
+                        ..progress
+                    },
+                ));
+            }
+            if count > MAX_RESENDS {
                 self.storage.resends.remove(hash);
                 self.accepted.forget(hash);
                 self.counters.abandoned += 1;

@@ -92,6 +92,9 @@ pub struct Sender {
     lookups: HashMap<LookupId, (Purpose, u64)>,
     /// When the storage alarm is set (Unix ms), 0 when it is not.
     alarm_until_ms: u64,
+    /// The alarm's handler is running ([`Sender::alarm`] until [`Sender::alarm_done`]): the
+    /// alarm is set again, if wanted, only when it returns.
+    in_alarm: bool,
     /// Recent refusals and failures by hash (`GET /tx/{hash}`'s `failed`), newest last.
     failures: VecDeque<Failure>,
     /// Transactions whose cancel is with the private route ([`Action::Cancel`]): nothing of them
@@ -117,6 +120,7 @@ impl Sender {
             tracking: Tracking::default(),
             lookups: HashMap::new(),
             alarm_until_ms: 0,
+            in_alarm: false,
             failures: VecDeque::new(),
             cancelling: std::collections::HashSet::new(),
             actions: VecDeque::new(),
@@ -138,6 +142,7 @@ impl Sender {
             let pruned = self
                 .accepted
                 .record(row.hash, row.nonce, row.at_ms, false, row.terms);
+            self.accepted.restore_progress(&row.hash, row.progress);
             self.pruned(pruned, now_ms);
         }
         let pruned = self.accepted.prune(now_ms);
@@ -217,10 +222,21 @@ impl Sender {
     }
 
     /// The storage alarm at `now_ms` (it fires at least once, maybe more): the same as a
-    /// timeout, and the alarm set again while work is left (stored work under way, tracked
-    /// transactions), or deleted.
+    /// timeout. Until its handler returns ([`Sender::alarm_done`]) no alarm is set: the platform
+    /// runs an alarm again whose handler did not return (Durable Objects docs, "Alarms":
+    /// "guaranteed at-least-once execution"), and deletes it once it did unless the handler set
+    /// another, so the one wanted then is set then: a check that ends within the handler and
+    /// leaves nothing tracked writes no alarm at all (each `setAlarm` is a billed row).
     pub fn alarm(&mut self, now_ms: u64) {
         self.alarm_until_ms = 0;
+        self.in_alarm = true;
+        self.step(now_ms);
+    }
+
+    /// The alarm's handler returns at `now_ms`: the alarm is set again while work is left
+    /// (stored work under way, tracked transactions).
+    pub fn alarm_done(&mut self, now_ms: u64) {
+        self.in_alarm = false;
         self.step(now_ms);
     }
 
@@ -261,6 +277,7 @@ impl Sender {
             Action::Wipe => effects.wipe(),
             Action::Vacate => effects.vacate(),
             Action::StoreChain(genesis) => effects.store_chain(genesis),
+            Action::Progress(hash, progress) => effects.progress(hash, progress),
             Action::Load(hashes) => {
                 let txs = effects.load(&hashes);
                 self.loaded(txs, effects.now_ms());
@@ -290,10 +307,12 @@ impl Sender {
         }
     }
 
-    /// The earliest time (Unix ms) at which [`Sender::handle_timeout`] has something to do: a
-    /// gap wait or a waiter's wait running out, a lookup to start again, a holder or lookup that
-    /// never reported, a tracking check, the accepted set's pruning. `None` when only an event
-    /// can change anything.
+    /// The earliest time (Unix ms) at which [`Sender::handle_timeout`] has something to do that
+    /// the in-memory timer must bring: a gap wait or a waiter's wait running out, a lookup to
+    /// start again, a holder or lookup that never reported, a busy sender's tracking check.
+    /// `None` when only an event can change anything: an idle sender's tracking check comes with
+    /// the storage alarm ([`Sender::alarm`]), the accepted set's pruning at the next event
+    /// (`Keeper` in `turn.rs`).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<u64> {
         self.due_ms()

@@ -17,6 +17,14 @@ impl Sender {
         }
     }
 
+    /// Keeps what tracking learned of `hash` in its row ([`Action::Progress`]): it outlasts the
+    /// object's memory.
+    pub(super) fn keep_progress(&mut self, hash: &TxHash) {
+        if let Some(progress) = self.accepted.progress(hash) {
+            self.push(Action::Progress(*hash, progress));
+        }
+    }
+
     /// Deletes the rows of `hashes`, but for those in the queue: a transaction waiting or being
     /// sent (a client's copy of a replaced transaction, the relay's own resend) needs its bytes
     /// until it leaves the queue, and went in, must be found after a restart and sent again
@@ -38,18 +46,30 @@ impl Sender {
     }
 
     /// The storage alarm at the earliest time it is wanted: while durable work is under way, a
-    /// backstop one maximum hold and its grace ahead (an alarm already set serves); while
-    /// transactions are tracked, the next tracking check. Set only when none is set, an earlier
-    /// one is wanted, or the one set is past its time without having fired here (each set is a
-    /// billed write); deleted when nothing is wanted.
+    /// backstop one maximum hold and its grace ahead, or one tracking interval when that is
+    /// sooner (a stored transaction is tracked once accepted, and its first check rides this
+    /// alarm: [`Sender::keep_tracking`]; an alarm already set serves); while transactions are
+    /// tracked, the next tracking check. Set only when none is set, an earlier one is wanted, or
+    /// the one set is past its time without having fired here (each set is a billed write);
+    /// deleted when nothing is wanted. While the alarm's handler runs nothing is set (see
+    /// [`Sender::alarm`]).
     pub(super) fn keep_alarm(&mut self, now_ms: u64) {
+        if self.in_alarm {
+            return;
+        }
         let backstop = self.durable().then(|| {
             if self.alarm_until_ms > now_ms {
                 self.alarm_until_ms
             } else {
-                now_ms
-                    .saturating_add(self.settings.max_hold_ms)
-                    .saturating_add(self.settings.grace_ms())
+                let hold = self
+                    .settings
+                    .max_hold_ms
+                    .saturating_add(self.settings.grace_ms());
+                let first_check = match self.settings.track_interval_ms {
+                    0 => hold,
+                    interval => interval,
+                };
+                now_ms.saturating_add(hold.min(first_check))
             }
         });
         let wanted = match (backstop, self.tracking.due_ms) {
@@ -73,10 +93,13 @@ impl Sender {
     }
 
     /// With nothing queued, in flight, tracked or stored left, the object's storage goes (the
-    /// chain's genesis hash and the sender with it): a sender seen once costs nothing for good.
+    /// chain's genesis hash and the sender with it, and the alarm: no `deleteAlarm` follows): a
+    /// sender seen once costs nothing for good.
     pub(super) fn keep_storage(&mut self) {
         if self.storage.chain.persisted && self.is_quiet() && !self.accepted.has_pending() {
             self.storage.chain.persisted = false;
+            // The alarm goes with the storage (`deleteAll`, compatibility date 2026-02-24 on).
+            self.alarm_until_ms = 0;
             self.push(Action::Vacate);
         }
     }

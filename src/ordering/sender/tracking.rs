@@ -53,7 +53,8 @@ pub const EARLY_CHECK_GAP_MS: u64 = 1_000;
 
 impl Sender {
     /// Keeps a check due while any accepted transaction is pending (tracking on), one interval
-    /// from when it became so, and none when nothing is: whatever made a transaction pending
+    /// from when it became so (or at the alarm already set, when that is sooner), and none when
+    /// nothing is: whatever made a transaction pending
     /// (a send's answer, a copy answered by hash, or stored rows vouched for after a restart).
     ///
     /// A sender that fills half the pending bound before its next check ([`EARLY_CHECK_AT`]
@@ -65,7 +66,16 @@ impl Sender {
         }
         match (self.tracking.due_ms, self.accepted.has_pending()) {
             (None, true) => {
-                self.tracking.due_ms = Some(now_ms.saturating_add(self.settings.track_interval_ms))
+                // The first check rides the alarm already set for the transaction's row when
+                // that comes within an interval (set one interval from its store: [`Sender::keep_alarm`]),
+                // rather than set another a send's round trip later.
+                let interval = now_ms.saturating_add(self.settings.track_interval_ms);
+                let set = self.alarm_until_ms;
+                let due = match set > now_ms && set <= interval {
+                    true => set,
+                    false => interval,
+                };
+                self.tracking.due_ms = Some(due)
             }
             (Some(_), false) => self.tracking.due_ms = None,
             _ => {}
@@ -293,6 +303,7 @@ impl Sender {
             let hashes: Vec<TxHash> = resend.into_iter().map(|(_, hash)| hash).collect();
             for hash in &hashes {
                 self.accepted.resent(hash);
+                self.keep_progress(hash);
             }
             self.storage.loading = true;
             self.push(Action::Load(hashes));
@@ -363,6 +374,7 @@ impl Sender {
             let Some(route) = self.accepted.route_mut(&hash) else {
                 continue;
             };
+            let first = route.since_block.is_none();
             let since = *route.since_block.get_or_insert(head);
             // Not one the route says is in a block (the read node lags) or its sender cancelled.
             // With a status URL, only on the route's word of this check: its turn comes.
@@ -370,9 +382,13 @@ impl Sender {
                 route.status,
                 Some(RouteStatus::Included | RouteStatus::Cancelled)
             ) && (!self.settings.route_status || found.route.contains_key(&hash));
-            if held && !route.public && head >= since.saturating_add(after) {
+            let published = held && !route.public && head >= since.saturating_add(after);
+            if published {
                 route.public = true;
                 publish.push((tx.nonce, hash, head - since, route.status));
+            }
+            if first || published {
+                self.keep_progress(&hash);
             }
         }
         // Their nonces are free: nothing of them is sent again, after a restart either.

@@ -9,10 +9,17 @@
 //! instead (`nonce too high`), never sent. While the next nonce can't be learned, a
 //! client's transaction waits at most `LOCK_MAX_HOLD_MS` and is then answered -32002, unsent.
 //!
-//! Every time-driven rule has one row in [`Sender::deadlines`] (quinn-proto's timer table): the
-//! machine's due time ([`Sender::poll_timeout`]) is the earliest of them, and [`Sender::expire`]
-//! acts on those that came. A gap wait's end, a lookup to start again, the tracking check and the
-//! accepted set's pruning are acted on by the rules that run after it in each step.
+//! Every time-driven rule has one row in [`Sender::deadlines`] (quinn-proto's timer table), and
+//! each row says what brings it back ([`Keeper`]): the object's in-memory timer for what happens
+//! within a send's life (a waiter's or a holder's deadline, a lookup's, the gap wait, a nonce
+//! lookup to start again) and for a busy sender's tracking check; the storage alarm for an idle
+//! sender's tracking check; nothing for the accepted set's pruning, which runs at each event. The
+//! machine's due time ([`Sender::poll_timeout`]) is the earliest of the timer's, so an object that
+//! answered a lone transaction keeps no timer: in production a pending timer keeps a Durable Object
+//! from hibernating, and it is billed for duration meanwhile (Durable Objects docs, "Lifecycle of a
+//! Durable Object", "Pricing"; BENCHMARKS.md, "A lone transaction's bill"). [`Sender::expire`] acts
+//! on those that came; a gap wait's end, a lookup to start again, the tracking check and the
+//! pruning are acted on by the rules that run after it in each step.
 
 use super::{tagged, Holding, Phase, PoolKind, ReplacementPolicy, Sender, SessionKey};
 use crate::metrics::Metric;
@@ -38,6 +45,20 @@ pub(super) enum Deadline {
     Track,
     /// Accepted transactions leave the window or expire (the step's pruning).
     Prune,
+}
+
+/// What brings a deadline back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keeper {
+    /// The object's in-memory timer ([`Sender::poll_timeout`]): the object stays in memory, and
+    /// billed, until it fires.
+    Timer,
+    /// The storage alarm ([`Sender::keep_alarm`] sets it): the object may hibernate, or be
+    /// evicted, meanwhile.
+    Alarm,
+    /// Nothing: it is acted on at the next event, whatever it is (a hibernated object forgot it
+    /// anyway).
+    Event,
 }
 
 impl Sender {
@@ -94,9 +115,34 @@ impl Sender {
         table
     }
 
-    /// The earliest time anything is due by time alone (see [`Sender::poll_timeout`]).
+    /// Whether the object has work in memory that its timer serves anyway: transactions queued
+    /// or being sent, or lookups under way.
+    fn busy(&self) -> bool {
+        !self.queue.is_empty() || !self.holders.is_empty() || !self.lookups.is_empty()
+    }
+
+    /// What brings `deadline` back (see [`Keeper`]): the tracking check is the timer's only while
+    /// the sender is busy, otherwise the storage alarm's.
+    pub(super) fn keeper(&self, deadline: Deadline) -> Keeper {
+        match deadline {
+            Deadline::NonceUnknown(_)
+            | Deadline::LookupLost(_)
+            | Deadline::HolderLost(_)
+            | Deadline::GapWait
+            | Deadline::NonceRetry => Keeper::Timer,
+            Deadline::Track if self.busy() => Keeper::Timer,
+            Deadline::Track => Keeper::Alarm,
+            Deadline::Prune => Keeper::Event,
+        }
+    }
+
+    /// The earliest time the in-memory timer has something to do (see [`Sender::poll_timeout`]).
     pub(super) fn due_ms(&self) -> Option<u64> {
-        self.deadlines().into_iter().map(|(_, at)| at).min()
+        self.deadlines()
+            .into_iter()
+            .filter(|(deadline, _)| self.keeper(*deadline) == Keeper::Timer)
+            .map(|(_, at)| at)
+            .min()
     }
 
     /// What time alone ends, from the table: clients' waits for an unknown next nonce, lookups

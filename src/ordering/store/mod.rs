@@ -1,26 +1,38 @@
 //! A sender's storage: the SQLite tables its Durable Object keeps ([`Store`]), over the platform's
 //! SQL ([`Sql`]: the object's `ctx.storage.sql`, or a real SQLite in the native tests).
 //!
-//! Tables (all `WITHOUT ROWID`, so a write is one billed row):
-//! - `sends` (`hash` TEXT primary key, `nonce` INTEGER, `raw` BLOB, `method` TEXT, `at_ms`
-//!   INTEGER): each holder's transaction, its raw bytes and its send method
-//!   ([`SignedTx::row_method`]), written before its first send. A row whose transaction is
-//!   refused, expired, given up or replaced in the pool is deleted. A row whose nonce is used in a
-//!   block (included, or replaced by another transaction in a block) is *released* instead: the
-//!   next transaction stored overwrites it (one written row, where a delete and an insert are
-//!   two), and a restarted object that reads one back finds its nonce used and lets it go.
-//!   Earlier releases kept the upstream request's text in table `txs` (`request` TEXT); those rows
-//!   are still read, resent and deleted;
-//! - `meta` (`key`, `value`): `schema` ([`SCHEMA_VERSION`], written with the first write), `chain`
-//!   (the genesis hash of the chain the rows belong to), `sender`, and `chain_id` (the chain id
-//!   the Worker checked them against).
+//! Schema 3 ([`SCHEMA_VERSION`]), what this release writes on a fresh storage: one table, `WITHOUT
+//! ROWID` (so a write is one billed row), `meta` (`hash` TEXT primary key, `nonce` INTEGER, `raw`
+//! BLOB, `method` TEXT, `at_ms` INTEGER, `chain` TEXT, `sender` TEXT, `chain_id` INTEGER, `schema`
+//! INTEGER, `resent` INTEGER, `since_block` INTEGER, `public` INTEGER): each holder's
+//! transaction, its raw bytes and its send method ([`SignedTx::row_method`]), written before its
+//! first send, with what schema 2 kept in rows of their own (the genesis hash of the chain the
+//! rows belong to, the sender, the chain id the Worker checked them against, the schema) and what
+//! tracking learned of it that must outlast the object's memory ([`RowProgress`]: written when it
+//! changes). A lone transaction so writes its table (two rows in
+//! workerd's count) and its row, where schema 2 wrote two tables and four rows of meta besides
+//! (BENCHMARKS.md, "A lone transaction's bill"). The table is named `meta` so that a release of
+//! schema 2, whose first read is `SELECT key, value FROM meta`, finds no such column: its read
+//! fails (not for a missing table), and it leaves the storage alone and fails open, as it does for
+//! any storage it cannot read.
+//!
+//! Schema 2, still read and written where an earlier release left it (until the storage is
+//! vacated or wiped; [`Form`]): `sends` (`hash`, `nonce`, `raw`, `method`, `at_ms`) and `meta`
+//! (`key`, `value`: `schema` 2, `chain`, `sender`, `chain_id`); schema 1 kept the upstream
+//! request's text in table `txs` (`request` TEXT): those rows are still read, resent and deleted.
+//!
+//! Either way, a row whose transaction is refused, expired, given up or replaced in the pool is
+//! deleted. A row whose nonce is used in a block (included, or replaced by another transaction in
+//! a block) is *released* instead: the next transaction stored overwrites it (one written row,
+//! where a delete and an insert are two), and a restarted object that reads one back finds its
+//! nonce used and lets it go.
 //!
 //! Nothing is created until the first write, so an object that is only read (a pending count, a
 //! transaction's status) leaves no storage behind.
 //!
 //! Storage is never destroyed by what the object does not understand: a read that fails is
 //! tried again once, then reported ([`ReadError::Unreadable`]), never taken for "nothing stored";
-//! a `schema` newer than [`SCHEMA_VERSION`] is [`ReadError::Newer`]. Either way the object leaves
+//! a `schema` newer than this code knows is [`ReadError::Newer`]. Either way the object leaves
 //! its storage untouched and fails open (its sends go straight to the upstream) until it can
 //! read it: a rollback, or a gradual deployment that steps down, never forgets in-flight
 //! transactions.
@@ -30,7 +42,7 @@
 
 use crate::hex;
 use crate::ordering::row::RowError;
-use crate::ordering::row::RowMethod;
+use crate::ordering::row::{RowMethod, RowProgress};
 use crate::ordering::sender::{Row, RowHeader};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -39,10 +51,14 @@ use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 
-/// The stored form this code writes and reads: 2 is table `sends` (raw bytes and send method per
-/// transaction) with `meta`; 1 (rows in table `txs`, the request text) is still read. An object
-/// that finds a higher one leaves its storage alone ([`ReadError::Newer`]).
-pub const SCHEMA_VERSION: u32 = 2;
+/// The stored form this code writes on a fresh storage: 3 is one table, `meta`, a row per
+/// transaction with the chain, the sender and the chain id in it. 2 (tables `sends` and a
+/// key-value `meta`) and 1 (rows in table `txs`, the request text) are still read. An object that
+/// finds a higher one leaves its storage alone ([`ReadError::Newer`]).
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The highest `schema` a key-value `meta` (schema 2's) may say.
+const KEY_VALUE_SCHEMA: u32 = 2;
 
 /// A value bound to a statement or read from a row (SQLite's storage classes).
 #[derive(Debug, Clone, PartialEq)]
@@ -199,9 +215,30 @@ pub struct StorageSnapshot {
 /// Which table a row is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Table {
+    /// Schema 3's one table, `meta`.
+    Rows,
+    /// Schema 2's `sends`.
     Sends,
-    /// An earlier release's.
+    /// Schema 1's `txs`.
     Txs,
+}
+
+/// The stored form the storage is in, which the next writes follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Schema 3: one table (a fresh storage, or one this release made).
+    One,
+    /// Schema 2's tables (and schema 1's rows), as an earlier release left them: written in that
+    /// form until the storage is vacated or wiped.
+    Tables,
+}
+
+/// What schema 3 keeps in each row beside the transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct RowMeta {
+    chain: Option<String>,
+    sender: Option<String>,
+    chain_id: Option<u64>,
 }
 
 /// A stored transaction read back: the transaction, or why its row is not a send of its hash.
@@ -212,16 +249,23 @@ pub struct Store<S: Sql> {
     sql: S,
     /// Every row's hash in the tables (as read, and written since), with its table.
     rows: RefCell<HashMap<TxHash, Table>>,
-    /// Rows of `sends` whose transaction's nonce is used in a block: the next stored
-    /// transaction overwrites one of them.
+    /// Rows whose transaction's nonce is used in a block: the next stored transaction
+    /// overwrites one of them.
     released: RefCell<Vec<TxHash>>,
-    /// Whether `meta` has this release's `schema` (read, or written in this instance's life).
+    /// The form the storage is in.
+    form: Cell<Form>,
+    /// Schema 2: whether `meta` has its `schema` (read, or written in this instance's life).
     schema_written: Cell<bool>,
+    /// Schema 3: the chain, sender and chain id the next rows carry (and the rows written
+    /// since they were last given carry).
+    meta: RefCell<RowMeta>,
     /// Rows written since the instance started.
     written: Cell<u64>,
 }
 
 const SEND_COLUMNS: &str = "hash, nonce, raw, method, at_ms";
+const ROW_COLUMNS: &str =
+    "hash, nonce, raw, method, at_ms, chain, sender, chain_id, schema, resent, since_block, public";
 
 impl<S: Sql> Store<S> {
     /// The object's tables over `sql`; nothing is read or made here.
@@ -230,9 +274,16 @@ impl<S: Sql> Store<S> {
             sql,
             rows: RefCell::new(HashMap::new()),
             released: RefCell::new(Vec::new()),
+            form: Cell::new(Form::One),
             schema_written: Cell::new(false),
+            meta: RefCell::new(RowMeta::default()),
             written: Cell::new(0),
         }
+    }
+
+    /// The form the storage is in (as read, or made since).
+    pub fn form(&self) -> Form {
+        self.form.get()
     }
 
     /// The SQL it runs on.
@@ -280,13 +331,102 @@ impl<S: Sql> Store<S> {
         Err(StorageError::of(op, last))
     }
 
+    /// Whether `message` says the table has no such column: a `meta` of the other form.
+    fn other_form(message: &str) -> bool {
+        message.contains("no such column")
+    }
+
     /// What is stored: nothing where nothing was ever written (or the tables went with the
     /// storage).
     ///
     /// # Errors
-    /// [`ReadError::Unreadable`] when a read fails twice, [`ReadError::Newer`] when `meta`'s
-    /// `schema` is not one this code knows. Nothing is written either way.
+    /// [`ReadError::Unreadable`] when a read fails twice, [`ReadError::Newer`] when a `schema` is
+    /// not one this code knows. Nothing is written either way.
     pub fn read(&self) -> Result<StorageSnapshot, ReadError> {
+        self.rows.borrow_mut().clear();
+        self.released.borrow_mut().clear();
+        let select = "SELECT hash, nonce, at_ms, method, chain, sender, chain_id, schema, resent, since_block, public FROM meta";
+        let mut last = String::new();
+        for _ in 0..2 {
+            match self.run(select, Vec::new()) {
+                Ok(rows) => return self.read_rows(rows.rows),
+                // No `meta`: nothing stored, or schema 1's rows alone.
+                Err(e) if Self::missing(&e) => {
+                    let snapshot = self.read_tables()?;
+                    if snapshot == StorageSnapshot::default() {
+                        self.form.set(Form::One);
+                    }
+                    return Ok(snapshot);
+                }
+                Err(e) if Self::other_form(&e) => return self.read_tables(),
+                Err(e) => last = e,
+            }
+        }
+        Err(ReadError::Unreadable(StorageError::of("read", last)))
+    }
+
+    /// Schema 3's rows read back (see [`Store::read`]).
+    fn read_rows(&self, rows: Vec<Vec<SqlValue>>) -> Result<StorageSnapshot, ReadError> {
+        self.form.set(Form::One);
+        let mut meta = RowMeta::default();
+        let mut headers = Vec::with_capacity(rows.len());
+        for row in rows {
+            let schema = row.get(7).and_then(SqlValue::number);
+            if schema.is_none_or(|v| v > u64::from(SCHEMA_VERSION)) {
+                let found = match row.get(7) {
+                    Some(SqlValue::Integer(n)) => n.to_string(),
+                    Some(SqlValue::Text(t)) => t.clone(),
+                    other => format!("{other:?}"),
+                };
+                return Err(ReadError::Newer { found });
+            }
+            let text = |i: usize| row.get(i).and_then(SqlValue::text).map(str::to_string);
+            meta.chain = meta.chain.or_else(|| text(4));
+            meta.sender = meta.sender.or_else(|| text(5));
+            meta.chain_id = meta
+                .chain_id
+                .or_else(|| row.get(6).and_then(SqlValue::number));
+            if let Some(mut header) = Self::header(&row) {
+                let number = |i: usize| row.get(i).and_then(SqlValue::number);
+                header.progress = RowProgress {
+                    resent: number(8).map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+                    since_block: number(9),
+                    public: number(10).is_some_and(|n| n != 0),
+                };
+                headers.push(header);
+            }
+        }
+        headers.sort_by_key(|header| header.at_ms);
+        *self.rows.borrow_mut() = headers.iter().map(|h| (h.hash, Table::Rows)).collect();
+        *self.meta.borrow_mut() = meta.clone();
+        Ok(StorageSnapshot {
+            chain: meta.chain,
+            chain_id: meta.chain_id,
+            sender: meta.sender,
+            rows: headers,
+        })
+    }
+
+    /// A row's header from its first four columns (`hash`, `nonce`, `at_ms`, `method`); an
+    /// earlier release's rows hold no terms of a private send.
+    fn header(row: &[SqlValue]) -> Option<RowHeader> {
+        let terms = row
+            .get(3)
+            .and_then(|method| RowMethod::read(method.text()?).ok())
+            .map(|method| method.terms())
+            .unwrap_or_default();
+        Some(RowHeader {
+            hash: hex::decode_array(row.first()?.text()?)?,
+            nonce: row.get(1)?.number()?,
+            at_ms: row.get(2)?.number()?,
+            terms,
+            progress: RowProgress::default(),
+        })
+    }
+
+    /// Schema 2's (and 1's) tables read back (see [`Store::read`]).
+    fn read_tables(&self) -> Result<StorageSnapshot, ReadError> {
+        self.form.set(Form::Tables);
         let unreadable = ReadError::Unreadable;
         let mut meta: HashMap<String, String> = self
             .select("read_meta", "SELECT key, value FROM meta")
@@ -298,37 +438,25 @@ impl<S: Sql> Store<S> {
             })
             .collect();
         match meta.remove("schema") {
-            Some(found) if found.parse::<u32>().is_ok_and(|v| v <= SCHEMA_VERSION) => {
-                self.schema_written.set(found == SCHEMA_VERSION.to_string())
-            }
+            Some(found) if found.parse::<u32>().is_ok_and(|v| v <= KEY_VALUE_SCHEMA) => self
+                .schema_written
+                .set(found == KEY_VALUE_SCHEMA.to_string()),
             Some(found) => return Err(ReadError::Newer { found }),
             None => self.schema_written.set(false),
         }
         let mut headers: Vec<(RowHeader, Table)> = Vec::new();
-        // An earlier release's rows hold no terms of a private send.
         for (table, select) in [
             (Table::Sends, "SELECT hash, nonce, at_ms, method FROM sends"),
             (Table::Txs, "SELECT hash, nonce, at_ms, NULL FROM txs"),
         ] {
             let rows = self.select("read_rows", select).map_err(unreadable)?;
-            headers.extend(rows.into_iter().filter_map(|row| {
-                let terms = row
-                    .get(3)
-                    .and_then(|method| RowMethod::read(method.text()?).ok())
-                    .map(|method| method.terms())
-                    .unwrap_or_default();
-                let header = RowHeader {
-                    hash: hex::decode_array(row.first()?.text()?)?,
-                    nonce: row.get(1)?.number()?,
-                    at_ms: row.get(2)?.number()?,
-                    terms,
-                };
-                Some((header, table))
-            }));
+            headers.extend(
+                rows.into_iter()
+                    .filter_map(|row| Some((Self::header(&row)?, table))),
+            );
         }
         headers.sort_by_key(|(header, _)| header.at_ms);
         *self.rows.borrow_mut() = headers.iter().map(|(h, table)| (h.hash, *table)).collect();
-        self.released.borrow_mut().clear();
         Ok(StorageSnapshot {
             chain: meta.remove("chain"),
             chain_id: meta.remove("chain_id").and_then(|id| id.parse().ok()),
@@ -338,20 +466,30 @@ impl<S: Sql> Store<S> {
     }
 
     fn create(&self) -> Result<(), String> {
-        self.run(
-            "CREATE TABLE IF NOT EXISTS sends (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
-            Vec::new(),
-        )?;
-        self.run(
-            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-            Vec::new(),
-        )?;
+        match self.form.get() {
+            Form::One => {
+                self.run(
+                    "CREATE TABLE IF NOT EXISTS meta (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL, chain TEXT, sender TEXT, chain_id INTEGER, schema INTEGER NOT NULL, resent INTEGER NOT NULL DEFAULT 0, since_block INTEGER, public INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
+                    Vec::new(),
+                )?;
+            }
+            Form::Tables => {
+                self.run(
+                    "CREATE TABLE IF NOT EXISTS sends (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID",
+                    Vec::new(),
+                )?;
+                self.run(
+                    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+                    Vec::new(),
+                )?;
+            }
+        }
         Ok(())
     }
 
     /// Runs one write. The tables are made when the write finds them missing (never made yet,
-    /// or deleted with the storage), and the write is run once more; the first write of the
-    /// storage's life also writes this release's `schema`.
+    /// or deleted with the storage), and the write is run once more; in schema 2's form, the
+    /// first write of the storage's life also writes its `schema`.
     fn write(
         &self,
         op: &'static str,
@@ -359,8 +497,8 @@ impl<S: Sql> Store<S> {
         bindings: Vec<SqlValue>,
     ) -> Result<u64, StorageError> {
         let fail = |e: String| StorageError::of(op, e);
-        if !self.schema_written.get() {
-            let schema = vec!["schema".into(), SCHEMA_VERSION.to_string().into()];
+        if self.form.get() == Form::Tables && !self.schema_written.get() {
+            let schema = vec!["schema".into(), KEY_VALUE_SCHEMA.to_string().into()];
             let meta = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)";
             match self.run(meta, schema.clone()) {
                 Ok(_) => {}
@@ -385,14 +523,20 @@ impl<S: Sql> Store<S> {
     }
 
     /// Stores a holder's transaction before its first send: its raw bytes (a BLOB) and its send
-    /// method, over a released row when there is one (one written row).
+    /// method (in schema 3 with the chain, the sender and the chain id), over a released row when
+    /// there is one (one written row).
     ///
     /// # Errors
     /// The platform's refusal: of the row itself (too big: the machine refuses the transaction
     /// unsent), or of the storage (a newer instance took over).
     pub fn store(&self, row: &Row) -> Result<(), StorageError> {
         let hash = row.tx.hash;
-        let columns = |key: Option<TxHash>| {
+        let form = self.form.get();
+        let (table, columns, marks) = match form {
+            Form::One => ("meta", ROW_COLUMNS, "?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, 0"),
+            Form::Tables => ("sends", SEND_COLUMNS, "?, ?, ?, ?, ?"),
+        };
+        let values = |key: Option<TxHash>| {
             let mut values = vec![
                 hex::encode(&hash).into(),
                 SqlValue::Integer(row.tx.nonce as i64),
@@ -400,9 +544,21 @@ impl<S: Sql> Store<S> {
                 row.tx.row_method().into(),
                 SqlValue::Integer(row.at_ms as i64),
             ];
+            if form == Form::One {
+                let meta = self.meta.borrow();
+                let text = |v: &Option<String>| v.clone().map_or(SqlValue::Null, SqlValue::Text);
+                values.push(text(&meta.chain));
+                values.push(text(&meta.sender));
+                values.push(
+                    meta.chain_id
+                        .map_or(SqlValue::Null, |id| SqlValue::Integer(id as i64)),
+                );
+                values.push(SqlValue::Integer(i64::from(SCHEMA_VERSION)));
+            }
             values.extend(key.map(|key| SqlValue::from(hex::encode(&key))));
             values
         };
+        let insert = format!("INSERT OR REPLACE INTO {table} ({columns}) VALUES ({marks})");
         let present = self.rows.borrow().get(&hash).copied();
         self.released.borrow_mut().retain(|h| *h != hash);
         let reuse = match present {
@@ -411,31 +567,28 @@ impl<S: Sql> Store<S> {
         };
         let written = match reuse {
             Some(old) => {
-                let sql =
-                    format!("UPDATE sends SET ({SEND_COLUMNS}) = (?, ?, ?, ?, ?) WHERE hash = ?");
-                let written = self.write("store", &sql, columns(Some(old)));
+                let sql = format!("UPDATE {table} SET ({columns}) = ({marks}) WHERE hash = ?");
+                let written = self.write("store", &sql, values(Some(old)));
                 if written.is_ok() {
                     self.rows.borrow_mut().remove(&old);
                 }
                 written
             }
-            None => {
-                let sql =
-                    format!("INSERT OR REPLACE INTO sends ({SEND_COLUMNS}) VALUES (?, ?, ?, ?, ?)");
-                self.write("store", &sql, columns(None))
-            }
+            None => self.write("store", &insert, values(None)),
         };
         match written {
             // A released row that was not there any more: stored anew.
             Ok(0) => {
-                let sql =
-                    format!("INSERT OR REPLACE INTO sends ({SEND_COLUMNS}) VALUES (?, ?, ?, ?, ?)");
-                self.write("store", &sql, columns(None))?;
+                self.write("store", &insert, values(None))?;
             }
             Ok(_) => {}
             Err(e) => return Err(e),
         }
-        self.rows.borrow_mut().insert(hash, Table::Sends);
+        let table = match form {
+            Form::One => Table::Rows,
+            Form::Tables => Table::Sends,
+        };
+        self.rows.borrow_mut().insert(hash, table);
         Ok(())
     }
 
@@ -452,6 +605,7 @@ impl<S: Sql> Store<S> {
                 continue;
             };
             let sql = match table {
+                Table::Rows => "DELETE FROM meta WHERE hash = ?",
                 Table::Sends => "DELETE FROM sends WHERE hash = ?",
                 Table::Txs => "DELETE FROM txs WHERE hash = ?",
             };
@@ -470,7 +624,7 @@ impl<S: Sql> Store<S> {
         for hash in hashes {
             let table = self.rows.borrow().get(hash).copied();
             match table {
-                Some(Table::Sends) if !self.released.borrow().contains(hash) => {
+                Some(Table::Rows | Table::Sends) if !self.released.borrow().contains(hash) => {
                     self.released.borrow_mut().push(*hash)
                 }
                 Some(Table::Txs) => self.forget(&[*hash])?,
@@ -480,13 +634,22 @@ impl<S: Sql> Store<S> {
         Ok(())
     }
 
-    /// Deletes every row and the meta (the state of another chain).
+    /// Deletes every row and what the rows belong to (the state of another chain): schema 3's
+    /// rows, or schema 2's tables (dropped, so that the next write makes schema 3's).
     ///
     /// # Errors
     /// The storage can no longer be used.
     pub fn wipe(&self) -> Result<(), StorageError> {
-        for table in ["sends", "txs", "meta"] {
-            match self.run(&format!("DELETE FROM {table}"), Vec::new()) {
+        let statements: &[&str] = match self.form.get() {
+            Form::One => &["DELETE FROM meta"],
+            Form::Tables => &[
+                "DROP TABLE IF EXISTS sends",
+                "DROP TABLE IF EXISTS txs",
+                "DROP TABLE IF EXISTS meta",
+            ],
+        };
+        for statement in statements {
+            match self.run(statement, Vec::new()) {
                 Ok(_) => {}
                 Err(e) if Self::missing(&e) => {}
                 Err(e) => return Err(StorageError::of("wipe", e)),
@@ -496,35 +659,96 @@ impl<S: Sql> Store<S> {
         Ok(())
     }
 
-    /// The platform deleted the whole storage (`deleteAll`): nothing is stored.
+    /// The platform deleted the whole storage (`deleteAll`): nothing is stored, and the next
+    /// write makes schema 3's table.
     pub fn vacated(&self) {
         self.rows.borrow_mut().clear();
         self.released.borrow_mut().clear();
         self.schema_written.set(false);
+        self.form.set(Form::One);
+        *self.meta.borrow_mut() = RowMeta::default();
     }
 
-    /// Stores the chain id the stored transactions were checked against (meta `chain_id`).
+    /// Keeps what tracking learned of `hash` in its row (schema 3; an older form keeps it in
+    /// memory only, and a row not there is not made): one row written.
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn progress(&self, hash: &TxHash, progress: RowProgress) -> Result<(), StorageError> {
+        if self.rows.borrow().get(hash) != Some(&Table::Rows) {
+            return Ok(());
+        }
+        let values = vec![
+            SqlValue::Integer(i64::from(progress.resent)),
+            progress
+                .since_block
+                .map_or(SqlValue::Null, |n| SqlValue::Integer(n as i64)),
+            SqlValue::Integer(i64::from(progress.public)),
+            hex::encode(hash).into(),
+        ];
+        let sql = "UPDATE meta SET (resent, since_block, public) = (?, ?, ?) WHERE hash = ?";
+        self.write("progress", sql, values).map(|_| ())
+    }
+
+    /// Schema 3: the rows already written that do not carry `value` in `column` are given it
+    /// (none, when it was known before the first row: the usual case).
+    fn update_rows(
+        &self,
+        op: &'static str,
+        column: &str,
+        value: SqlValue,
+    ) -> Result<(), StorageError> {
+        if self.rows.borrow().values().all(|t| *t != Table::Rows) {
+            return Ok(());
+        }
+        let sql = format!("UPDATE meta SET {column} = ? WHERE {column} IS NOT ?");
+        self.write(op, &sql, vec![value.clone(), value]).map(|_| ())
+    }
+
+    /// Stores the chain id the stored transactions were checked against (schema 3: in each
+    /// row, the next ones and those already written; schema 2: meta `chain_id`).
     ///
     /// # Errors
     /// The storage can no longer be used.
     pub fn store_chain_id(&self, chain_id: u64) -> Result<(), StorageError> {
-        self.write(
-            "chain_id",
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            vec!["chain_id".into(), chain_id.to_string().into()],
-        )
-        .map(|_| ())
+        match self.form.get() {
+            Form::One => {
+                self.meta.borrow_mut().chain_id = Some(chain_id);
+                self.update_rows("chain_id", "chain_id", SqlValue::Integer(chain_id as i64))
+            }
+            Form::Tables => self
+                .write(
+                    "chain_id",
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    vec!["chain_id".into(), chain_id.to_string().into()],
+                )
+                .map(|_| ()),
+        }
     }
 
-    /// Stores the chain's genesis hash and the sender.
+    /// Stores the chain's genesis hash and the sender (schema 3: in each row, the next ones and
+    /// those already written; schema 2: in meta).
     ///
     /// # Errors
     /// The storage can no longer be used.
     pub fn store_chain(&self, genesis: &str, sender: &str) -> Result<(), StorageError> {
-        let sql = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)";
-        self.write("chain", sql, vec!["chain".into(), genesis.into()])?;
-        self.write("chain", sql, vec!["sender".into(), sender.into()])
-            .map(|_| ())
+        match self.form.get() {
+            Form::One => {
+                {
+                    let mut meta = self.meta.borrow_mut();
+                    meta.chain = Some(genesis.to_string());
+                    meta.sender = Some(sender.to_string());
+                }
+                self.update_rows("chain", "chain", genesis.into())?;
+                self.update_rows("chain", "sender", sender.into())
+            }
+            Form::Tables => {
+                let sql = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)";
+                self.write("chain", sql, vec!["chain".into(), genesis.into()])?;
+                self.write("chain", sql, vec!["sender".into(), sender.into()])
+                    .map(|_| ())
+            }
+        }
     }
 
     /// The chain id of the first stored transaction that has one, as an earlier release stored
@@ -536,8 +760,8 @@ impl<S: Sql> Store<S> {
     }
 
     /// The stored transactions of `hashes`, read back ([`SignedTx::from_row`], or for a row of
-    /// an earlier release as the relay reads any request, [`SignedTx::from_request_text`]):
-    /// missing ones left out, and one that is not a send of its own hash given with why.
+    /// schema 1 as the relay reads any request, [`SignedTx::from_request_text`]): missing ones
+    /// left out, and one that is not a send of its own hash given with why.
     ///
     /// # Errors
     /// The storage can no longer be used.
@@ -553,11 +777,16 @@ impl<S: Sql> Store<S> {
         Ok(out)
     }
 
-    /// The stored transaction `hash`, in `sends` or else in the earlier releases' `txs`: `None`
-    /// when neither has it (never written, or deleted since), or why its row is not a send of it.
+    /// The stored transaction `hash`: in schema 3's table, or in schema 2's `sends` and else
+    /// schema 1's `txs`; `None` when none has it (never written, or deleted since), or why its
+    /// row is not a send of it.
     fn load_one(&self, hash: &TxHash) -> Result<Option<Result<SignedTx, RowError>>, StorageError> {
         let key = || vec![SqlValue::from(hex::encode(hash))];
-        let send = match self.run("SELECT raw, method FROM sends WHERE hash = ?", key()) {
+        let select = match self.form.get() {
+            Form::One => "SELECT raw, method FROM meta WHERE hash = ?",
+            Form::Tables => "SELECT raw, method FROM sends WHERE hash = ?",
+        };
+        let send = match self.run(select, key()) {
             Ok(rows) => rows.rows.into_iter().next(),
             Err(e) if Self::missing(&e) => None,
             Err(e) => return Err(StorageError::of("load_send", e)),
@@ -570,6 +799,9 @@ impl<S: Sql> Store<S> {
                 }
                 _ => Err(RowError::NotARequest),
             }));
+        }
+        if self.form.get() == Form::One {
+            return Ok(None);
         }
         match self.run("SELECT request FROM txs WHERE hash = ?", key()) {
             Ok(rows) => Ok(rows

@@ -5,6 +5,7 @@ use super::*;
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::answer::AnswerClass;
+use crate::ordering::row::RowProgress;
 use crate::ordering::sender::{
     Arrival, Effects, Found, LookupId, Query, Seen, Sender, Sent, SessionKey, Settings, Ticket,
     Unstorable,
@@ -127,7 +128,8 @@ fn row(nonce: u64) -> Row {
     }
 }
 
-/// What an earlier instance left: three stored transactions and the meta.
+/// What an earlier instance left: three stored transactions, with their chain, sender and chain
+/// id (schema 3).
 fn stored() -> Sqlite {
     let sql = Sqlite::new();
     let store = Store::open(sql.clone());
@@ -138,6 +140,119 @@ fn stored() -> Sqlite {
         store.store(&row(n)).unwrap();
     }
     sql
+}
+
+/// What a release of schema 2 left: three stored transactions in `sends`, the key-value meta.
+fn stored_v2() -> Sqlite {
+    let sql = Sqlite::new();
+    sql.conn
+        .execute_batch(
+            "CREATE TABLE sends (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
+             CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+             INSERT INTO meta VALUES ('schema', '2'), ('chain', '0xgenesis'), ('sender', '0xabc'), ('chain_id', '1');",
+        )
+        .unwrap();
+    for n in 0..3u64 {
+        sql.conn
+            .execute(
+                "INSERT INTO sends VALUES (?1, ?2, ?3, '\"plain\"', ?4)",
+                rusqlite::params![
+                    hex::encode(&h(n, 0)),
+                    n as i64,
+                    tx(n).raw.clone(),
+                    1_000 + n as i64
+                ],
+            )
+            .unwrap();
+    }
+    sql
+}
+
+/// A lone transaction on a fresh storage writes its row and nothing else (schema 3: the chain,
+/// sender and chain id in it; workerd also counts the table made as two rows), where schema 2
+/// wrote four rows of meta besides; a restart reads all of it back from the row.
+#[test]
+fn a_lone_transaction_writes_one_row_with_its_chain_sender_and_chain_id() {
+    let sql = Sqlite::new();
+    let store = Store::open(sql.clone());
+    assert_eq!(store.read().unwrap(), StorageSnapshot::default());
+    store.store_chain("0xgenesis", "0xabc").unwrap();
+    store.store_chain_id(1).unwrap();
+    store.store(&row(0)).unwrap();
+    assert_eq!(store.rows_written(), 1, "{:?}", sql.writes());
+    assert_eq!(store.form(), Form::One);
+    let again = Store::open(sql.clone());
+    let snapshot = again.read().unwrap();
+    assert_eq!(
+        (
+            snapshot.chain.as_deref(),
+            snapshot.sender.as_deref(),
+            snapshot.chain_id
+        ),
+        (Some("0xgenesis"), Some("0xabc"), Some(1))
+    );
+    assert_eq!(snapshot.rows.len(), 1);
+    assert_eq!(again.load(&[h(0, 0)]).unwrap().len(), 1);
+    // The chain id learned after the first row: given to the rows already written.
+    let late = Sqlite::new();
+    let store = Store::open(late.clone());
+    store.read().unwrap();
+    store.store(&row(0)).unwrap();
+    store.store_chain_id(5).unwrap();
+    assert_eq!(Store::open(late.clone()).read().unwrap().chain_id, Some(5));
+}
+
+/// What tracking learned of a transaction is kept in its row (one row written) and read back
+/// with its header by the next instance; in schema 2's form it is not stored (nothing written).
+#[test]
+fn a_rows_progress_is_kept_and_read_back() {
+    let sql = stored();
+    let store = Store::open(sql.clone());
+    store.read().unwrap();
+    let before = store.rows_written();
+    let progress = RowProgress {
+        resent: 2,
+        since_block: Some(100),
+        public: true,
+    };
+    store.progress(&h(1, 0), progress).unwrap();
+    store.progress(&h(9, 0), progress).unwrap();
+    assert_eq!(
+        store.rows_written(),
+        before + 1,
+        "one row; none for a row not there"
+    );
+    let snapshot = Store::open(sql.clone()).read().unwrap();
+    let of = |n: u64| {
+        snapshot
+            .rows
+            .iter()
+            .find(|r| r.nonce == n)
+            .unwrap()
+            .progress
+    };
+    assert_eq!((of(1), of(0)), (progress, RowProgress::default()));
+    let v2 = stored_v2();
+    let store = Store::open(v2.clone());
+    store.read().unwrap();
+    let writes = v2.writes().len();
+    store.progress(&h(1, 0), progress).unwrap();
+    assert_eq!(v2.writes().len(), writes);
+}
+
+/// A release of schema 2 reads `meta` as key-value rows first: on schema 3's table that read
+/// fails for another reason than a missing table, which that release's read reports as
+/// unreadable (it was tried again once, then `ReadError::Unreadable`): it writes nothing and fails
+/// open. Its statements, as it ran them:
+#[test]
+fn a_release_of_schema_2_cannot_read_schema_3_and_so_leaves_it_alone() {
+    let sql = stored();
+    let e = sql
+        .exec("SELECT key, value FROM meta", Vec::new())
+        .unwrap_err();
+    assert!(!e.contains("no such table"), "{e}");
+    assert!(e.contains("no such column"), "{e}");
+    assert_eq!(sql.count("SELECT COUNT(*) FROM meta"), 3);
 }
 
 /// What a sender asked of the private route (its opt-in, its `maxBlockNumber`) is kept in the
@@ -190,7 +305,7 @@ fn a_read_that_fails_is_an_error_never_nothing_stored_and_nothing_is_written() {
         writes,
         "nothing written, nothing deleted"
     );
-    assert_eq!(sql.count("SELECT COUNT(*) FROM sends"), 3);
+    assert_eq!(sql.count("SELECT COUNT(*) FROM meta"), 3);
     // The next instance (the object's next request) reads it whole.
     let store = Store::open(sql.clone());
     let snapshot = store.read().unwrap();
@@ -208,17 +323,25 @@ fn a_read_that_fails_is_an_error_never_nothing_stored_and_nothing_is_written() {
 fn a_newer_schema_is_left_alone() {
     let sql = stored();
     sql.conn
-        .execute("UPDATE meta SET value = '3' WHERE key = 'schema'", [])
+        .execute("UPDATE meta SET schema = 4 WHERE nonce = 1", [])
         .unwrap();
     let writes = sql.writes().len();
     let store = Store::open(sql.clone());
-    assert_eq!(store.read(), Err(ReadError::Newer { found: "3".into() }));
+    assert_eq!(store.read(), Err(ReadError::Newer { found: "4".into() }));
     assert_eq!(sql.writes().len(), writes, "untouched");
-    assert_eq!(sql.count("SELECT COUNT(*) FROM sends"), 3);
-    assert!(ReadError::Newer { found: "3".into() }
+    assert_eq!(sql.count("SELECT COUNT(*) FROM meta"), 3);
+    assert!(ReadError::Newer { found: "4".into() }
         .to_string()
-        .contains("newer than this release's 2"));
-    // An unreadable value is no version this code knows either.
+        .contains("newer than this release's 3"));
+    // Schema 2's key-value meta saying a schema it never wrote is no form this code knows.
+    let sql = stored_v2();
+    sql.conn
+        .execute("UPDATE meta SET value = '3' WHERE key = 'schema'", [])
+        .unwrap();
+    assert_eq!(
+        Store::open(sql.clone()).read(),
+        Err(ReadError::Newer { found: "3".into() })
+    );
     sql.conn
         .execute("UPDATE meta SET value = 'x' WHERE key = 'schema'", [])
         .unwrap();
@@ -226,6 +349,47 @@ fn a_newer_schema_is_left_alone() {
         Store::open(sql.clone()).read(),
         Err(ReadError::Newer { .. })
     ));
+    assert_eq!(sql.count("SELECT COUNT(*) FROM sends"), 3);
+}
+
+/// Storage a release of schema 2 left is read, and written in its form, until it is vacated or
+/// wiped: then the next write makes schema 3's table.
+#[test]
+fn storage_of_schema_2_is_read_and_kept_in_its_form_until_it_goes() {
+    let sql = stored_v2();
+    let store = Store::open(sql.clone());
+    let snapshot = store.read().unwrap();
+    assert_eq!(store.form(), Form::Tables);
+    assert_eq!(snapshot.rows.len(), 3);
+    assert_eq!(
+        (
+            snapshot.chain.as_deref(),
+            snapshot.sender.as_deref(),
+            snapshot.chain_id
+        ),
+        (Some("0xgenesis"), Some("0xabc"), Some(1))
+    );
+    store.release(&[h(0, 0)]).unwrap();
+    store.store(&row(3)).unwrap();
+    assert_eq!(sql.count("SELECT COUNT(*) FROM sends"), 3, "overwritten");
+    store.forget(&[h(1, 0)]).unwrap();
+    assert_eq!(sql.count("SELECT COUNT(*) FROM sends"), 2);
+    assert_eq!(store.load(&[h(3, 0), h(2, 0)]).unwrap().len(), 2);
+    store.wipe().unwrap();
+    store.store(&row(7)).unwrap();
+    assert_eq!(store.form(), Form::One);
+    let again = Store::open(sql.clone());
+    assert_eq!(
+        again
+            .read()
+            .unwrap()
+            .rows
+            .iter()
+            .map(|r| r.nonce)
+            .collect::<Vec<_>>(),
+        vec![7]
+    );
+    assert_eq!(again.form(), Form::One);
 }
 
 /// Storage written by def57e0 and earlier (table `sends`, meta without `schema`) reads as it
@@ -273,7 +437,7 @@ fn a_released_row_is_overwritten_by_the_next_one_stored() {
     store.store(&row(5)).unwrap();
     assert_eq!(store.rows_written(), before + 3, "one row a transaction");
     assert_eq!(
-        sql.count("SELECT COUNT(*) FROM sends"),
+        sql.count("SELECT COUNT(*) FROM meta"),
         4,
         "two overwritten, one added"
     );
@@ -289,7 +453,7 @@ fn a_released_row_is_overwritten_by_the_next_one_stored() {
     store.release(&[h(2, 0)]).unwrap();
     store.forget(&[h(2, 0), h(5, 0)]).unwrap();
     assert_eq!(store.rows_written(), before + 4);
-    assert_eq!(sql.count("SELECT COUNT(*) FROM sends"), 3);
+    assert_eq!(sql.count("SELECT COUNT(*) FROM meta"), 3);
 }
 
 #[test]
@@ -298,12 +462,12 @@ fn a_wipe_deletes_everything_and_the_next_write_starts_anew() {
     let store = Store::open(sql.clone());
     store.read().unwrap();
     store.wipe().unwrap();
-    assert_eq!(sql.count("SELECT COUNT(*) FROM sends"), 0);
     assert_eq!(sql.count("SELECT COUNT(*) FROM meta"), 0);
     store.store(&row(7)).unwrap();
     assert_eq!(
-        sql.count("SELECT COUNT(*) FROM meta WHERE key = 'schema'"),
-        1
+        sql.count("SELECT COUNT(*) FROM meta WHERE schema = 3 AND chain IS NULL"),
+        1,
+        "what the rows belonged to went with them"
     );
     let again = Store::open(sql.clone()).read().unwrap();
     assert_eq!(
@@ -321,6 +485,8 @@ struct Object {
     lookups: Vec<(LookupId, Query)>,
     answers: BTreeMap<Ticket, Answer>,
     vacated: u32,
+    /// The storage alarm, as the machine last set it.
+    alarm: Option<u64>,
 }
 
 impl Effects for Object {
@@ -357,6 +523,9 @@ impl Effects for Object {
     fn store_chain(&mut self, genesis: String) {
         self.store.store_chain(&genesis, "0xabc").unwrap();
     }
+    fn progress(&mut self, hash: TxHash, progress: RowProgress) {
+        self.store.progress(&hash, progress).unwrap();
+    }
     fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
         self.store
             .load(hashes)
@@ -379,7 +548,9 @@ impl Effects for Object {
     }
     fn publish(&mut self, _hashes: Vec<TxHash>, _deadline_ms: u64) {}
     fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _deadline_ms: u64) {}
-    fn alarm(&mut self, _at_ms: Option<u64>) {}
+    fn alarm(&mut self, at_ms: Option<u64>) {
+        self.alarm = at_ms;
+    }
     fn emit(&mut self, _metric: Metric) {}
 }
 
@@ -432,6 +603,7 @@ fn a_busy_sender_writes_about_one_row_per_transaction_and_restarts_on_it() {
         lookups: Vec::new(),
         answers: BTreeMap::new(),
         vacated: 0,
+        alarm: None,
     };
     o.store.read().unwrap();
     let mut s = Sender::new(BUSY);
@@ -493,6 +665,7 @@ fn a_busy_sender_writes_about_one_row_per_transaction_and_restarts_on_it() {
         lookups: Vec::new(),
         answers: BTreeMap::new(),
         vacated: 0,
+        alarm: None,
     };
     let mut s = Sender::new(BUSY);
     s.set_address("0xabc");
@@ -500,8 +673,14 @@ fn a_busy_sender_writes_about_one_row_per_transaction_and_restarts_on_it() {
     s.run(&mut o);
     for _ in 0..3 {
         answer_lookups(&mut s, &mut o, TOTAL);
-        o.now = s.poll_timeout().unwrap_or(o.now).max(o.now + 1);
-        s.handle_timeout(o.now);
+        // The in-memory timer, or the storage alarm that an idle sender's checks come with.
+        let due = [s.poll_timeout(), o.alarm].into_iter().flatten().min();
+        o.now = due.unwrap_or(o.now).max(o.now + 1);
+        if o.alarm.is_some_and(|at| at <= o.now) {
+            s.alarm(o.now);
+        } else {
+            s.handle_timeout(o.now);
+        }
         s.run(&mut o);
         answer_lookups(&mut s, &mut o, TOTAL);
     }

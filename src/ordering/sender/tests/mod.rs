@@ -64,6 +64,10 @@ struct Recorded {
     rows: BTreeMap<TxHash, Row>,
     chain: Option<String>,
     alarm: Option<u64>,
+    /// How many times an alarm was set (each a billed row written).
+    alarm_sets: usize,
+    /// What each row keeps of tracking's progress.
+    progress: BTreeMap<TxHash, RowProgress>,
     metrics: Vec<Metric>,
     /// Every action in order, as a short word, for ordering checks.
     log: Vec<String>,
@@ -121,6 +125,11 @@ impl Effects for Recorded {
     fn store_chain(&mut self, genesis: String) {
         self.chain = Some(genesis);
     }
+    fn progress(&mut self, hash: TxHash, progress: RowProgress) {
+        if self.rows.contains_key(&hash) {
+            self.progress.insert(hash, progress);
+        }
+    }
     fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
         self.log.push(format!("load {}", hashes.len()));
         hashes
@@ -158,6 +167,7 @@ impl Effects for Recorded {
         self.cancels.push((ticket, hash));
     }
     fn alarm(&mut self, at_ms: Option<u64>) {
+        self.alarm_sets += usize::from(at_ms.is_some());
         self.alarm = at_ms;
     }
     fn emit(&mut self, metric: Metric) {
@@ -226,7 +236,11 @@ impl Rig {
 
     /// A restarted object: `rows` in its storage, restored (on the chain `0xgenesis`).
     fn restored(settings: Settings, rows: &[Row]) -> Self {
-        let mut r = Rig::new(settings);
+        Rig::restored_into(Rig::new(settings), rows)
+    }
+
+    /// [`Rig::restored`] on the rig `r` (whose `progress` the rows kept).
+    fn restored_into(mut r: Rig, rows: &[Row]) -> Self {
         for row in rows {
             r.rows.insert(row.tx.hash, row.clone());
         }
@@ -237,6 +251,7 @@ impl Rig {
                 nonce: row.tx.nonce,
                 at_ms: row.at_ms,
                 terms: row.tx.terms(),
+                progress: r.progress.get(&row.tx.hash).copied().unwrap_or_default(),
             })
             .collect();
         r.s.restore(Some("0xgenesis".into()), &stored, r.now);
@@ -365,7 +380,7 @@ impl Rig {
                 .rposition(|(_, q)| q.latest && q.hashes.is_empty() && !q.genesis)
         };
         if counts(&self.lookups).is_none() {
-            let due = self.s.poll_timeout().expect("a check is due");
+            let due = self.due().expect("a check is due");
             self.at(due);
         }
         let at =
@@ -466,10 +481,29 @@ impl Rig {
         call
     }
 
+    /// Time moves to `now`: the storage alarm fires when it is due (as the platform's would),
+    /// otherwise the in-memory timer.
     fn at(&mut self, now: u64) {
         self.now = now;
-        self.s.handle_timeout(now);
+        if self.alarm.is_some_and(|at| at <= now) {
+            // The platform deletes an alarm that fired unless its handler sets another; this
+            // handler returns at once (the object's waits for quiet: `alarm_done` then).
+            self.alarm = None;
+            self.s.alarm(now);
+            self.drain();
+            self.s.alarm_done(now);
+        } else {
+            self.s.handle_timeout(now);
+        }
         self.drain();
+    }
+
+    /// The earliest of the in-memory timer's due time and the storage alarm's.
+    fn due(&self) -> Option<u64> {
+        match (self.s.poll_timeout(), self.alarm) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn answer(&self, ticket: Ticket) -> &(Answer, Option<u64>) {

@@ -888,3 +888,49 @@ fn a_copy_keeps_the_first_terms_and_a_public_one_is_not_cancelled_by_the_route_r
     assert_eq!(r.s.status(&h(9, 0), r.now).unwrap()["status"], "replaced");
     assert_eq!(r.s.status(&h(9, 1), r.now).unwrap()["status"], "pending");
 }
+
+/// Across a loss of the object's memory between checks (a hibernation: an idle object is no
+/// longer kept in memory by a timer), what tracking learned stays in the row and comes back with
+/// it: the resend count, so the cap holds, and the head the sender's opt-in counts its blocks
+/// from, so it is published on time.
+#[test]
+fn what_tracking_learned_outlasts_the_objects_memory() {
+    let settings = Settings {
+        public_after_blocks: Some(25),
+        ..WITH_STATUS
+    };
+    let mut r = Rig::new(settings);
+    r.arrive_tx(with_terms(0, opted_in(3)));
+    r.learn(0, 0);
+    r.accept_next();
+    // First found pending at head 100; at the next check the route failed it: sent again once.
+    let missing = [(h(0, 0), Seen::Missing)];
+    r.track_with(0, &missing, &[(h(0, 0), RouteStatus::Pending)], Some(100));
+    assert_eq!(
+        r.progress.get(&h(0, 0)).and_then(|p| p.since_block),
+        Some(100)
+    );
+    r.track_with(0, &missing, &[(h(0, 0), RouteStatus::Failed)], Some(101));
+    resend_turns(&mut r, 0);
+    let kept = r.progress.get(&h(0, 0)).copied().expect("kept in its row");
+    assert_eq!(
+        (kept.resent, kept.since_block, kept.public),
+        (1, Some(100), false)
+    );
+    // The object's memory goes; a new instance reads the row back.
+    let rows: Vec<Row> = r.rows.values().cloned().collect();
+    let mut woken = Rig::new(settings);
+    woken.progress = r.progress.clone();
+    let woken = Rig::restored_into(woken, &rows);
+    assert_eq!(woken.s.accepted.progress(&h(0, 0)), Some(kept));
+    assert_eq!(
+        woken.s.status(&h(0, 0), woken.now).unwrap()["resubmitted"],
+        1
+    );
+    // Without the row's progress the instance would count from nothing.
+    let forgetful = Rig::restored(settings, &rows);
+    assert_eq!(
+        forgetful.s.accepted.progress(&h(0, 0)).map(|p| p.resent),
+        Some(0)
+    );
+}

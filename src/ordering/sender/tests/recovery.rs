@@ -114,10 +114,22 @@ fn a_restarted_object_checks_its_stored_transactions_and_resends_what_the_upstre
             ..Found::default()
         }),
     );
-    // 0 is mined; 1 (the holder in flight at the crash) is asked by hash.
+    // Both asked by hash: 0, whose nonce the mined count passed (in a block, or replaced: settled
+    // now, not left to a check a hibernating object would never reach), and 1 (the holder in
+    // flight at the crash).
     let (verify, query) = r.lookup();
-    assert_eq!(query.hashes, vec![h(1, 0)]);
-    r.reply(verify, known(&[(h(1, 0), false)]));
+    assert_eq!(query.hashes, vec![h(0, 0), h(1, 0)]);
+    let found = Found {
+        known: [
+            (h(0, 0), Seen::Included { block: 1 }),
+            (h(1, 0), Seen::Missing),
+        ]
+        .into_iter()
+        .collect(),
+        ..Found::default()
+    };
+    r.reply(verify, Ok(found));
+    assert_eq!(r.s.counters.included, 1, "0 settled at the restart");
     let call = r.send();
     assert_eq!((call.nonce, call.hash), (1, h(1, 0)));
     assert!(
@@ -128,11 +140,8 @@ fn a_restarted_object_checks_its_stored_transactions_and_resends_what_the_upstre
     let copy = r.arrive(1);
     r.finish(&call, AnswerClass::Accepted);
     assert_eq!(r.answer(copy).0, Answer::hash(&h(1, 0)));
-    // A resend of the mined 0 gets its hash after a check by hash.
+    // A resend of the mined 0 gets its hash at once: the restart found it in a block.
     let resend = r.arrive(0);
-    let (check, query) = r.lookup();
-    assert_eq!(query.hashes, vec![h(0, 0)]);
-    r.reply(check, known(&[(h(0, 0), true)]));
     assert_eq!(r.answer(resend).0, Answer::hash(&h(0, 0)));
     assert!(r.sends.is_empty());
 }
@@ -148,6 +157,7 @@ fn state_of_another_chain_is_dropped_never_sent() {
         nonce: 0,
         at_ms: 900,
         terms: Default::default(),
+        progress: Default::default(),
     };
     r.s.restore(Some("0xold".into()), &[stored], r.now);
     r.drain();
@@ -223,8 +233,13 @@ fn the_alarm_is_set_while_durable_work_is_under_way_and_deleted_after() {
     assert!(r.alarm.is_some(), "set with the first row");
     let alarm = r.alarm.unwrap();
     assert!(alarm >= r.now + SETTINGS.max_hold_ms);
-    // The alarm firing while the holder still sends sets it again.
+    // The alarm firing while the holder still sends: nothing set while its handler runs (the
+    // platform runs it again should the handler not return), set again when it returns.
+    r.alarm = None;
     r.s.alarm(alarm - 1);
+    r.drain();
+    assert_eq!(r.alarm, None, "nothing set while the handler runs");
+    r.s.alarm_done(alarm - 1);
     r.drain();
     assert!(r.alarm.is_some());
     r.accept_next();
@@ -307,4 +322,47 @@ fn a_checked_nonce_that_the_upstreams_count_puts_above_a_gap_waits_its_gap_befor
     r.at(r.now + SETTINGS.gap_wait_ms);
     assert_eq!(r.send().nonce, 2, "sent after its gap wait");
     assert_eq!(r.events("gap_wait_expired").len(), 2);
+}
+
+/// A transaction the upstream keeps dropping, while the object loses its memory before every
+/// check (a hibernation, or a restart): each new instance counts its resends from what the row
+/// kept, so it is sent again at most `MAX_RESENDS` times in all, then abandoned.
+#[test]
+fn the_resend_cap_holds_across_losses_of_the_objects_memory() {
+    let rows = [row(0, 0, 900)];
+    let mut progress: BTreeMap<TxHash, RowProgress> = BTreeMap::new();
+    let mut resent = 0;
+    for life in 0..=knowledge::MAX_RESENDS {
+        let mut woken = Rig::new(SETTINGS);
+        woken.progress = progress.clone();
+        let mut r = Rig::restored_into(woken, &rows);
+        let (id, query) = r.lookup();
+        assert!(query.pending, "life {life}: {query:?}");
+        r.reply(
+            id,
+            Ok(Found {
+                pending: Some(0),
+                latest: Some(0),
+                genesis: Some("0xgenesis".into()),
+                ..Found::default()
+            }),
+        );
+        let (verify, query) = r.lookup();
+        assert_eq!(query.hashes, vec![h(0, 0)], "life {life}");
+        r.reply(verify, known(&[(h(0, 0), false)]));
+        if life < knowledge::MAX_RESENDS {
+            let call = r.send();
+            assert_eq!(call.hash, h(0, 0), "life {life}: sent again");
+            resent += 1;
+            // The pool takes it and drops it again before the next check; the memory goes.
+            r.finish(&call, AnswerClass::Accepted);
+            progress = r.progress.clone();
+            assert_eq!(progress[&h(0, 0)].resent, resent, "kept in its row");
+        } else {
+            assert!(r.sends.is_empty(), "past the cap: not sent again");
+            assert_eq!(r.s.counters.abandoned, 1);
+            assert!(!r.rows.contains_key(&h(0, 0)), "its row is gone");
+        }
+    }
+    assert_eq!(resent, knowledge::MAX_RESENDS);
 }

@@ -26,6 +26,70 @@ fn five_accepted() -> Rig {
     r
 }
 
+/// A lone transaction (issue 52): once its send is answered and nothing else is held, no
+/// in-memory deadline remains (in production a pending timer keeps the object from hibernating,
+/// billed); its first check rides the alarm set with its row, and the check, run within the
+/// alarm's handler, finds it mined and lets the storage go (the alarm with it): one alarm set in
+/// all.
+#[test]
+fn a_lone_transaction_leaves_no_timer_once_answered_and_its_check_comes_with_the_alarm() {
+    let mut r = Rig::new(TRACKED);
+    let ticket = r.arrive(0);
+    assert!(r.s.poll_timeout().is_some(), "the nonce lookup's deadline");
+    r.learn(0, 0);
+    let stored_at = r.now;
+    r.now += 50; // the send's round trip
+    r.accept_next();
+    assert!(r.answer(ticket).0.error_parts().is_none());
+    assert_eq!(r.s.poll_timeout(), None, "no in-memory deadline");
+    let check = stored_at + TRACKED.track_interval_ms;
+    assert_eq!(r.alarm, Some(check), "the row's alarm is the first check");
+    // The alarm fires (the object may have hibernated meanwhile); its handler stays until the
+    // check is done.
+    r.now = check;
+    r.alarm = None;
+    r.s.alarm(check);
+    r.drain();
+    let (id, query) = r.lookup();
+    assert!(
+        query.latest && query.hashes.is_empty(),
+        "the counts: {query:?}"
+    );
+    let counts = Found {
+        latest: Some(1),
+        pending: Some(1),
+        ..Found::default()
+    };
+    r.reply(id, Ok(counts));
+    let (id, query) = r.lookup();
+    assert_eq!(
+        query.hashes,
+        vec![h(0, 0)],
+        "the mined count passed it: by hash"
+    );
+    let found = Found {
+        known: [(h(0, 0), Seen::Included { block: 1 })]
+            .into_iter()
+            .collect(),
+        ..Found::default()
+    };
+    r.reply(id, Ok(found));
+    r.s.alarm_done(r.now);
+    r.drain();
+    assert_eq!(r.s.counters.included, 1);
+    assert!(
+        r.rows.is_empty() && r.log.contains(&"vacate".to_string()),
+        "{:?}",
+        r.log
+    );
+    assert_eq!(
+        (r.alarm, r.s.poll_timeout()),
+        (None, None),
+        "nothing left due"
+    );
+    assert_eq!(r.alarm_sets, 1, "one alarm set for the whole transaction");
+}
+
 #[test]
 fn a_dropped_transaction_and_those_behind_it_are_resent_from_their_bytes_in_nonce_order() {
     let mut r = five_accepted();
@@ -74,9 +138,13 @@ fn a_dropped_transaction_and_those_behind_it_are_resent_from_their_bytes_in_nonc
     assert_eq!(r.alarm, None, "an idle sender schedules no alarm");
     assert_eq!(
         r.s.poll_timeout(),
-        Some(first_included + SETTINGS.idempotency_ttl_ms),
-        "only the memory's own pruning is due, no storage alarm"
+        None,
+        "no timer either: the memory's own pruning waits for the next event"
     );
+    // Past the idempotency window, what was included is forgotten at the next question, without
+    // a timer having fired.
+    let later = first_included + SETTINGS.idempotency_ttl_ms + 1;
+    assert!(r.s.status(&h(0, 0), later).is_none());
     let included = r.s.status(&h(3, 0), r.now).unwrap();
     assert_eq!(
         (included["status"].clone(), included["block"].clone()),
