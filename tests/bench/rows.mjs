@@ -25,10 +25,10 @@ async function line(index, count) {
   const raws = await Promise.all(Array.from({ length: count }, (_, n) => signTransfer(account, n)));
   const answers = await Promise.all(raws.map((raw, i) => sendRaw(relay.url, raw, i)));
   const accepted = answers.filter((a) => a.json?.result).length;
-  // Mined, checked by the tracking check, and the storage deleted (no chain left in the view).
+  // Mined, checked by the tracking check, and the storage deleted (no row left in the view).
   await until(async () => {
     const v = await view(account);
-    return v.tracked === 0 && v.chain === null;
+    return v.tracked === 0 && v.storage.rows === 0 && v.bill.storage_deleted > 0;
   }, 30_000);
   const v = await view(account);
   const mined = Number((await rpc(anvil.url, "eth_getTransactionCount", [account.address, "latest"])).result);
