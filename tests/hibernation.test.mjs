@@ -7,11 +7,14 @@
 // - a lone transaction is tracked to inclusion, and the object's storage goes afterwards;
 // - a transaction the pool drops is sent again at the next check, and mined once;
 // - one the pool drops after each resend is sent again at most MAX_RESENDS (2) times in all,
-//   counted from its row across the lost memories, then abandoned.
+//   counted from its row across the lost memories, then abandoned;
+// - behind a private route, what the route took is not sent to it again, and a sender's opt-in to
+//   the public mempool counts its blocks from the head its row kept.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { keccak256 } from "viem";
-import { startAnvil, startProxy, startRelay, sendRaw, rpc, devAccount, signTransfer, minedCount, sleep, until } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, sendRaw, post, rpc, devAccount, signTransfer, minedCount, sleep, until } from "./support/harness.mjs";
+import { sendsAt, startPrivateStack } from "./support/private-route.mjs";
 
 const TOKEN = "hibernation";
 
@@ -82,6 +85,36 @@ test("memory lost before every check: a transaction the pool drops after each re
     console.log(`# hibernating object: sent ${sends()} times in all (the cap: 1 + 2), abandoned ${abandoned().length}`);
     assert.equal(sends(), 3, "the first send and two resends, counted from the row");
     assert.equal(abandoned().length, 1);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("memory lost before every check, behind a private route: a transaction the route took is not sent to it again, and one opted in to the public mempool (/?public_after_blocks=2) reaches the read node 2 blocks after the first check that saw it pending, counted from its row", async () => {
+  const s = await startPrivateStack();
+  await s.relay.stop();
+  s.relay = await startRelay({
+    buildDir: "build-faults",
+    vars: { ...s.vars, TRACK_INTERVAL_S: "1", SEND_PUBLIC_AFTER_BLOCKS: "25", TEST_HIBERNATE: "1" },
+  });
+  try {
+    const account = devAccount(7);
+    const raw = await signTransfer(account, 0);
+    const opted = await post(`${s.relay.url}/?public_after_blocks=2`, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] });
+    const hash = opted.json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/, opted.text);
+    s.route.holdFor(hash, 1_000);
+    let blocks = 0;
+    while (sendsAt(s.read) === 0 && blocks < 12) {
+      await sleep(1_100); // a check of the relay's (a new instance each time) in each block
+      await s.route.buildBlock();
+      blocks += 1;
+    }
+    const atRoute = s.route.sends.filter((r) => r.hash === hash).length;
+    console.log(`# hibernating object behind a private route: published after ${blocks} blocks; at the route ${atRoute} time(s)`);
+    assert.equal(sendsAt(s.read), 1, `reached the read node after ${blocks} blocks`);
+    assert.ok(blocks >= 2, `not before 2 blocks (${blocks})`);
+    assert.equal(atRoute, 1, "the route's acceptance is in the row: never sent to it again");
   } finally {
     await s.stop();
   }

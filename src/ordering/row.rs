@@ -189,9 +189,10 @@ const NO_WAIT: SyncTimeouts = SyncTimeouts {
 /// What tracking learned of a stored transaction that must outlast the object's memory (a
 /// hibernated object's is discarded: Durable Objects docs, "Lifecycle of a Durable Object"),
 /// kept in its row (schema 3; an older storage keeps it in memory only) and read back with its
-/// header: the resend cap holds, and a sender's opt-in to the public mempool counts its blocks
-/// from the same head, across hibernations and restarts. Written only when it changes (a resend,
-/// the first check behind a private route that found it pending, its publishing): one row each.
+/// header: the resend cap holds, a sender's opt-in to the public mempool counts its blocks from
+/// the same head, and what a private route took is not sent to it again, across hibernations and
+/// restarts. Written only when it changes (a resend, a private route's acceptance, the first
+/// check behind a private route that found it pending, its publishing): one row each.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RowProgress {
     /// How many times the relay sent it again because the upstream no longer had it.
@@ -200,6 +201,10 @@ pub struct RowProgress {
     pub since_block: Option<u64>,
     /// Whether it was also sent to the public mempool (its sender's opt-in).
     pub public: bool,
+    /// Whether the upstream is known to hold it. Kept for a private route's sends (the read
+    /// node never sees the route's pool, so a new instance could not learn it again and would
+    /// send each to the route again); for others a new instance asks by hash.
+    pub vouched: bool,
 }
 
 #[cfg(test)]

@@ -470,6 +470,7 @@ impl Accepted {
             resent: tx.resent,
             since_block: tx.route.since_block,
             public: tx.route.public,
+            vouched: tx.vouched,
         })
     }
 
@@ -479,6 +480,7 @@ impl Accepted {
             tx.resent = tx.resent.max(progress.resent);
             tx.route.since_block = tx.route.since_block.or(progress.since_block);
             tx.route.public |= progress.public;
+            tx.vouched |= progress.vouched;
         }
     }
 

@@ -152,6 +152,7 @@ impl Sender {
         let verify = self.to_verify(pending, now_ms);
         if verify.is_empty() {
             self.storage.unverified = false;
+            self.storage.read_back = false;
             self.learned(pending, now_ms);
             return;
         }
@@ -181,18 +182,20 @@ impl Sender {
     /// their nonce: one the mined count passed is in a block or replaced, and the counts cannot
     /// tell which; settled here, not left to a tracking check that a hibernating object would
     /// never reach (each wake starts here again). Behind a private route the upstream asked
-    /// cannot hold what the route accepted: only the ones not vouched for are asked.
+    /// cannot hold what the route accepted: only the ones not vouched for are asked (a row the
+    /// route took is vouched for from its row: [`RowProgress::vouched`]), and those the mined
+    /// count passed.
     fn to_verify(&self, pending: u64, now_ms: u64) -> Vec<TxHash> {
-        let from = match self.storage.unverified {
-            true => 0,
-            false => self.nonces.mined.unwrap_or(pending).min(pending),
-        };
+        let mined = self.nonces.mined.unwrap_or(pending).min(pending);
+        let read_back = self.storage.read_back;
+        let from = if read_back { 0 } else { mined };
         let uncovered_counts = !self.settings.private_route;
         self.accepted
             .from_nonce(from, now_ms)
             .into_iter()
             .filter(|(nonce, hash)| {
-                (uncovered_counts && *nonce >= pending)
+                (read_back && *nonce < mined)
+                    || (uncovered_counts && *nonce >= pending)
                     || self.accepted.get(hash, now_ms).is_some_and(|t| !t.vouched)
             })
             .map(|(_, hash)| hash)
@@ -298,6 +301,7 @@ impl Sender {
         self.forget_rows(gone);
         self.release_rows(used);
         self.storage.unverified = false;
+        self.storage.read_back = false;
         if !resend.is_empty() {
             self.storage.loading = true;
             self.push(Action::Load(resend));
@@ -421,6 +425,7 @@ impl Sender {
                 self.nonces.hole = None;
                 self.nonces.unknown_since_ms = now_ms;
                 self.storage.unverified = false;
+                self.storage.read_back = false;
                 self.storage.resends.clear();
                 if self.storage.chain.persisted {
                     self.push(Action::Wipe);

@@ -148,6 +148,17 @@ impl Sender {
         let pruned = self.accepted.prune(now_ms);
         self.pruned(pruned, now_ms);
         self.storage.unverified = !self.accepted.is_empty();
+        self.storage.read_back = self.storage.unverified;
+        if self.settings.private_route
+            && self.settings.track_interval_ms > 0
+            && self.accepted.has_pending()
+        {
+            // Behind a private route the rows' check asks nothing of what the route took (the
+            // read node cannot see it): the tracking check (the route's statuses, the block count
+            // of a sender's opt-in) is what the instance was woken for, due once the rows are
+            // checked, not an interval later. Elsewhere the rows' check asked each by hash.
+            self.tracking.due_ms = Some(now_ms);
+        }
         self.step(now_ms);
     }
 

@@ -128,6 +128,9 @@ pub(super) struct Storage {
     pub(super) chain: Chain,
     /// Stored transactions not yet checked against the upstream since the object started.
     pub(super) unverified: bool,
+    /// The accepted transactions are rows read back (a restart, or a wake from hibernation), not
+    /// yet checked: their first check asks each by hash whatever its nonce.
+    pub(super) read_back: bool,
     /// Waiting for `loaded` after an [`Action::Load`]: nothing is granted meanwhile.
     pub(super) loading: bool,
     /// How many times each stored transaction was sent again because the upstream did not have it.

@@ -4,7 +4,7 @@
 //! Schema 3 ([`SCHEMA_VERSION`]), what this release writes on a fresh storage: one table, `WITHOUT
 //! ROWID` (so a write is one billed row), `meta` (`hash` TEXT primary key, `nonce` INTEGER, `raw`
 //! BLOB, `method` TEXT, `at_ms` INTEGER, `chain` TEXT, `sender` TEXT, `chain_id` INTEGER, `schema`
-//! INTEGER, `resent` INTEGER, `since_block` INTEGER, `public` INTEGER): each holder's
+//! INTEGER, `resent` INTEGER, `since_block` INTEGER, `public` INTEGER, `vouched` INTEGER): each holder's
 //! transaction, its raw bytes and its send method ([`SignedTx::row_method`]), written before its
 //! first send, with what schema 2 kept in rows of their own (the genesis hash of the chain the
 //! rows belong to, the sender, the chain id the Worker checked them against, the schema) and what
@@ -264,8 +264,7 @@ pub struct Store<S: Sql> {
 }
 
 const SEND_COLUMNS: &str = "hash, nonce, raw, method, at_ms";
-const ROW_COLUMNS: &str =
-    "hash, nonce, raw, method, at_ms, chain, sender, chain_id, schema, resent, since_block, public";
+const ROW_COLUMNS: &str = "hash, nonce, raw, method, at_ms, chain, sender, chain_id, schema, resent, since_block, public, vouched";
 
 impl<S: Sql> Store<S> {
     /// The object's tables over `sql`; nothing is read or made here.
@@ -345,7 +344,7 @@ impl<S: Sql> Store<S> {
     pub fn read(&self) -> Result<StorageSnapshot, ReadError> {
         self.rows.borrow_mut().clear();
         self.released.borrow_mut().clear();
-        let select = "SELECT hash, nonce, at_ms, method, chain, sender, chain_id, schema, resent, since_block, public FROM meta";
+        let select = "SELECT hash, nonce, at_ms, method, chain, sender, chain_id, schema, resent, since_block, public, vouched FROM meta";
         let mut last = String::new();
         for _ in 0..2 {
             match self.run(select, Vec::new()) {
@@ -392,6 +391,7 @@ impl<S: Sql> Store<S> {
                     resent: number(8).map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
                     since_block: number(9),
                     public: number(10).is_some_and(|n| n != 0),
+                    vouched: number(11).is_some_and(|n| n != 0),
                 };
                 headers.push(header);
             }
@@ -469,7 +469,7 @@ impl<S: Sql> Store<S> {
         match self.form.get() {
             Form::One => {
                 self.run(
-                    "CREATE TABLE IF NOT EXISTS meta (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL, chain TEXT, sender TEXT, chain_id INTEGER, schema INTEGER NOT NULL, resent INTEGER NOT NULL DEFAULT 0, since_block INTEGER, public INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
+                    "CREATE TABLE IF NOT EXISTS meta (hash TEXT PRIMARY KEY, nonce INTEGER NOT NULL, raw BLOB NOT NULL, method TEXT NOT NULL, at_ms INTEGER NOT NULL, chain TEXT, sender TEXT, chain_id INTEGER, schema INTEGER NOT NULL, resent INTEGER NOT NULL DEFAULT 0, since_block INTEGER, public INTEGER NOT NULL DEFAULT 0, vouched INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
                     Vec::new(),
                 )?;
             }
@@ -533,7 +533,11 @@ impl<S: Sql> Store<S> {
         let hash = row.tx.hash;
         let form = self.form.get();
         let (table, columns, marks) = match form {
-            Form::One => ("meta", ROW_COLUMNS, "?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, 0"),
+            Form::One => (
+                "meta",
+                ROW_COLUMNS,
+                "?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, 0, 0",
+            ),
             Form::Tables => ("sends", SEND_COLUMNS, "?, ?, ?, ?, ?"),
         };
         let values = |key: Option<TxHash>| {
@@ -684,9 +688,11 @@ impl<S: Sql> Store<S> {
                 .since_block
                 .map_or(SqlValue::Null, |n| SqlValue::Integer(n as i64)),
             SqlValue::Integer(i64::from(progress.public)),
+            SqlValue::Integer(i64::from(progress.vouched)),
             hex::encode(hash).into(),
         ];
-        let sql = "UPDATE meta SET (resent, since_block, public) = (?, ?, ?) WHERE hash = ?";
+        let sql =
+            "UPDATE meta SET (resent, since_block, public, vouched) = (?, ?, ?, ?) WHERE hash = ?";
         self.write("progress", sql, values).map(|_| ())
     }
 

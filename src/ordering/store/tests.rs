@@ -214,6 +214,7 @@ fn a_rows_progress_is_kept_and_read_back() {
         resent: 2,
         since_block: Some(100),
         public: true,
+        vouched: true,
     };
     store.progress(&h(1, 0), progress).unwrap();
     store.progress(&h(9, 0), progress).unwrap();

@@ -934,3 +934,33 @@ fn what_tracking_learned_outlasts_the_objects_memory() {
         Some(0)
     );
 }
+
+/// What a private route took is kept in its row: a new instance (a wake, a restart) does not send
+/// it to the route again, where the read node's null would otherwise look like a loss.
+#[test]
+fn what_the_route_took_is_not_sent_to_it_again_after_a_wake() {
+    let r = one_accepted(PRIVATE);
+    assert!(
+        r.progress.get(&h(0, 0)).is_some_and(|p| p.vouched),
+        "{:?}",
+        r.progress
+    );
+    let rows: Vec<Row> = r.rows.values().cloned().collect();
+    let mut woken = Rig::new(PRIVATE);
+    woken.progress = r.progress.clone();
+    let mut woken = Rig::restored_into(woken, &rows);
+    woken.learn(0, 0);
+    assert!(
+        woken.lookups.iter().all(|(_, q)| q.hashes.is_empty()),
+        "not asked: {:?}",
+        woken.lookups
+    );
+    assert!(woken.sends.is_empty(), "not sent to the route again");
+    // Without the row's word, a new instance sends it to the route again to be sure.
+    let mut forgetful = Rig::restored(PRIVATE, &rows);
+    forgetful.learn(0, 0);
+    let (verify, query) = forgetful.lookup_for(|q| !q.hashes.is_empty());
+    assert_eq!(query.hashes, vec![h(0, 0)]);
+    forgetful.reply(verify, known(&[(h(0, 0), false)]));
+    assert_eq!(resend_turns(&mut forgetful, 0), [0], "{:?}", forgetful.log);
+}
