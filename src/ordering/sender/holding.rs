@@ -84,11 +84,7 @@ impl Sender {
                 .accepted
                 .sized(&hash, entry.tx.row_len() as u64, now_ms);
             self.pruned(pruned, now_ms);
-            if self.settings.private_route {
-                // The read node never sees the route's pool: that the route took it is kept in
-                // its row, so a new instance (a wake, a restart) does not send it there again.
-                self.keep_progress(&hash);
-            }
+            self.route_took(&hash);
             if let Some(held) = cancels {
                 self.cancelled_by_route_rule(&held, &hash, nonce, now_ms);
             }
@@ -280,11 +276,7 @@ impl Sender {
         }
         let pruned = self.accepted.record(hash, nonce, now_ms, true, tx.terms());
         self.pruned(pruned, now_ms);
-        if self.settings.private_route {
-            // The read node never sees the route's pool: that the route took it is kept in its
-            // row, so a new instance (a wake, a restart) does not send it to the route again.
-            self.keep_progress(&hash);
-        }
+        self.route_took(&hash);
         if let Some(next) = self.nonces.next {
             self.nonces.next = Some(next.max(nonce + 1));
         }

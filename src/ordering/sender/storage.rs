@@ -25,6 +25,15 @@ impl Sender {
         }
     }
 
+    /// A send of `hash` went in: behind a private route, whose pool the read node never sees,
+    /// that the route took it is kept in its row, so a new instance (a wake, a restart) does not
+    /// send it to the route again.
+    pub(super) fn route_took(&mut self, hash: &TxHash) {
+        if self.settings.private_route {
+            self.keep_progress(hash);
+        }
+    }
+
     /// Deletes the rows of `hashes`, but for those in the queue: a transaction waiting or being
     /// sent (a client's copy of a replaced transaction, the relay's own resend) needs its bytes
     /// until it leaves the queue, and went in, must be found after a restart and sent again

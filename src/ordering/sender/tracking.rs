@@ -67,8 +67,8 @@ impl Sender {
         match (self.tracking.due_ms, self.accepted.has_pending()) {
             (None, true) => {
                 // The first check rides the alarm already set for the transaction's row when
-                // that comes within an interval (set one interval from its store: [`Sender::keep_alarm`]),
-                // rather than set another a send's round trip later.
+                // that comes within an interval (one interval from its store:
+                // [`Sender::keep_alarm`]), rather than set another a send's round trip later.
                 let interval = now_ms.saturating_add(self.settings.track_interval_ms);
                 let set = self.alarm_until_ms;
                 let due = match set > now_ms && set <= interval {

@@ -128,6 +128,11 @@ fn row(nonce: u64) -> Row {
     }
 }
 
+/// The header of the stored transaction with `nonce` in `snapshot`.
+fn header_of(snapshot: &StorageSnapshot, nonce: u64) -> &RowHeader {
+    snapshot.rows.iter().find(|r| r.nonce == nonce).unwrap()
+}
+
 /// What an earlier instance left: three stored transactions, with their chain, sender and chain
 /// id (schema 3).
 fn stored() -> Sqlite {
@@ -224,14 +229,7 @@ fn a_rows_progress_is_kept_and_read_back() {
         "one row; none for a row not there"
     );
     let snapshot = Store::open(sql.clone()).read().unwrap();
-    let of = |n: u64| {
-        snapshot
-            .rows
-            .iter()
-            .find(|r| r.nonce == n)
-            .unwrap()
-            .progress
-    };
+    let of = |n: u64| header_of(&snapshot, n).progress;
     assert_eq!((of(1), of(0)), (progress, RowProgress::default()));
     let v2 = stored_v2();
     let store = Store::open(v2.clone());
@@ -276,14 +274,7 @@ fn a_private_sends_terms_are_kept_in_its_row() {
         })
         .unwrap();
     let snapshot = Store::open(sql.clone()).read().unwrap();
-    let terms = |nonce: u64| {
-        snapshot
-            .rows
-            .iter()
-            .find(|r| r.nonce == nonce)
-            .unwrap()
-            .terms
-    };
+    let terms = |nonce: u64| header_of(&snapshot, nonce).terms;
     assert_eq!(terms(7), private.terms());
     assert_eq!(terms(7).max_block_number, Some(50));
     assert_eq!(terms(7).public_after_blocks, Some(3));

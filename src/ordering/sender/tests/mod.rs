@@ -239,6 +239,14 @@ impl Rig {
         Rig::restored_into(Rig::new(settings), rows)
     }
 
+    /// A new instance after the object lost its memory: `rows` in its storage, each with what
+    /// its row kept of tracking's `progress`, restored.
+    fn woken(settings: Settings, rows: &[Row], progress: &BTreeMap<TxHash, RowProgress>) -> Self {
+        let mut r = Rig::new(settings);
+        r.progress = progress.clone();
+        Rig::restored_into(r, rows)
+    }
+
     /// [`Rig::restored`] on the rig `r` (whose `progress` the rows kept).
     fn restored_into(mut r: Rig, rows: &[Row]) -> Self {
         for row in rows {

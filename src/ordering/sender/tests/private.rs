@@ -919,9 +919,7 @@ fn what_tracking_learned_outlasts_the_objects_memory() {
     );
     // The object's memory goes; a new instance reads the row back.
     let rows: Vec<Row> = r.rows.values().cloned().collect();
-    let mut woken = Rig::new(settings);
-    woken.progress = r.progress.clone();
-    let woken = Rig::restored_into(woken, &rows);
+    let woken = Rig::woken(settings, &rows, &r.progress);
     assert_eq!(woken.s.accepted.progress(&h(0, 0)), Some(kept));
     assert_eq!(
         woken.s.status(&h(0, 0), woken.now).unwrap()["resubmitted"],
@@ -946,9 +944,7 @@ fn what_the_route_took_is_not_sent_to_it_again_after_a_wake() {
         r.progress
     );
     let rows: Vec<Row> = r.rows.values().cloned().collect();
-    let mut woken = Rig::new(PRIVATE);
-    woken.progress = r.progress.clone();
-    let mut woken = Rig::restored_into(woken, &rows);
+    let mut woken = Rig::woken(PRIVATE, &rows, &r.progress);
     woken.learn(0, 0);
     assert!(
         woken.lookups.iter().all(|(_, q)| q.hashes.is_empty()),

@@ -333,20 +333,8 @@ fn the_resend_cap_holds_across_losses_of_the_objects_memory() {
     let mut progress: BTreeMap<TxHash, RowProgress> = BTreeMap::new();
     let mut resent = 0;
     for life in 0..=knowledge::MAX_RESENDS {
-        let mut woken = Rig::new(SETTINGS);
-        woken.progress = progress.clone();
-        let mut r = Rig::restored_into(woken, &rows);
-        let (id, query) = r.lookup();
-        assert!(query.pending, "life {life}: {query:?}");
-        r.reply(
-            id,
-            Ok(Found {
-                pending: Some(0),
-                latest: Some(0),
-                genesis: Some("0xgenesis".into()),
-                ..Found::default()
-            }),
-        );
+        let mut r = Rig::woken(SETTINGS, &rows, &progress);
+        r.learn(0, 0);
         let (verify, query) = r.lookup();
         assert_eq!(query.hashes, vec![h(0, 0)], "life {life}");
         r.reply(verify, known(&[(h(0, 0), false)]));
