@@ -145,8 +145,11 @@ test("reads leave no storage: 1,000 random senders' pending counts and transacti
     await relay.stop();
     relay = null;
     const after = objectDatabases(persist);
-    console.log(`object databases: ${before} before, ${after} after 1,000 senders read`);
-    assert.equal(after, before);
+    console.log(`object databases: ${before.length} before, ${after.length} after 1,000 senders read`);
+    // The sender that sent may have settled and emptied its own storage meanwhile (its check's
+    // alarm runs on the restarted relay): fewer is fine, a database no one had before is not.
+    const made = after.filter((f) => !before.includes(f));
+    assert.deepEqual(made, [], `databases made by reads: ${made.join(", ")}`);
   } finally {
     await relay?.stop();
     await proxy.stop();

@@ -601,9 +601,10 @@ export function rssKb(pid) {
 }
 
 /**
- * How many of the senders' Durable Objects in a `persist` folder hold storage: a SQLite file with
- * a schema or data, or a write-ahead log not empty (workerd makes a file for every object it
- * starts, empty until the object writes). Read with the relay stopped.
+ * Which of the senders' Durable Objects in a `persist` folder hold storage: the paths (relative to
+ * `persist`, sorted) of SQLite files with a schema or data, or a write-ahead log not empty (workerd
+ * makes a file for every object it starts, empty until the object writes). Read with the relay
+ * stopped.
  */
 export function objectDatabases(persist) {
   const walk = (dir) =>
@@ -616,7 +617,9 @@ export function objectDatabases(persist) {
       const cookie = head.length >= 44 ? head.readUInt32BE(40) : 0;
       const wal = existsSync(`${f}-wal`) ? statSync(`${f}-wal`).size : 0;
       return pages > 1 || cookie > 0 || wal > 0;
-    }).length;
+    })
+    .map((f) => path.relative(persist, f))
+    .sort();
 }
 
 /** A raw WebSocket to the relay (the `ws` package): send(obj), call(method, params), next(pred, ms) for the next message matching pred, closed (its close code, reason and time). */
