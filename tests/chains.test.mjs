@@ -255,3 +255,28 @@ test("a relay with stored transactions on the default chain, restarted with a se
     await rm(persist, { recursive: true, force: true });
   }
 });
+
+test("ALLOW_UNPROTECTED_TXS=true at the top level is the default chain's alone: a pre-EIP-155 transaction is accepted on / and /evm/31337, refused on /evm/296 and never sent there; the isolate says so once (config_notice)", async () => {
+  const c = await twoChains({ ALLOW_UNPROTECTED_TXS: "true" });
+  try {
+    const account = devAccount(3);
+    const unprotected = (nonce) =>
+      account.signTransaction({ type: "legacy", nonce, to: "0x000000000000000000000000000000000000dEaD", value: 1n, gas: 21000n, gasPrice: 10n ** 10n });
+    const atRoot = await post(c.relay.url, call("eth_sendRawTransaction", [await unprotected(0)]));
+    assert.match(atRoot.json?.result ?? "", /^0x[0-9a-f]{64}$/, atRoot.text);
+    const atDefault = await post(`${c.relay.url}/evm/31337`, call("eth_sendRawTransaction", [await unprotected(1)]));
+    assert.match(atDefault.json?.result ?? "", /^0x[0-9a-f]{64}$/, atDefault.text);
+    // The same bytes a victim signed for the default chain, replayed to the other chain.
+    const replayed = await post(`${c.relay.url}/evm/296`, call("eth_sendRawTransaction", [await unprotected(0)]));
+    assert.equal(replayed.json?.error?.code, -32000, replayed.text);
+    assert.match(replayed.json.error.message, /EIP-155|unprotected/i);
+    assert.equal(c.hederaProxy.requests.filter((r) => r.body?.method === "eth_sendRawTransaction").length, 0, "never sent to chain 296");
+    assert.equal(await minedCount(c.local.url, account.address), 2);
+    // One line per chain and setting, once per isolate (workerd here runs one).
+    const notices = [...new Set(c.relay.events("config_notice").map((e) => e.notice))];
+    assert.equal(notices.length, 1, JSON.stringify(notices));
+    assert.match(notices[0], /ALLOW_UNPROTECTED_TXS .* chain 296 .* CHAIN_296_ALLOW_UNPROTECTED_TXS/);
+  } finally {
+    await c.stop();
+  }
+});

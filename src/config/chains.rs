@@ -91,6 +91,8 @@ pub struct Chains {
     /// The chains served at `/evm/{id}`: the default chain first when `CHAIN_ID` is set (its
     /// alias from `CHAINS` if listed there), then the others of `CHAINS` in their order.
     pub served: Vec<Served>,
+    /// What the operator is told once per isolate ([`Chains::notices`]).
+    pub notices: Vec<String>,
 }
 
 impl Chains {
@@ -134,7 +136,39 @@ impl Chains {
                 config: Config::for_chain(&get, entry.id).map(Rc::new),
             });
         }
-        Ok(Chains { default, served })
+        // The default chain is served first when there are others.
+        let notices = Self::notices(&get, served.get(1..).unwrap_or_default());
+        Ok(Chains {
+            default,
+            served,
+            notices,
+        })
+    }
+
+    /// What a deployment that relied on the old inheritance is told, one line per chain of
+    /// `others` (the served chains but the default) and setting of
+    /// [`settings::NO_LONGER_INHERITED`] set at the top level and not for that chain: it now
+    /// keeps its own default there. Names and chain ids only, never a value.
+    pub fn notices(get: &impl Fn(&str) -> Option<String>, others: &[Served]) -> Vec<String> {
+        let set = |name: &str| get(name).is_some_and(|v| !v.trim().is_empty());
+        let mut notices = Vec::new();
+        for about in settings::NO_LONGER_INHERITED {
+            if !set(about.name) {
+                continue;
+            }
+            for chain in others {
+                let own = format!("CHAIN_{}_{}", chain.id, about.name);
+                if !set(&own) {
+                    notices.push(format!(
+                        "{name} is set at the top level, which is the default chain's alone since                          this release: chain {id} now has {default} (set {own} to keep the old                          value there)",
+                        name = about.name,
+                        id = chain.id,
+                        default = about.default.replace('`', ""),
+                    ));
+                }
+            }
+        }
+        notices
     }
 
     /// Holds the variables the deployment sets (`names`, every one of them) to what a chain

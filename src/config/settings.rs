@@ -272,11 +272,22 @@ pub const CHAIN_ID: Setting<Option<u64>> = Setting {
     },
 };
 
-/// `ALLOW_UNPROTECTED_TXS`: accept legacy transactions without an EIP-155 chain id.
+/// The settings a chain of `CHAINS` inherited from the top-level variable until issue 53 made
+/// them its own (each one's doc says why). A deployment that sets one at the top level and
+/// serves a chain without its own `CHAIN_<id>_NAME` is told once ([`crate::config::chains::Chains::notices`]).
+pub const NO_LONGER_INHERITED: [&About; 3] = [
+    &ALLOW_UNPROTECTED_TXS.about,
+    &REPLACEMENT_POLICY.about,
+    &METHOD_ALLOWLIST.about,
+];
+
+/// `ALLOW_UNPROTECTED_TXS`: accept legacy transactions without an EIP-155 chain id. A chain's
+/// own ([`Scope::ChainOwn`]): a pre-EIP-155 transaction is valid on every chain, so allowing one
+/// on the default chain must not make a victim's transaction replayable to every chain served.
 pub const ALLOW_UNPROTECTED_TXS: Setting<bool> = Setting {
     about: about!(
         "ALLOW_UNPROTECTED_TXS",
-        Chain,
+        ChainOwn,
         "`false`",
         "accept legacy transactions without an EIP-155 chain id"
     ),
@@ -464,11 +475,14 @@ pub const SYNC_TIMEOUT_MAX_MS: Setting<u64> = Setting {
     parse: whole,
 };
 
-/// `REPLACEMENT_POLICY`: `forward` or `reject` (unset: by the pool kind).
+/// `REPLACEMENT_POLICY`: `forward` or `reject` (unset: by the pool kind). A chain's own
+/// ([`Scope::ChainOwn`]): its default follows the chain's own pool, so a `forward` chosen for
+/// the default chain's mempool must not reach a strict chain (Hedera's: each refused
+/// replacement a charged `WRONG_NONCE`).
 pub const REPLACEMENT_POLICY: Setting<Option<ReplacementPolicy>> = Setting {
     about: about!(
         "REPLACEMENT_POLICY",
-        Chain,
+        ChainOwn,
         "`forward`; `reject` when the upstream pool is strict",
         "a different transaction with the nonce of an accepted one: `forward` or `reject`"
     ),
@@ -524,11 +538,14 @@ pub const SEND_WINDOW: Setting<usize> = Setting {
     },
 };
 
-/// `METHOD_ALLOWLIST`: methods let through although refused by default.
+/// `METHOD_ALLOWLIST`: methods let through although refused by default. A chain's own
+/// ([`Scope::ChainOwn`]): `debug_*` let through to the operator's own node must not reach
+/// every chain's (a provider's, billed per call). `METHOD_DENYLIST` is inherited: refusing more
+/// is the safe direction.
 pub const METHOD_ALLOWLIST: Setting<Patterns> = Setting {
     about: about!(
         "METHOD_ALLOWLIST",
-        Chain,
+        ChainOwn,
         "empty",
         "methods let through although refused by default"
     ),

@@ -30,9 +30,22 @@ thread_local! {
     static CHAINS: OnceCell<Rc<Result<Chains, ConfigError>>> = const { OnceCell::new() };
 }
 
-/// Every chain's settings, read once per isolate.
+/// Every chain's settings, read once per isolate; their notices ([`Chains::notices`]) logged
+/// then, each a `config_notice` line.
 fn settings(env: &Env) -> Rc<Result<Chains, ConfigError>> {
-    CHAINS.with(|cell| cell.get_or_init(|| Rc::new(chains_from_env(env))).clone())
+    CHAINS.with(|cell| {
+        cell.get_or_init(|| {
+            let chains = chains_from_env(env);
+            for notice in chains.iter().flat_map(|c| c.notices.iter()) {
+                console_log!(
+                    "{}",
+                    crate::log::line("config_notice", &[("notice", notice.as_str().into())])
+                );
+            }
+            Rc::new(chains)
+        })
+        .clone()
+    })
 }
 
 /// The prefix of a served chain's paths: `/evm/{chainId}` or `/evm/{alias}`.

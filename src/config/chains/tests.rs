@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::hardfork::Hardfork;
-use crate::ordering::sender::PoolKind;
+use crate::ordering::sender::{PoolKind, ReplacementPolicy};
 use std::collections::HashMap;
 
 fn chains(vars: &[(&str, &str)]) -> Result<Chains, ConfigError> {
@@ -127,6 +127,63 @@ fn each_chain_reads_its_own_variables_then_the_top_level_ones_but_never_anothers
         (Some(Hardfork::Cancun), 1, 9)
     );
     assert_eq!(c.default.as_ref().unwrap().hardfork, Some(Hardfork::Prague));
+}
+
+/// What loosens a chain's safety is its own: `ALLOW_UNPROTECTED_TXS`, `REPLACEMENT_POLICY` and
+/// `METHOD_ALLOWLIST` at the top level are the default chain's alone (a pre-EIP-155
+/// transaction allowed on one chain must not become replayable to every chain served); a
+/// deployment that set them for every chain is told once per chain and setting, by name only.
+#[test]
+fn a_chains_safety_settings_are_its_own_and_the_old_inheritance_is_told() {
+    let top = [
+        TWO,
+        &[
+            ("ALLOW_UNPROTECTED_TXS", "true"),
+            ("REPLACEMENT_POLICY", "forward"),
+            ("METHOD_ALLOWLIST", "debug_*"),
+            ("METHOD_DENYLIST", "eth_sign*"),
+        ],
+    ]
+    .concat();
+    let c = chains(&top).unwrap();
+    let default = c.default.as_ref().unwrap();
+    let hedera = c.served[1].config.as_ref().unwrap();
+    assert!(default.allow_unprotected_txs);
+    assert!(!hedera.allow_unprotected_txs, "not inherited");
+    assert_eq!(default.replacement_policy, Some(ReplacementPolicy::Forward));
+    assert_eq!(
+        hedera.replacement_policy, None,
+        "by its own pool: strict, reject"
+    );
+    assert!(default.methods.allows("debug_traceTransaction"));
+    assert!(
+        !hedera.methods.allows("debug_traceTransaction"),
+        "not inherited"
+    );
+    assert!(
+        !hedera.methods.allows("eth_signTypedData_v4"),
+        "a deny list is"
+    );
+    assert_eq!(c.notices.len(), 3, "{:?}", c.notices);
+    assert!(
+        c.notices[0].contains("ALLOW_UNPROTECTED_TXS")
+            && c.notices[0].contains("CHAIN_296_ALLOW_UNPROTECTED_TXS")
+    );
+    assert!(
+        c.notices.iter().all(|n| !n.contains("debug_*")),
+        "never a value"
+    );
+    // Set for the chain too: no notice for it, and the chain has what it set.
+    let own = [&top[..], &[("CHAIN_296_ALLOW_UNPROTECTED_TXS", "true")]].concat();
+    let c = chains(&own).unwrap();
+    assert!(c.served[1].config.as_ref().unwrap().allow_unprotected_txs);
+    assert_eq!(c.notices.len(), 2);
+    // One chain alone: nothing to tell.
+    let one = [
+        ("UPSTREAM_RPC_URL", "http://127.0.0.1:8545"),
+        ("ALLOW_UNPROTECTED_TXS", "true"),
+    ];
+    assert!(chains(&one).unwrap().notices.is_empty());
 }
 
 #[test]
