@@ -256,3 +256,36 @@ test("with ENABLE_NONCE_ORDERING=false, eth_cancelPrivateTransaction goes from t
     await s.stop();
   }
 });
+
+test("a transaction published by its sender's opt-in, then cancelled at the route: the answer is the route's true, but it stays pending (its public copy can be mined), its status saying both, and it is followed to inclusion", async () => {
+  const s = await stackWithStatus({ SEND_PUBLIC_AFTER_BLOCKS: "25" });
+  try {
+    const account = devAccount(14);
+    const raw = await signTransfer(account, 0);
+    const sent = await post(`${s.relay.url}/?public_after_blocks=1`, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] });
+    const hash = sent.json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/, sent.text);
+    s.route.holdFor(hash, 1_000);
+    // Blocks (none includes it) until the relay publishes it, one tracking check in each.
+    for (let blocks = 0; s.relay.events("tx_public_answer").length === 0 && blocks < 20; blocks += 1) {
+      await sleep(1_100);
+      await s.route.buildBlock();
+    }
+    assert.ok(await until(() => s.relay.events("tx_public_answer").length === 1, 5_000), "published");
+    assert.equal(sendsAt(s.read), 1);
+    const cancel = await cancelPrivate(s.relay.url, hash, 2);
+    assert.equal(cancel.json?.result, true, cancel.text);
+    const status = await (await fetch(`${s.relay.url}/tx/${hash}?sender=${account.address}`)).json();
+    assert.deepEqual([status.status, status.route, status.route_status], ["pending", "private_then_public", "cancelled"], JSON.stringify(status));
+    assert.equal(await pendingCount(s.relay.url, account.address), 1, "still counted: its public copy may be mined");
+    await s.route.buildBlock(); // the read node's pool is the chain's: the public copy is mined
+    assert.equal(await minedCount(s.anvil.url, account.address), 1);
+    assert.ok(
+      await until(async () => (await (await fetch(`${s.relay.url}/tx/${hash}?sender=${account.address}`)).json()).status === "included", 10_000),
+      "followed to inclusion",
+    );
+    assert.equal(s.route.sends.filter((r) => r.hash === hash).length, 1, "never sent to the route again");
+  } finally {
+    await s.stop();
+  }
+});

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { keccak256 } from "viem";
-import { devAccount, minedCount, rpc, sendUntilResult, signTransfer, sleep, startRelay, until } from "./support/harness.mjs";
+import { devAccount, minedCount, post, rpc, sendUntilResult, signTransfer, sleep, startRelay, until } from "./support/harness.mjs";
 import { sendsAt, startPrivateStack, STATUS } from "./support/private-route.mjs";
 
 /**
@@ -237,6 +237,50 @@ test("a transaction cancelled at the route just before a restart (no tracking ch
     assert.equal(await count(second.url), "0x2", "the cancelled one not counted");
     assert.equal(sendsAt(s.read), 0, "no transaction reached the read node");
   } finally {
+    await second?.stop();
+    await s.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});
+
+test("a cancel outlasts the idempotency window and a deploy: the same raw bytes again after IDEMPOTENCY_TTL_S and again after a restart get the cancelled answer, and the route got them once; the sender's next transaction at that nonce is mined", async () => {
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-private-`);
+  const s = await startPrivateStack({ persist });
+  let first;
+  let second;
+  try {
+    await s.relay.stop();
+    const vars = { ...s.vars, SEND_STATUS_URL: s.route.statusUrl, TRACK_INTERVAL_S: "1", IDEMPOTENCY_TTL_S: "1" };
+    first = await startRelay({ vars, persist });
+    const account = devAccount(13);
+    const raw = await signTransfer(account, 0);
+    const send = (url, id) => post(url, { jsonrpc: "2.0", id, method: "eth_sendRawTransaction", params: [raw] });
+    const hash = (await send(first.url, 1)).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    const cancel = await post(first.url, { jsonrpc: "2.0", id: 2, method: "eth_cancelPrivateTransaction", params: [{ txHash: hash }] });
+    assert.equal(cancel.json?.result, true, cancel.text);
+    // Past the idempotency window (1 s), as a wallet's rebroadcast would come.
+    await sleep(2_500);
+    const late = await send(first.url, 3);
+    assert.equal(late.json?.error?.code, -32000, late.text);
+    assert.match(late.json.error.message, /cancelled/);
+    await first.stop(); // a deploy restarts every object
+    first = null;
+    second = await startRelay({ vars, persist });
+    const again = await send(second.url, 4);
+    assert.equal(again.json?.error?.code, -32000, again.text);
+    assert.match(again.json.error.message, /cancelled/);
+    const status = await (await fetch(`${second.url}/tx/${hash}?sender=${account.address}`)).json();
+    assert.equal(status.status, "cancelled", JSON.stringify(status));
+    assert.equal(s.route.sends.filter((r) => r.hash === hash).length, 1, "the route got it once");
+    assert.equal(sendsAt(s.read), 0, "never at the read node");
+    // The sender's next transaction takes nonce 0; once mined, the tombstone has nothing to keep.
+    const next = await signTransfer(account, 0, { value: 2n });
+    const nextHash = await sendUntilResult({ relay: second }, next, 5);
+    assert.deepEqual(await s.route.buildBlock(), [nextHash]);
+    assert.equal(await minedCount(s.anvil.url, account.address), 1);
+  } finally {
+    await first?.stop();
     await second?.stop();
     await s.stop();
     await rm(persist, { recursive: true, force: true });

@@ -34,7 +34,7 @@ use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::row::RowProgress;
 use nonce_relay::ordering::sender::{
     Action, Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy,
-    Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, Ticket, Unstorable,
+    Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, Ticket, Tombstone, Unstorable,
 };
 use nonce_relay::ordering::tx::{SendMethod, SignedTx};
 use nonce_relay::transaction::TxHash;
@@ -243,6 +243,8 @@ struct World {
     alarm: Option<u64>,
     /// Rows released (their nonce used in a block): kept until overwritten.
     released: std::collections::BTreeSet<TxHash>,
+    /// The cancels' tombstones, kept in place of their rows (none without a private route).
+    tombstones: BTreeMap<TxHash, Tombstone>,
     genesis: Option<String>,
     sends: Vec<InFlight>,
     lookups: Vec<(LookupId, Query)>,
@@ -348,6 +350,7 @@ impl Effects for World {
             if !self.released.contains(&h) {
                 self.rows.remove(&h);
             }
+            self.tombstones.remove(&h);
         }
     }
 
@@ -357,13 +360,22 @@ impl Effects for World {
             if self.rows.contains_key(&h) {
                 self.released.insert(h);
             }
+            // A tombstone's row released: overwritten or read back passed, either way gone.
+            self.tombstones.remove(&h);
         }
     }
 
     fn wipe(&mut self) {
         self.rows.clear();
         self.released.clear();
+        self.tombstones.clear();
         self.genesis = None;
+    }
+
+    fn bury(&mut self, tombstone: Tombstone) {
+        self.rows.remove(&tombstone.hash);
+        self.released.remove(&tombstone.hash);
+        self.tombstones.insert(tombstone.hash, tombstone);
     }
 
     fn vacate(&mut self) {
@@ -471,6 +483,7 @@ impl Model {
                 progress: BTreeMap::new(),
                 alarm: None,
                 released: Default::default(),
+                tombstones: BTreeMap::new(),
                 genesis: None,
                 sends: Vec::new(),
                 lookups: Vec::new(),
@@ -744,7 +757,8 @@ impl Model {
                 progress: self.progress.get(&r.tx.hash).copied().unwrap_or_default(),
             })
             .collect();
-        s.restore(self.genesis.clone(), &rows, self.now);
+        let tombstones: Vec<Tombstone> = self.tombstones.values().copied().collect();
+        s.restore(self.genesis.clone(), &rows, &tombstones, self.now);
         self.s = s;
     }
 

@@ -8,7 +8,8 @@
 //! the params of a send, and [`row`] is its row in its sender's storage, kept in the tables of
 //! [`store`]; [`private_terms`] is what a client asked of a private route for one transaction;
 //! [`identifier`] names the machine's ids; [`bill`] is what the sender's object costs on
-//! Cloudflare's bill, as the object counts it.
+//! Cloudflare's bill, as the object counts it; [`tombstone`] is what it keeps of a transaction
+//! the route cancelled, until its nonce is used.
 
 pub mod accepted;
 pub mod answer;
@@ -21,4 +22,5 @@ pub mod row;
 pub mod send_params;
 pub mod sender;
 pub mod store;
+pub mod tombstone;
 pub mod tx;

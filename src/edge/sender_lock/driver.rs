@@ -133,7 +133,12 @@ impl Driver {
         machine.set_address(&sender);
         let chain_id_stored = stored.chain_id.is_some();
         let deferred = if config.known_pool_kind(chain_id).is_some() || stored.rows.is_empty() {
-            machine.restore(stored.chain.take(), &stored.rows, now_ms());
+            machine.restore(
+                stored.chain.take(),
+                &stored.rows,
+                &stored.tombstones,
+                now_ms(),
+            );
             None
         } else {
             console_log!(
@@ -226,9 +231,12 @@ impl Driver {
         }
         let deferred = self.deferred.borrow_mut().take();
         if let Some(stored) = deferred {
-            self.machine
-                .borrow_mut()
-                .restore(stored.chain, &stored.rows, now_ms());
+            self.machine.borrow_mut().restore(
+                stored.chain,
+                &stored.rows,
+                &stored.tombstones,
+                now_ms(),
+            );
             self.pump();
         }
     }

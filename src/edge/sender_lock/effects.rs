@@ -8,7 +8,8 @@ use crate::edge::runtime::{emit, now_ms};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::sender::{
-    is_deterministic, Effects, LookupId, Query, Row, RowProgress, SessionKey, Ticket, Unstorable,
+    is_deterministic, Effects, LookupId, Query, Row, RowProgress, SessionKey, Ticket, Tombstone,
+    Unstorable,
 };
 use crate::ordering::store::StorageError;
 use crate::ordering::tx::SignedTx;
@@ -155,6 +156,17 @@ impl Effects for Carry<'_> {
     fn progress(&mut self, hash: TxHash, progress: RowProgress) {
         if self.live() {
             self.after_write(self.driver.store.progress(&hash, progress));
+        }
+    }
+
+    fn bury(&mut self, tombstone: Tombstone) {
+        if !self.live() {
+            return;
+        }
+        // A tombstone written as the first row carries the chain id too.
+        self.keep_chain_id();
+        if self.live() {
+            self.after_write(self.driver.store.bury(&tombstone, now_ms()));
         }
     }
 

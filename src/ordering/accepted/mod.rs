@@ -463,6 +463,14 @@ impl Accepted {
         self.by_hash.get_mut(hash).map(|tx| &mut tx.route)
     }
 
+    /// `hash` when it is pending and was also sent to the public mempool (its sender's opt-in,
+    /// [`RouteTrack::public`]), to update; `None` otherwise.
+    pub fn get_mut_public(&mut self, hash: &TxHash) -> Option<&mut AcceptedTx> {
+        self.by_hash
+            .get_mut(hash)
+            .filter(|tx| tx.status == Status::Pending && tx.route.public)
+    }
+
     /// What of `hash` must outlast the object's memory ([`RowProgress`]); `None` when it is not
     /// here.
     pub fn progress(&self, hash: &TxHash) -> Option<RowProgress> {

@@ -9,6 +9,7 @@ pub use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
 use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
 pub use crate::ordering::row::RowProgress;
+pub use crate::ordering::tombstone::Tombstone;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use std::collections::HashMap;
@@ -202,6 +203,9 @@ pub enum Action {
     StoreChain(String),
     /// Keep what tracking learned of a stored transaction in its row.
     Progress(TxHash, RowProgress),
+    /// Keep a cancel's tombstone in storage: the transaction's row becomes it (its bytes gone),
+    /// or one is written ([`crate::ordering::tombstone`]).
+    Bury(Tombstone),
     /// Read these stored transactions back and report them with `loaded` (missing ones left out).
     Load(Vec<TxHash>),
     /// Send the holder's transaction: its original signed bytes, retried while the answer says
@@ -279,6 +283,8 @@ pub trait Effects {
     fn store_chain(&mut self, genesis: String);
     /// [`Action::Progress`] (nothing when the row is not there).
     fn progress(&mut self, hash: TxHash, progress: RowProgress);
+    /// [`Action::Bury`].
+    fn bury(&mut self, tombstone: Tombstone);
     /// [`Action::Load`]: the stored transactions of `hashes` (missing ones left out).
     fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>>;
     /// [`Action::Send`]: report with [`Sender::sent`](super::Sender::sent).

@@ -288,9 +288,8 @@ impl Sender {
                 .as_ref()
                 .and_then(|found| found.route.get(&hash).copied());
             match word {
-                Some(RouteStatus::Cancelled) => {
-                    self.route_cancelled(&hash, nonce, now_ms);
-                    self.forget_rows(vec![hash]);
+                // (One published too stays pending: held below, its hash answered.)
+                Some(RouteStatus::Cancelled) if self.route_cancelled(&hash, nonce, now_ms) => {
                     self.refuse(id, Refusal::Cancelled);
                     return;
                 }

@@ -1,7 +1,9 @@
 //! A sender's cancel of a private transaction (`eth_cancelPrivateTransaction`, `[{"txHash"}]`),
 //! taken in the object's turn with its sends: a pending transaction the route holds is cancelled
 //! there ([`Action::Cancel`]), and once the route answers `true` it is final
-//! ([`Status::Cancelled`]): never sent again or published, not counted, its row deleted. The
+//! ([`Status::Cancelled`]): never sent again or published, not counted, its row made its
+//! tombstone, which refuses a copy until the sender's mined count passes its nonce
+//! ([`crate::ordering::tombstone`]: past `IDEMPOTENCY_TTL_S`, past a restart). The
 //! answer is the route's (`true` or `false`, Flashbots'); `false` at once for one this object
 //! holds as final; one it does not know still goes to the route (it may have been sent around
 //! the object). While the cancel is out nothing of the transaction is sent
@@ -14,8 +16,10 @@
 
 use super::{Action, Refusal, Sender, Ticket};
 use crate::jsonrpc::{Answer, RpcError};
+use crate::metrics::Metric;
 use crate::ordering::accepted::Status;
 use crate::ordering::queue::Stage;
+use crate::ordering::tombstone::Tombstone;
 use crate::transaction::TxHash;
 
 impl Sender {
@@ -48,7 +52,8 @@ impl Sender {
             .find(&hash)
             .and_then(|id| self.queue.get(id))
             .is_some_and(|e| e.stage() == Stage::Granted);
-        if !self.settings.private_route || known.is_some_and(|tx| tx.status.is_final()) {
+        let buried = self.tombstones.contains(&hash);
+        if !self.settings.private_route || buried || known.is_some_and(|tx| tx.status.is_final()) {
             self.answer(&[ticket], &Answer::Result("false".into()), None);
         } else if sending || self.cancelling.contains(&hash) {
             let busy = RpcError::new(
@@ -70,9 +75,45 @@ impl Sender {
         self.step(now_ms);
     }
 
-    /// Whether a cancel of `hash` is with the route: nothing of it is sent meanwhile.
+    /// Whether a cancel of `hash` is with the route, or the route cancelled it (a tombstone):
+    /// nothing of it is sent.
     pub(super) fn is_cancelling(&self, hash: &TxHash) -> bool {
-        self.cancelling.contains(hash)
+        self.cancelling.contains(hash) || self.tombstones.contains(hash)
+    }
+
+    /// Keeps the tombstone of `hash` (`nonce`), cancelled at the route: in memory, and in
+    /// storage in place of its row ([`Action::Bury`]). One that leaves for the bound is logged
+    /// (`tombstone_dropped`) and its row deleted.
+    pub(super) fn bury(&mut self, hash: TxHash, nonce: u64) {
+        if self.tombstones.contains(&hash) {
+            return;
+        }
+        let tombstone = Tombstone { nonce, hash };
+        self.push(Action::Bury(tombstone));
+        if let Some(dropped) = self.tombstones.bury(tombstone) {
+            self.emit(
+                Metric::new("tombstone_dropped", "", "bound")
+                    .value("count", 1.0)
+                    .field("nonce", dropped.nonce)
+                    .field("tx_hash", crate::hex::encode(&dropped.hash)),
+            );
+            self.push(Action::Forget(vec![dropped.hash]));
+        }
+    }
+
+    /// The tombstones whose nonce the mined count passed leave (no copy of theirs can be
+    /// included any more; one that arrives is refused as stale), and their rows are released.
+    pub(super) fn unbury(&mut self) {
+        let Some(mined) = self.nonces.mined else {
+            return;
+        };
+        let passed: Vec<TxHash> = self
+            .tombstones
+            .passed(mined)
+            .into_iter()
+            .map(|t| t.hash)
+            .collect();
+        self.release_rows(passed);
     }
 
     /// The route's `answer` to the cancel of `hash` asked for `ticket`: `true` makes a pending
@@ -86,14 +127,14 @@ impl Sender {
             .filter(|tx| tx.status == Status::Pending);
         if let (true, Some(tx)) = (cancelled, pending) {
             self.route_cancelled(&hash, tx.nonce, now_ms);
-            self.forget_rows(vec![hash]);
         }
         self.answer(&[ticket], &answer, None);
         self.step(now_ms);
     }
 
     /// The route took `cancel`, a cancel transaction by its rule, at `nonce`, held by `held`:
-    /// both are final ([`Status::Cancelled`]), neither counted or sent again, their rows gone.
+    /// both are final ([`Status::Cancelled`]), neither counted or sent again, their rows made
+    /// their tombstones.
     pub(super) fn cancelled_by_route_rule(
         &mut self,
         held: &TxHash,
@@ -103,6 +144,6 @@ impl Sender {
     ) {
         self.route_cancelled(held, nonce, now_ms);
         self.accepted.finish(cancel, Status::Cancelled, now_ms);
-        self.forget_rows(vec![*held, *cancel]);
+        self.bury(*cancel, nonce);
     }
 }

@@ -249,9 +249,11 @@ impl Sender {
             if self.settings.private_route && self.settings.route_status {
                 match found.route.get(hash) {
                     Some(RouteStatus::Cancelled) => {
-                        // Its sender cancelled it at the route: never sent again, anywhere.
-                        self.route_cancelled(hash, tx.nonce, now_ms);
-                        gone.push(*hash);
+                        // Its sender cancelled it at the route: never sent again, anywhere (one
+                        // published too stays pending: its public copy may be mined).
+                        if self.route_cancelled(hash, tx.nonce, now_ms) {
+                            gone.push(*hash);
+                        }
                         continue;
                     }
                     // The route's word is that it dropped it: sent again below.
@@ -404,7 +406,7 @@ impl Sender {
             Some(known) if known == genesis => return,
             Some(_) => {
                 self.counters.chain_changes += 1;
-                let dropped = self.accepted.clear().len();
+                let dropped = self.accepted.clear().len() + self.tombstones.clear();
                 let resends: Vec<QueuedTxId> = self
                     .queue
                     .iter()

@@ -69,6 +69,7 @@ use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::accepted::{Accepted, MAX_ACCEPTED};
 use crate::ordering::queue::{Queue, QueuedTxId};
+use crate::ordering::tombstone::Tombstones;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use state::{Failure, Holding, Hole, Nonces, Phase, Purpose, Storage, Tracking};
@@ -100,6 +101,8 @@ pub struct Sender {
     /// Transactions whose cancel is with the private route ([`Action::Cancel`]): nothing of them
     /// is sent meanwhile. At most one entry per client cancel in flight.
     cancelling: std::collections::HashSet<TxHash>,
+    /// The transactions the route cancelled, kept until their nonce is used.
+    tombstones: Tombstones,
     actions: VecDeque<Action>,
     lookup_ids: u64,
     /// What happened since the object started.
@@ -123,6 +126,7 @@ impl Sender {
             in_alarm: false,
             failures: VecDeque::new(),
             cancelling: std::collections::HashSet::new(),
+            tombstones: Tombstones::default(),
             actions: VecDeque::new(),
             lookup_ids: 0,
             counters: Counters::default(),
@@ -132,12 +136,22 @@ impl Sender {
     // ---- Events ----
 
     /// Takes the state an earlier instance stored, once, before any other event: the genesis
-    /// hash of its chain and the stored transactions, oldest first. They count as accepted but
-    /// not vouched for: the first lookup asks the upstream about every one not known to be
-    /// mined, and those it no longer has are sent again.
-    pub fn restore(&mut self, chain: Option<String>, rows: &[RowHeader], now_ms: u64) {
+    /// hash of its chain, the stored transactions, oldest first, and the cancels' tombstones.
+    /// The transactions count as accepted but not vouched for: the first lookup asks the
+    /// upstream about every one not known to be mined, and those it no longer has are sent
+    /// again. A copy of a tombstone's is refused as cancelled until its nonce is used.
+    pub fn restore(
+        &mut self,
+        chain: Option<String>,
+        rows: &[RowHeader],
+        tombstones: &[Tombstone],
+        now_ms: u64,
+    ) {
         self.storage.chain.persisted = chain.is_some();
         self.storage.chain.genesis = chain;
+        for tombstone in tombstones {
+            self.tombstones.bury(*tombstone);
+        }
         for row in rows {
             let pruned = self
                 .accepted
@@ -289,6 +303,7 @@ impl Sender {
             Action::Vacate => effects.vacate(),
             Action::StoreChain(genesis) => effects.store_chain(genesis),
             Action::Progress(hash, progress) => effects.progress(hash, progress),
+            Action::Bury(tombstone) => effects.bury(tombstone),
             Action::Load(hashes) => {
                 let txs = effects.load(&hashes);
                 self.loaded(txs, effects.now_ms());
@@ -492,6 +507,7 @@ impl Sender {
     fn step(&mut self, now_ms: u64) {
         let pruned = self.accepted.prune(now_ms);
         self.pruned(pruned, now_ms);
+        self.unbury();
         if self.settings.track_interval_ms == 0 && self.accepted.len() > MAX_ACCEPTED {
             // Tracking off: nothing is followed to inclusion, so the bound gives up the oldest
             // pending ones instead of refusing the sender.

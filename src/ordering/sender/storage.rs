@@ -11,7 +11,7 @@ impl Sender {
     /// Releases the rows of `hashes`, whose nonces are used in a block ([`Action::Release`]),
     /// but for those in the queue (see [`Sender::forget_rows`]).
     pub(super) fn release_rows(&mut self, mut hashes: Vec<TxHash>) {
-        hashes.retain(|hash| self.queue.find(hash).is_none());
+        hashes.retain(|hash| self.queue.find(hash).is_none() && !self.tombstones.contains(hash));
         if !hashes.is_empty() {
             self.push(Action::Release(hashes));
         }
@@ -39,7 +39,8 @@ impl Sender {
     /// until it leaves the queue, and went in, must be found after a restart and sent again
     /// should the pool drop it.
     pub(super) fn forget_rows(&mut self, mut hashes: Vec<TxHash>) {
-        hashes.retain(|hash| self.queue.find(hash).is_none());
+        // A tombstone's row stays until its nonce is used ([`Sender::unbury`]).
+        hashes.retain(|hash| self.queue.find(hash).is_none() && !self.tombstones.contains(hash));
         if !hashes.is_empty() {
             self.push(Action::Forget(hashes));
         }
@@ -103,9 +104,14 @@ impl Sender {
 
     /// With nothing queued, in flight, tracked or stored left, the object's storage goes (the
     /// chain's genesis hash and the sender with it, and the alarm: no `deleteAlarm` follows): a
-    /// sender seen once costs nothing for good.
+    /// sender seen once costs nothing for good. A cancel's tombstone stays (its row, no alarm)
+    /// until its nonce is used.
     pub(super) fn keep_storage(&mut self) {
-        if self.storage.chain.persisted && self.is_quiet() && !self.accepted.has_pending() {
+        if self.storage.chain.persisted
+            && self.is_quiet()
+            && !self.accepted.has_pending()
+            && self.tombstones.is_empty()
+        {
             self.storage.chain.persisted = false;
             // The alarm goes with the storage (`deleteAll`, compatibility date 2026-02-24 on).
             self.alarm_until_ms = 0;

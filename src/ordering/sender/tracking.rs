@@ -192,6 +192,9 @@ impl Sender {
             self.mined_count(latest, now_ms);
         }
         for (hash, status) in &found.route {
+            if *status == RouteStatus::Cancelled && self.public_copy_left(hash) {
+                continue;
+            }
             if let Some(route) = self.accepted.route_mut(hash) {
                 route.status = Some(*status);
             }
@@ -330,8 +333,9 @@ impl Sender {
         missing.sort_unstable_by_key(|(_, tx)| tx.nonce);
         for (hash, tx) in missing {
             if found.route.get(&hash) == Some(&RouteStatus::Cancelled) {
-                self.route_cancelled(&hash, tx.nonce, now_ms);
-                ended.push(hash);
+                if self.route_cancelled(&hash, tx.nonce, now_ms) {
+                    ended.push(hash);
+                }
                 continue;
             }
             let terms = tx.route.terms;
@@ -416,18 +420,49 @@ impl Sender {
         });
     }
 
+    /// Whether `hash`, which the route says its sender cancelled, was also sent to the public
+    /// mempool (its sender's opt-in): then its route status becomes `cancelled` (logged once,
+    /// `tx_cancelled` label `route_public_copy_pending`) and it stays pending
+    /// ([`Sender::route_cancelled`]).
+    fn public_copy_left(&mut self, hash: &TxHash) -> bool {
+        let Some(tx) = self.accepted.get_mut_public(hash) else {
+            return false;
+        };
+        let nonce = tx.nonce;
+        let first = tx.route.status != Some(RouteStatus::Cancelled);
+        tx.route.status = Some(RouteStatus::Cancelled);
+        if first {
+            self.emit(
+                Metric::new("tx_cancelled", "", "route_public_copy_pending")
+                    .value("count", 1.0)
+                    .field("nonce", nonce)
+                    .field("tx_hash", hex::encode(hash)),
+            );
+        }
+        true
+    }
+
     /// Transaction `hash` (nonce `nonce`), which the private route says its sender cancelled:
     /// final ([`Status::Cancelled`]: never sent again, anywhere, not counted; a copy of it waiting
-    /// for its turn leaves the queue) and logged (`tx_cancelled`). The caller deletes its row.
-    pub(super) fn route_cancelled(&mut self, hash: &TxHash, nonce: u64, now_ms: u64) {
+    /// for its turn leaves the queue), its row made its tombstone ([`Sender::bury`]), and logged
+    /// (`tx_cancelled`, label `route`); true. One its sender's opt-in sent to the public mempool
+    /// too is not final: the public copy can still be mined, so it stays tracked and counted as
+    /// pending, never sent to the route again, its route status `cancelled` (`GET /tx` says both;
+    /// `tx_cancelled` once, label `route_public_copy_pending`); false.
+    pub(super) fn route_cancelled(&mut self, hash: &TxHash, nonce: u64, now_ms: u64) -> bool {
+        if self.public_copy_left(hash) {
+            return false;
+        }
         self.accepted.finish(hash, Status::Cancelled, now_ms);
         self.drop_cancelled_copy(hash);
+        self.bury(*hash, nonce);
         self.emit(
             Metric::new("tx_cancelled", "", "route")
                 .value("count", 1.0)
                 .field("nonce", nonce)
                 .field("tx_hash", hex::encode(hash)),
         );
+        true
     }
 
     /// Transaction `hash` (`nonce`), not included, is past its `maxBlockNumber` at `head`: final
@@ -586,6 +621,9 @@ impl Sender {
             let mut v = tx.describe(hash);
             v["accepted_ms_ago"] = now_ms.saturating_sub(tx.at_ms).into();
             return Some(v);
+        }
+        if let Some(nonce) = self.tombstones.nonce_of(hash) {
+            return Some(json!({ "hash": text, "nonce": nonce, "status": "cancelled" }));
         }
         let failure = self.failures.iter().rev().find(|f| f.hash == *hash)?;
         Some(json!({

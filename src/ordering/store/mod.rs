@@ -44,6 +44,7 @@ use crate::hex;
 use crate::ordering::row::RowError;
 use crate::ordering::row::{RowMethod, RowProgress};
 use crate::ordering::sender::{Row, RowHeader};
+use crate::ordering::tombstone::Tombstone;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use std::cell::{Cell, RefCell};
@@ -56,6 +57,15 @@ use std::rc::Rc;
 /// key-value `meta`) and 1 (rows in table `txs`, the request text) are still read. An object that
 /// finds a higher one leaves its storage alone ([`ReadError::Newer`]).
 pub const SCHEMA_VERSION: u32 = 3;
+
+/// The `schema` of a cancel's tombstone row ([`Store::bury`]): schema 3's columns, its `raw`
+/// empty and its `method` [`TOMBSTONE_METHOD`]; any other row saying 4 is newer than this code.
+/// A release that knows only 3 finds it newer and leaves the storage alone (fails open) rather
+/// than take the row for a transaction to send.
+pub const TOMBSTONE_SCHEMA: u32 = 4;
+
+/// The `method` of a cancel's tombstone row.
+pub const TOMBSTONE_METHOD: &str = "cancelled";
 
 /// The highest `schema` a key-value `meta` (schema 2's) may say.
 const KEY_VALUE_SCHEMA: u32 = 2;
@@ -210,6 +220,8 @@ pub struct StorageSnapshot {
     pub sender: Option<String>,
     /// The stored transactions' rows, without their bytes, oldest first.
     pub rows: Vec<RowHeader>,
+    /// The cancels' tombstones ([`crate::ordering::tombstone`]).
+    pub tombstones: Vec<Tombstone>,
 }
 
 /// Which table a row is in.
@@ -369,9 +381,12 @@ impl<S: Sql> Store<S> {
         self.form.set(Form::One);
         let mut meta = RowMeta::default();
         let mut headers = Vec::with_capacity(rows.len());
+        let mut tombstones = Vec::new();
         for row in rows {
             let schema = row.get(7).and_then(SqlValue::number);
-            if schema.is_none_or(|v| v > u64::from(SCHEMA_VERSION)) {
+            let buried = schema == Some(u64::from(TOMBSTONE_SCHEMA))
+                && row.get(3).and_then(SqlValue::text) == Some(TOMBSTONE_METHOD);
+            if !buried && schema.is_none_or(|v| v > u64::from(SCHEMA_VERSION)) {
                 let found = match row.get(7) {
                     Some(SqlValue::Integer(n)) => n.to_string(),
                     Some(SqlValue::Text(t)) => t.clone(),
@@ -385,7 +400,12 @@ impl<S: Sql> Store<S> {
             meta.chain_id = meta
                 .chain_id
                 .or_else(|| row.get(6).and_then(SqlValue::number));
-            if let Some(mut header) = Self::header(&row) {
+            if let (true, Some(header)) = (buried, Self::header(&row)) {
+                tombstones.push(Tombstone {
+                    nonce: header.nonce,
+                    hash: header.hash,
+                });
+            } else if let Some(mut header) = Self::header(&row) {
                 let number = |i: usize| row.get(i).and_then(SqlValue::number);
                 header.progress = RowProgress {
                     resent: number(8).map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
@@ -397,13 +417,16 @@ impl<S: Sql> Store<S> {
             }
         }
         headers.sort_by_key(|header| header.at_ms);
-        *self.rows.borrow_mut() = headers.iter().map(|h| (h.hash, Table::Rows)).collect();
+        let hashes = headers.iter().map(|h| h.hash);
+        let buried = tombstones.iter().map(|t| t.hash);
+        *self.rows.borrow_mut() = hashes.chain(buried).map(|h| (h, Table::Rows)).collect();
         *self.meta.borrow_mut() = meta.clone();
         Ok(StorageSnapshot {
             chain: meta.chain,
             chain_id: meta.chain_id,
             sender: meta.sender,
             rows: headers,
+            tombstones,
         })
     }
 
@@ -462,6 +485,7 @@ impl<S: Sql> Store<S> {
             chain_id: meta.remove("chain_id").and_then(|id| id.parse().ok()),
             sender: meta.remove("sender"),
             rows: headers.into_iter().map(|(header, _)| header).collect(),
+            tombstones: Vec::new(),
         })
     }
 
@@ -671,6 +695,46 @@ impl<S: Sql> Store<S> {
         self.schema_written.set(false);
         self.form.set(Form::One);
         *self.meta.borrow_mut() = RowMeta::default();
+    }
+
+    /// Keeps a cancel's tombstone (schema 3's form): the transaction's row becomes it, its bytes
+    /// gone (one row written), or a row is written for it ([`TOMBSTONE_SCHEMA`]). In schema 2's
+    /// form, which has no place for one, the transaction's row is deleted and the tombstone
+    /// lasts the object's memory (as the cancel did before).
+    ///
+    /// # Errors
+    /// The storage can no longer be used.
+    pub fn bury(&self, tombstone: &Tombstone, at_ms: u64) -> Result<(), StorageError> {
+        let hash = tombstone.hash;
+        self.released.borrow_mut().retain(|h| *h != hash);
+        if self.form.get() == Form::Tables {
+            return self.forget(&[hash]);
+        }
+        let meta = self.meta.borrow().clone();
+        let text = |v: Option<String>| v.map_or(SqlValue::Null, SqlValue::Text);
+        let values = vec![
+            hex::encode(&hash).into(),
+            SqlValue::Integer(tombstone.nonce as i64),
+            SqlValue::Blob(Vec::new()),
+            TOMBSTONE_METHOD.into(),
+            SqlValue::Integer(at_ms as i64),
+            text(meta.chain),
+            text(meta.sender),
+            meta.chain_id
+                .map_or(SqlValue::Null, |id| SqlValue::Integer(id as i64)),
+            SqlValue::Integer(i64::from(TOMBSTONE_SCHEMA)),
+        ];
+        let present = self.rows.borrow().get(&hash) == Some(&Table::Rows);
+        let update = "UPDATE meta SET (raw, method, schema) = (x'', ?, ?) WHERE hash = ?";
+        let kept = [values[3].clone(), values[8].clone(), values[0].clone()];
+        if !present || self.write("bury", update, kept.to_vec())? == 0 {
+            let insert = format!(
+                "INSERT OR REPLACE INTO meta ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, 0, 0)"
+            );
+            self.write("bury", &insert, values)?;
+        }
+        self.rows.borrow_mut().insert(hash, Table::Rows);
+        Ok(())
     }
 
     /// Keeps what tracking learned of `hash` in its row (schema 3; an older form keeps it in

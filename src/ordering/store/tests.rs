@@ -415,6 +415,80 @@ fn storage_of_the_release_before_the_schema_reads_as_before() {
     );
 }
 
+/// A cancel's tombstone takes its transaction's row (one row written, the bytes gone, schema
+/// 4) and is read back as a tombstone, not a transaction to send; one with no row is written
+/// with the chain, sender and chain id; released once its nonce is used, the next transaction
+/// overwrites it. A row saying schema 4 that is no tombstone is newer than this code.
+#[test]
+fn a_tombstone_takes_its_rows_place_and_reads_back_as_one() {
+    let sql = stored();
+    let store = Store::open(sql.clone());
+    store.read().unwrap();
+    let before = store.rows_written();
+    store
+        .bury(
+            &Tombstone {
+                nonce: 1,
+                hash: h(1, 0),
+            },
+            5_000,
+        )
+        .unwrap();
+    assert_eq!(store.rows_written(), before + 1, "{:?}", sql.writes());
+    store
+        .bury(
+            &Tombstone {
+                nonce: 7,
+                hash: h(7, 0),
+            },
+            5_000,
+        )
+        .unwrap();
+    let again = Store::open(sql.clone());
+    let snapshot = again.read().unwrap();
+    let nonces: Vec<u64> = snapshot.rows.iter().map(|r| r.nonce).collect();
+    assert_eq!(nonces, [0, 2], "the tombstones are no transactions");
+    let mut buried = snapshot.tombstones.clone();
+    buried.sort();
+    assert_eq!(
+        buried,
+        [
+            Tombstone {
+                nonce: 1,
+                hash: h(1, 0)
+            },
+            Tombstone {
+                nonce: 7,
+                hash: h(7, 0)
+            }
+        ]
+    );
+    assert_eq!(snapshot.chain_id, Some(1));
+    let bytes = "SELECT COUNT(*) FROM meta WHERE length(raw) = 0 AND schema = 4";
+    assert_eq!(sql.count(bytes), 2, "their bytes gone");
+    // Its nonce used: released, and the next transaction stored overwrites it.
+    again.release(&[h(1, 0)]).unwrap();
+    let written = again.rows_written();
+    again.store(&row(3)).unwrap();
+    assert_eq!(again.rows_written(), written + 1);
+    let snapshot = Store::open(sql.clone()).read().unwrap();
+    assert_eq!(
+        snapshot.tombstones,
+        [Tombstone {
+            nonce: 7,
+            hash: h(7, 0)
+        }]
+    );
+    // Any other row saying 4 is newer than this code: left alone.
+    sql.conn
+        .execute("UPDATE meta SET schema = 4 WHERE nonce = 0", [])
+        .unwrap();
+    assert_eq!(
+        Store::open(sql.clone()).read(),
+        Err(ReadError::Newer { found: "4".into() })
+    );
+}
+
 #[test]
 fn a_released_row_is_overwritten_by_the_next_one_stored() {
     let sql = stored();
@@ -517,6 +591,9 @@ impl Effects for Object {
     }
     fn progress(&mut self, hash: TxHash, progress: RowProgress) {
         self.store.progress(&hash, progress).unwrap();
+    }
+    fn bury(&mut self, tombstone: Tombstone) {
+        self.store.bury(&tombstone, self.now).unwrap();
     }
     fn load(&mut self, hashes: &[TxHash]) -> Vec<Rc<SignedTx>> {
         self.store
@@ -661,7 +738,7 @@ fn a_busy_sender_writes_about_one_row_per_transaction_and_restarts_on_it() {
     };
     let mut s = Sender::new(BUSY);
     s.set_address("0xabc");
-    s.restore(snapshot.chain, &snapshot.rows, o.now);
+    s.restore(snapshot.chain, &snapshot.rows, &snapshot.tombstones, o.now);
     s.run(&mut o);
     for _ in 0..3 {
         answer_lookups(&mut s, &mut o, TOTAL);

@@ -62,6 +62,8 @@ struct Recorded {
     /// Each `Cancel`'s ticket and hash, in order.
     cancels: Vec<(Ticket, TxHash)>,
     rows: BTreeMap<TxHash, Row>,
+    /// The cancels' tombstones, stored in place of their rows.
+    tombstones: BTreeMap<TxHash, Tombstone>,
     chain: Option<String>,
     alarm: Option<u64>,
     /// How many times an alarm was set (each a billed row written).
@@ -99,6 +101,7 @@ impl Effects for Recorded {
     fn forget(&mut self, hashes: Vec<TxHash>) {
         for hash in hashes {
             self.rows.remove(&hash);
+            self.tombstones.remove(&hash);
         }
     }
     fn release(&mut self, hashes: Vec<TxHash>) {
@@ -109,18 +112,27 @@ impl Effects for Recorded {
                 u64::from_be_bytes(hash[..8].try_into().unwrap())
             ));
             self.rows.remove(&hash);
+            self.tombstones.remove(&hash);
         }
     }
     fn wipe(&mut self) {
         self.log.push("wipe".into());
         self.rows.clear();
+        self.tombstones.clear();
         self.chain = None;
     }
     fn vacate(&mut self) {
         self.log.push("vacate".into());
         self.rows.clear();
+        self.tombstones.clear();
         self.chain = None;
         self.alarm = None;
+    }
+    fn bury(&mut self, tombstone: Tombstone) {
+        self.log.push(format!("bury {}", tombstone.nonce));
+        self.rows.remove(&tombstone.hash);
+        self.progress.remove(&tombstone.hash);
+        self.tombstones.insert(tombstone.hash, tombstone);
     }
     fn store_chain(&mut self, genesis: String) {
         self.chain = Some(genesis);
@@ -262,7 +274,8 @@ impl Rig {
                 progress: r.progress.get(&row.tx.hash).copied().unwrap_or_default(),
             })
             .collect();
-        r.s.restore(Some("0xgenesis".into()), &stored, r.now);
+        let tombstones: Vec<Tombstone> = r.tombstones.values().copied().collect();
+        r.s.restore(Some("0xgenesis".into()), &stored, &tombstones, r.now);
         r.drain();
         r
     }

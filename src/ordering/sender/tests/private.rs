@@ -647,6 +647,107 @@ fn a_cancel_the_route_confirms_ends_the_transaction_and_the_count_drops_by_one()
     assert_eq!(r.cancels.len(), 3);
 }
 
+/// A cancel is remembered until it cannot matter: the route's `true` makes the transaction's row
+/// its tombstone; a copy of the same bytes (a wallet's rebroadcast) is refused as cancelled past
+/// `IDEMPOTENCY_TTL_S` and after a restart, never sent to the route again; an object whose only
+/// row is a tombstone keeps it and sets no alarm (it hibernates); once the mined count passes the
+/// nonce the tombstone goes, and the storage with it.
+#[test]
+fn a_cancel_outlasts_the_idempotency_window_and_a_restart_until_its_nonce_is_used() {
+    let mut r = ten_accepted(WITH_STATUS);
+    let cancel = r.ticket();
+    r.s.cancel(cancel, h(9, 0), r.now);
+    r.drain();
+    r.s.cancel_answered(cancel, h(9, 0), Answer::Result("true".into()), r.now);
+    r.drain();
+    assert_eq!(r.tombstones.keys().copied().collect::<Vec<_>>(), [h(9, 0)]);
+    assert!(!r.rows.contains_key(&h(9, 0)), "its bytes are gone");
+    // A deploy: a new instance reads the nine rows and the tombstone; the copy comes after the
+    // idempotency window.
+    let mut woken = Rig::new(WITH_STATUS);
+    woken.tombstones = r.tombstones.clone();
+    woken.now = r.now + WITH_STATUS.idempotency_ttl_ms + 1;
+    let rows: Vec<Row> = r.rows.values().cloned().collect();
+    let mut woken = Rig::restored_into(woken, &rows);
+    let copy = woken.arrive_tx(with_terms(9, PrivateTerms::default()));
+    let (code, message) = woken.error_of(copy);
+    assert_eq!(code, crate::jsonrpc::INVALID_INPUT);
+    assert!(message.contains("cancelled"), "{message}");
+    assert!(
+        woken.sends.is_empty() && woken.cancels.is_empty(),
+        "never sent again"
+    );
+    assert_eq!(
+        woken.s.status(&h(9, 0), woken.now).unwrap()["status"],
+        "cancelled"
+    );
+    // An object whose only row is the tombstone: it keeps it, and sets no alarm.
+    let mut lone = Rig::new(WITH_STATUS);
+    lone.tombstones = r.tombstones.clone();
+    let mut lone = Rig::restored_into(lone, &[]);
+    let copy = lone.arrive_tx(with_terms(9, PrivateTerms::default()));
+    assert!(lone.error_of(copy).1.contains("cancelled"));
+    assert_eq!(
+        (lone.alarm, lone.s.poll_timeout()),
+        (None, None),
+        "nothing wakes it"
+    );
+    assert!(!lone.log.iter().any(|l| l == "vacate"), "{:?}", lone.log);
+    assert_eq!(lone.tombstones.len(), 1);
+    // Its sender's next pending count: nonce 9 not used yet (mined 9), then used (mined 10).
+    for (mined, kept) in [(9, 1), (10, 0)] {
+        let count = lone.ticket();
+        lone.s.count(count, lone.now);
+        lone.drain();
+        lone.learn(mined, mined);
+        assert_eq!(lone.tombstones.len(), kept, "mined {mined}");
+    }
+    assert!(lone.log.iter().any(|l| l == "vacate"), "{:?}", lone.log);
+}
+
+/// A transaction its sender's opt-in also sent to the public mempool, then cancelled at the
+/// route: its public copy can still be mined, so it stays pending (tracked, counted), never sent
+/// to the route again, and its status says both (`private_then_public`, route status
+/// `cancelled`); no tombstone is kept for it.
+#[test]
+fn a_published_transaction_the_route_cancelled_stays_pending_and_says_both() {
+    let settings = Settings {
+        public_after_blocks: Some(25),
+        ..WITH_STATUS
+    };
+    let mut r = ten_accepted_as(settings, opted_in(1));
+    let missing: Vec<(TxHash, Seen)> = (0..10).map(|n| (h(n, 0), Seen::Missing)).collect();
+    // The turns of the statuses test: 4 to 7 published at head 101; at head 103 the route says
+    // its sender cancelled 4.
+    let turns: [&[u64]; 4] = [&[0, 1, 2, 3], &[4, 5, 6, 7], &[0, 1, 8, 9], &[2, 3, 4, 5]];
+    for (head, turn) in (100..).zip(turns) {
+        let said: Vec<(TxHash, RouteStatus)> = turn
+            .iter()
+            .map(|&n| match (head, n) {
+                (103, 4) => (h(n, 0), RouteStatus::Cancelled),
+                _ => (h(n, 0), RouteStatus::Pending),
+            })
+            .collect();
+        r.track_with(0, &missing, &said, Some(head));
+    }
+    assert!(r.published.iter().flatten().any(|hash| *hash == h(4, 0)));
+    let status = r.s.status(&h(4, 0), r.now).unwrap();
+    assert_eq!(status["status"], "pending", "{status}");
+    assert_eq!(status["route"], "private_then_public");
+    assert_eq!(status["route_status"], "cancelled");
+    assert!(r.tombstones.is_empty());
+    assert!(
+        r.rows.contains_key(&h(4, 0)),
+        "its bytes kept: it is tracked"
+    );
+    assert_eq!(r.events("tx_cancelled").len(), 1);
+    assert_eq!(pending_count(&mut r), 10, "still counted: it may be mined");
+    let sent = r.sends.len();
+    r.track_with(0, &missing, &[(h(4, 0), RouteStatus::Cancelled)], Some(104));
+    assert_eq!(r.sends.len(), sent, "never sent to the route again");
+    assert_eq!(r.events("tx_cancelled").len(), 1, "said once");
+}
+
 /// Every pending one gets its turn at the route's status: each check asks the
 /// [`MAX_STATUS_ASKED`] asked longest ago (never first), lowest nonce first among equals; and
 /// with a status URL, one opted in to the public mempool is published only on the route's word

@@ -159,7 +159,7 @@ fn state_of_another_chain_is_dropped_never_sent() {
         terms: Default::default(),
         progress: Default::default(),
     };
-    r.s.restore(Some("0xold".into()), &[stored], r.now);
+    r.s.restore(Some("0xold".into()), &[stored], &[], r.now);
     r.drain();
     // `make dev` twice: a fresh chain asked for the pending count.
     let count = r.ticket();
