@@ -289,3 +289,32 @@ test("a transaction published by its sender's opt-in, then cancelled at the rout
     await s.stop();
   }
 });
+
+test("an object with nothing stored asks the route's status beside its first nonce lookup: a copy of a transaction cancelled at the route (around the relay, its storage gone) is refused, never sent again; one the route does not know goes", async () => {
+  const s = await startPrivateStack();
+  let relay;
+  try {
+    await s.relay.stop();
+    const vars = { ...s.vars, SEND_STATUS_URL: s.route.statusUrl, TRACK_INTERVAL_S: "600" };
+    relay = await startRelay({ vars });
+    const account = devAccount(15);
+    const raws = await Promise.all([0, 1].map((n) => signTransfer(account, n)));
+    const hash = (await post(relay.url, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raws[0]] })).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    s.route.cancel(hash); // its sender cancelled it at the route, around the relay
+    await relay.stop();
+    relay = await startRelay({ vars }); // a relay with none of the sender's storage
+    const copy = await post(relay.url, { jsonrpc: "2.0", id: 2, method: "eth_sendRawTransaction", params: [raws[0]] });
+    assert.equal(copy.json?.error?.code, -32000, copy.text);
+    assert.match(copy.json.error.message, /cancelled/);
+    assert.equal(s.route.sends.filter((r) => r.hash === hash).length, 1, "never sent to the route again");
+    // The sender's next transaction at the freed nonce: not known to the route, so it goes.
+    const next = await signTransfer(account, 0, { value: 2n });
+    const nextHash = (await post(relay.url, { jsonrpc: "2.0", id: 3, method: "eth_sendRawTransaction", params: [next] })).json?.result;
+    assert.match(nextHash ?? "", /^0x[0-9a-f]{64}$/);
+    assert.deepEqual(await s.route.buildBlock(), [nextHash]);
+  } finally {
+    await relay?.stop();
+    await s.stop();
+  }
+});

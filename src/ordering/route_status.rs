@@ -32,6 +32,12 @@ pub const MAX_STATUS_BYTES: usize = 64 * 1024;
 /// tracking check (the read node's batch waits for the statuses) for a whole lookup's budget.
 pub const STATUS_TIMEOUT_MS: u64 = 5_000;
 
+/// The longest the route's statuses may take when a send waits for them, ms: a sender's object
+/// that starts with nothing stored asks the route's status of the transactions waiting beside
+/// its first nonce lookup (a cancel it cannot remember), and one not answered by then lets them
+/// go, as `UNKNOWN` does.
+pub const FIRST_SEND_STATUS_TIMEOUT_MS: u64 = 1_000;
+
 /// The most transactions of one sender whose status one tracking check asks the route, lowest
 /// nonces first (one `GET` each, at once, beside the check's batch to the read node). 4: with
 /// the batch and the one send in flight behind a route, 6 fetches, Cloudflare's six connections

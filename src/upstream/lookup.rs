@@ -200,7 +200,8 @@ pub fn parse(query: &Query, body: &str) -> Option<Found> {
 }
 
 /// Asks `query` about `sender`, retried while the upstream can't be used, until `deadline_ms`;
-/// the route's statuses at the same time, each asked once, within [`STATUS_TIMEOUT_MS`]. A
+/// the route's statuses at the same time, each asked once, within [`STATUS_TIMEOUT_MS`] (or the
+/// query's [`Query::route_status_timeout_ms`]). A
 /// status that failed, or has no word the relay knows, is left out, and the first such failure
 /// is logged as an `upstream_error` of [`STATUS_METHOD`].
 ///
@@ -216,7 +217,7 @@ pub async fn look_up<U: Platform + ?Sized>(
     let statuses = join_all(query.route_statuses.iter().map(|hash| async move {
         let timeout_ms = policy
             .attempt_timeout(upstream.now_ms(), deadline_ms)
-            .min(STATUS_TIMEOUT_MS);
+            .min(query.route_status_timeout_ms.unwrap_or(STATUS_TIMEOUT_MS));
         let status = match upstream.get_status(hash, timeout_ms).await {
             // Only a 2xx says the route's word: a 503 with `{"status":"failed"}` is the
             // endpoint's trouble, not a drop (which would send the transaction again).
@@ -401,6 +402,7 @@ mod tests {
             nonces: vec![7],
             head: true,
             route_statuses: Vec::new(),
+            route_status_timeout_ms: None,
         }
     }
 

@@ -46,6 +46,10 @@ pub struct Query {
     /// The private route's status of each (`SEND_STATUS_URL`, one `GET` each, beside the batch;
     /// [`crate::ordering::route_status`]).
     pub route_statuses: Vec<TxHash>,
+    /// The longest the statuses may take, ms (`None`:
+    /// [`crate::ordering::route_status::STATUS_TIMEOUT_MS`]): shorter where a send waits for
+    /// them ([`crate::ordering::route_status::FIRST_SEND_STATUS_TIMEOUT_MS`]).
+    pub route_status_timeout_ms: Option<u64>,
 }
 
 /// What the upstream says of one transaction hash (`eth_getTransactionByHash`).

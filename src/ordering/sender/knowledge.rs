@@ -14,7 +14,7 @@ use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::queue::{QueuedTx, QueuedTxId, Stage};
-use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED};
+use crate::ordering::route_status::{RouteStatus, FIRST_SEND_STATUS_TIMEOUT_MS, MAX_STATUS_ASKED};
 use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, RowProgress, Seen};
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -103,13 +103,71 @@ impl Sender {
     }
 
     pub(super) fn start_nonces(&mut self, now_ms: u64) {
+        let route_statuses = self.first_statuses();
+        self.storage.first_statuses_out = !route_statuses.is_empty();
         let query = Query {
             pending: true,
             latest: true,
             genesis: !self.storage.chain.checked,
+            route_status_timeout_ms: (!route_statuses.is_empty())
+                .then_some(FIRST_SEND_STATUS_TIMEOUT_MS),
+            route_statuses,
             ..Query::default()
         };
         self.start_nonce_lookup(Purpose::Nonces, query, now_ms);
+    }
+
+    /// Behind a private route with a status URL, an object that started with nothing stored
+    /// asks, once, the route's status of the client transactions waiting (the lowest
+    /// [`MAX_STATUS_ASKED`]) beside its first nonce lookup, which they wait for anyway: one the
+    /// route says its sender cancelled (a rebroadcast after the object forgot its tombstone, or
+    /// of a cancel that went around it) is refused ([`Sender::refuse_cancelled`]); `UNKNOWN`, or
+    /// no word within [`FIRST_SEND_STATUS_TIMEOUT_MS`], lets it go.
+    fn first_statuses(&self) -> Vec<TxHash> {
+        let asks = self.settings.private_route && self.settings.route_status;
+        if !asks || !self.storage.nothing_stored {
+            return Vec::new();
+        }
+        let mut waiting: Vec<(u64, TxHash)> = self
+            .queue
+            .iter()
+            .filter(|(_, e)| !e.stored && e.stage() == Stage::Waiting)
+            .map(|(_, e)| (e.nonce(), e.hash()))
+            .collect();
+        waiting.sort_unstable();
+        waiting
+            .into_iter()
+            .take(MAX_STATUS_ASKED)
+            .map(|(_, hash)| hash)
+            .collect()
+    }
+
+    /// The route's statuses that came with the first nonce lookup ([`Sender::first_statuses`]):
+    /// each waiting transaction the route says its sender cancelled is refused
+    /// ([`Refusal::Cancelled`](super::Refusal::Cancelled)) and its tombstone kept. Asked once:
+    /// a lookup that answered (whatever the route said) ends the asking.
+    fn refuse_cancelled(&mut self, found: &Found) {
+        if std::mem::take(&mut self.storage.first_statuses_out) {
+            self.storage.nothing_stored = false;
+        }
+        for (hash, status) in &found.route {
+            if *status != RouteStatus::Cancelled {
+                continue;
+            }
+            let Some(id) = self.queue.find(hash) else {
+                continue;
+            };
+            let Some(nonce) = self
+                .queue
+                .get(id)
+                .filter(|e| e.stage() == Stage::Waiting)
+                .map(|e| e.nonce())
+            else {
+                continue;
+            };
+            self.bury(*hash, nonce);
+            self.refuse(id, super::Refusal::Cancelled);
+        }
     }
 
     fn start_nonce_lookup(&mut self, purpose: Purpose, query: Query, now_ms: u64) {
@@ -145,6 +203,7 @@ impl Sender {
         if let Some(genesis) = &found.genesis {
             self.check_chain(genesis, now_ms);
         }
+        self.refuse_cancelled(&found);
         if let Some(latest) = found.latest {
             self.mined_count(latest, now_ms);
         }

@@ -149,6 +149,7 @@ impl Sender {
     ) {
         self.storage.chain.persisted = chain.is_some();
         self.storage.chain.genesis = chain;
+        self.storage.nothing_stored = rows.is_empty() && tombstones.is_empty();
         for tombstone in tombstones {
             self.tombstones.bury(*tombstone);
         }

@@ -135,6 +135,12 @@ pub(super) struct Storage {
     pub(super) loading: bool,
     /// How many times each stored transaction was sent again because the upstream did not have it.
     pub(super) resends: HashMap<TxHash, u32>,
+    /// The object started with nothing stored (no row, no tombstone) and has not asked the
+    /// route yet: behind a private route its first nonce lookup asks the route's status of the
+    /// transactions waiting (a cancel this object cannot remember).
+    pub(super) nothing_stored: bool,
+    /// The running nonce lookup carries those statuses: once it answers, they were asked.
+    pub(super) first_statuses_out: bool,
 }
 
 /// The genesis hash the stored state belongs to.

@@ -748,6 +748,63 @@ fn a_published_transaction_the_route_cancelled_stays_pending_and_says_both() {
     assert_eq!(r.events("tx_cancelled").len(), 1, "said once");
 }
 
+/// An object that starts with nothing stored asks the route's status of the transactions waiting
+/// beside its first nonce lookup (which they wait for anyway), within a short timeout: one the
+/// route says its sender cancelled (a rebroadcast of a cancel the object cannot remember) is
+/// refused and its tombstone kept; `UNKNOWN` lets the others go. Asked once.
+#[test]
+fn a_fresh_object_asks_the_route_beside_its_first_lookup_and_refuses_a_cancelled_copy() {
+    let mut r = Rig::new(WITH_STATUS);
+    r.s.restore(None, &[], &[], r.now);
+    r.drain();
+    // A wallet's rebroadcast of what it sees pending, in one request (a lookup starts with the
+    // first transaction that waits: one arriving after it is not asked).
+    let tickets = r.arrive_all(&[0, 1]);
+    let (copy, fresh) = (tickets[0], tickets[1]);
+    let (id, query) = r.lookup_for(|q| q.pending);
+    assert_eq!(query.route_statuses, [h(0, 0), h(1, 0)]);
+    assert_eq!(
+        query.route_status_timeout_ms,
+        Some(crate::ordering::route_status::FIRST_SEND_STATUS_TIMEOUT_MS)
+    );
+    let found = Found {
+        pending: Some(0),
+        latest: Some(0),
+        genesis: query.genesis.then(|| "0xgenesis".to_string()),
+        route: [
+            (h(0, 0), RouteStatus::Cancelled),
+            (h(1, 0), RouteStatus::Unknown),
+        ]
+        .into_iter()
+        .collect(),
+        ..Found::default()
+    };
+    r.reply(id, Ok(found));
+    assert!(r.error_of(copy).1.contains("cancelled"));
+    assert_eq!(r.tombstones.keys().copied().collect::<Vec<_>>(), [h(0, 0)]);
+    // Nonce 0 is free again: 1 waits for it, and the cancelled one never goes.
+    assert!(r.sends.is_empty(), "{:?}", r.log);
+    // The sender signs another 0: nothing asked of the route again, and both go in order.
+    let other = r.arrive_variant(0, 1);
+    assert!(r.lookups.iter().all(|(_, q)| q.route_statuses.is_empty()));
+    assert_eq!(r.accept_next().hash, h(0, 1));
+    assert_eq!(r.accept_next().hash, h(1, 0));
+    assert_eq!(r.answer(other).0, Answer::hash(&h(0, 1)));
+    assert_eq!(r.answer(fresh).0, Answer::hash(&h(1, 0)));
+    // A restarted object with nothing stored but nothing waiting (a pending count first): its
+    // lookup asks the route nothing.
+    let mut counted = Rig::new(WITH_STATUS);
+    counted.s.restore(None, &[], &[], counted.now);
+    counted.drain();
+    let count = counted.ticket();
+    counted.s.count(count, counted.now);
+    counted.drain();
+    assert!(counted
+        .lookups
+        .iter()
+        .all(|(_, q)| q.route_statuses.is_empty()));
+}
+
 /// Every pending one gets its turn at the route's status: each check asks the
 /// [`MAX_STATUS_ASKED`] asked longest ago (never first), lowest nonce first among equals; and
 /// with a status URL, one opted in to the public mempool is published only on the route's word
