@@ -280,3 +280,43 @@ test("ALLOW_UNPROTECTED_TXS=true at the top level is the default chain's alone: 
     await c.stop();
   }
 });
+
+test("stored transactions on chain A, the relay restarted with CHAIN_ID moved to B and A into CHAINS: A's are kept untouched and shown in the per-sender view, none goes to B's upstream; the sender's sends on B fail open, counted", async () => {
+  const persist = await mkdtemp(`${tmpdir()}/nonce-relay-do-`);
+  const local = await startAnvil({ accounts: 4, extraArgs: ["--no-mining"] });
+  const localProxy = await startProxy({ upstream: local.url, strictNonce: false });
+  const hedera = await startAnvil({ accounts: 4, extraArgs: ["--chain-id", "296"] });
+  const hederaProxy = await startProxy({ upstream: hedera.url, strictNonce: false });
+  let relay = await startRelay({ vars: { UPSTREAM_RPC_URL: localProxy.url, ADMIN_TOKEN: "t" }, persist });
+  try {
+    const account = devAccount(2);
+    const raws = await Promise.all([0, 1].map((n) => signTransfer(account, n)));
+    for (const raw of raws) assert.equal((await sendRaw(relay.url, raw)).json.result, keccak256(raw));
+    await relay.stop();
+    // The operator moves the default chain: 296 at /, 31337 served beside it.
+    relay = await startRelay({
+      vars: { CHAIN_ID: "296", UPSTREAM_RPC_URL: hederaProxy.url, CHAINS: "31337", CHAIN_31337_UPSTREAM_RPC_URL: localProxy.url, ADMIN_TOKEN: "t" },
+      persist,
+    });
+    const kept = await view(relay.url, account.address);
+    assert.equal(kept.storage, "other_chain", JSON.stringify(kept));
+    assert.deepEqual([kept.stored_chain_id, kept.serving_chain_id], [31337, 296]);
+    assert.deepEqual(kept.stored.map((t) => t.hash).sort(), raws.map((r) => keccak256(r)).sort());
+    // The sender's first transaction on 296, through /: straight to the upstream (fail-open).
+    const onB = await signTransfer(account, 0, { chainId: 296 });
+    assert.equal((await sendRaw(relay.url, onB)).json?.result, keccak256(onB));
+    const sentToB = hederaProxy.requests.filter((r) => r.body?.method === "eth_sendRawTransaction").map((r) => keccak256(r.body.params[0]));
+    assert.deepEqual(sentToB, [keccak256(onB)], "none of chain 31337's went to 296's upstream");
+    assert.ok(relay.events("fail_open").length >= 1, "the fail-open counted");
+    assert.equal(await minedCount(hedera.url, account.address), 1);
+    // Still kept: chain 31337's are untouched (the operator may move it back).
+    assert.equal((await view(relay.url, account.address)).stored.length, 2);
+  } finally {
+    await relay.stop();
+    await localProxy.stop();
+    await hederaProxy.stop();
+    local.stop();
+    hedera.stop();
+    await rm(persist, { recursive: true, force: true });
+  }
+});

@@ -113,6 +113,9 @@ impl Driver {
     pub fn open(state: Rc<State>, env: Env, config: Config) -> Result<Self, ReadError> {
         let store = Store::open(EdgeSql::new(state.storage().sql()));
         let mut stored = store.read()?;
+        if let Some(other) = stored.of_other_chain(config.chain_id) {
+            return Err(other);
+        }
         let chain_id = config
             .chain_id
             .or(stored.chain_id)

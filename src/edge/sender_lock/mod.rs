@@ -16,10 +16,13 @@
 //!   their transactions' chain id, and where none has one the object asks the upstream's
 //!   `eth_chainId` before it restores them ([`Driver::ready`]): nothing is ever sent on a guessed
 //!   pool kind;
-//! - storage the object cannot read, or of a newer schema ([`ReadError`]), is left untouched:
-//!   every request is answered HTTP 500 (the Worker then fails open: the sends go straight to
-//!   the upstream, counted and logged), the alarm is set again in [`ALARM_UNUSABLE_RETRY_MS`],
-//!   and each request reads the storage again (`storage_unusable` is logged each time);
+//! - storage the object cannot read, of a newer schema, or of another chain than the one it now
+//!   serves ([`ReadError`]), is left untouched: every request is answered HTTP 500 (the Worker
+//!   then fails open: the sends go straight to the upstream, counted and logged; the per-sender
+//!   view of another chain's storage lists what it keeps), the alarm is set again in
+//!   [`ALARM_UNUSABLE_RETRY_MS`] (for a chain it cannot serve, backing off for a day, then not:
+//!   [`crate::ordering::store::unserved_retry_at`]), and each request reads the storage again
+//!   (`storage_unusable` is logged each time);
 //! - the storage alarm, set while durable work is under way, so an evicted or restarted object
 //!   comes back to finish it. Restart recovery is the machine's
 //!   ([`Sender::restore`](crate::ordering::sender::Sender::restore)): the rows
@@ -43,7 +46,7 @@ use crate::config::ConfigError;
 use crate::edge::backend::SENDER_HEADER;
 use crate::edge::runtime::{chains_from_env, now_ms};
 use crate::log;
-use crate::ordering::store::ReadError;
+use crate::ordering::store::{unserved_retry_at, ReadError};
 use crate::relay::wire;
 use driver::Driver;
 use futures_util::future::select;
@@ -95,6 +98,25 @@ fn config_of_object(env: &Env, name: Option<&str>) -> Result<crate::config::Conf
             ),
         ))),
     }
+}
+
+/// The per-sender view of an object whose storage holds another chain's transactions
+/// ([`ReadError::OtherChain`]): `{"storage": "other_chain", "stored_chain_id", "serving_chain_id",
+/// "stored": [{"hash", "nonce"}]}`, the transactions kept untouched.
+fn other_chain_view(other: &crate::ordering::store::OtherChain) -> serde_json::Value {
+    let stored: Vec<serde_json::Value> = other
+        .rows
+        .iter()
+        .map(
+            |(hash, nonce)| serde_json::json!({ "hash": crate::hex::encode(hash), "nonce": nonce }),
+        )
+        .collect();
+    serde_json::json!({
+        "storage": "other_chain",
+        "stored_chain_id": other.stored,
+        "serving_chain_id": other.serving,
+        "stored": stored,
+    })
 }
 
 /// One sender's lock. See the module documentation.
@@ -155,6 +177,44 @@ impl SenderLock {
         *self.driver.borrow_mut() = driver.restarted().map(Rc::new).map_err(Unusable::Storage);
     }
 
+    /// When the alarm of an object without a driver comes back, Unix ms: storage it cannot read
+    /// or of a newer release, [`ALARM_UNUSABLE_RETRY_MS`]; a chain it cannot serve (no longer in
+    /// `CHAINS`, a wrong setting, storage of another chain), backing off from its newest stored
+    /// transaction ([`unserved_retry_at`]), and `None` past a day: logged once
+    /// (`object_unserved`), the storage kept for its sender's next request.
+    fn retry_unusable(&self, unusable: &Unusable) -> Option<u64> {
+        let now = now_ms();
+        let newest_ms = match unusable {
+            Unusable::Storage(ReadError::OtherChain(other)) => other.newest_ms,
+            Unusable::Storage(_) => return Some(now.saturating_add(ALARM_UNUSABLE_RETRY_MS)),
+            Unusable::Config(_) => {
+                let store = crate::ordering::store::Store::open(store::EdgeSql::new(
+                    self.state.storage().sql(),
+                ));
+                let rows = store.read().map(|s| s.rows).unwrap_or_default();
+                rows.iter().map(|r| r.at_ms).max().unwrap_or(now)
+            }
+        };
+        let at = unserved_retry_at(now, newest_ms);
+        if at.is_none() {
+            let why = match unusable {
+                Unusable::Config(e) => e.to_string(),
+                Unusable::Storage(e) => e.to_string(),
+            };
+            console_log!(
+                "{}",
+                log::line(
+                    "object_unserved",
+                    &[
+                        ("sender", self.state.id().name().unwrap_or_default().into()),
+                        ("error", why.into()),
+                    ]
+                )
+            );
+        }
+        at
+    }
+
     /// The driver; an object whose storage could not be used reads it again first.
     fn driver(&self) -> Result<Rc<Driver>, Unusable> {
         #[cfg(feature = "test-faults")]
@@ -201,6 +261,12 @@ impl DurableObject for SenderLock {
         }
         let driver = match self.driver() {
             Ok(driver) => driver,
+            // Another chain's transactions, kept untouched: the per-sender view lists them.
+            Err(Unusable::Storage(ReadError::OtherChain(other)))
+                if req.path() == wire::STATE_PATH =>
+            {
+                return Response::ok(other_chain_view(&other).to_string());
+            }
             Err(Unusable::Config(e)) => return Response::error(e.to_string(), 500),
             // The Worker fails open on it: the sends go straight to the upstream.
             Err(Unusable::Storage(e)) => {
@@ -263,10 +329,13 @@ impl DurableObject for SenderLock {
     async fn alarm(&self) -> worker::Result<Response> {
         let driver = match self.driver() {
             Ok(driver) => driver,
-            Err(Unusable::Config(_) | Unusable::Storage(_)) => {
-                // Its storage is left as it is; the alarm comes back for it (a setting put
-                // right, or its chain served again, by a redeploy).
-                let at = now_ms().saturating_add(ALARM_UNUSABLE_RETRY_MS);
+            Err(unusable) => {
+                // Its storage is left as it is; the alarm comes back for it (a newer release's
+                // storage, a setting put right, or its chain served again, by a redeploy), for a
+                // chain it cannot serve at most a day.
+                let Some(at) = self.retry_unusable(&unusable) else {
+                    return Response::ok("");
+                };
                 let date = js_sys::Date::new(&JsValue::from_f64(at as f64));
                 let _ = self
                     .state

@@ -184,15 +184,67 @@ pub enum ReadError {
         /// The stored value.
         found: String,
     },
+    /// The stored transactions were checked against another chain id than the one this object
+    /// now serves (its chain moved: `CHAIN_ID` changed under the default chain's objects). They
+    /// are kept untouched, never sent on this chain; its sends fail open.
+    OtherChain(OtherChain),
+}
+
+/// What an object whose storage belongs to another chain keeps ([`ReadError::OtherChain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherChain {
+    /// The chain id the stored transactions were checked against.
+    pub stored: u64,
+    /// The chain id this object now serves.
+    pub serving: u64,
+    /// The stored transactions (hash, nonce), oldest first.
+    pub rows: Vec<(TxHash, u64)>,
+    /// When the newest was stored, Unix ms.
+    pub newest_ms: u64,
 }
 
 impl ReadError {
-    /// A short name for logs and metrics: `unreadable`, `newer_schema`.
+    /// A short name for logs and metrics: `unreadable`, `newer_schema`, `other_chain`.
     pub fn label(&self) -> &'static str {
         match self {
             ReadError::Unreadable(_) => "unreadable",
             ReadError::Newer { .. } => "newer_schema",
+            ReadError::OtherChain(_) => "other_chain",
         }
+    }
+}
+
+/// How long an object whose stored transactions it cannot serve (its chain no longer in
+/// `CHAINS`, or its storage of another chain: [`ReadError::OtherChain`]) keeps waking itself to
+/// look again, counted from its newest stored transaction, ms: a day, a redeploy that puts the
+/// chain back within it is found at the next alarm. Past it the object stops (its storage kept,
+/// found again by its sender's next request).
+pub const UNSERVED_GIVE_UP_MS: u64 = 24 * 60 * 60 * 1_000;
+
+/// When such an object's alarm comes back ([`UNSERVED_GIVE_UP_MS`]), Unix ms, from the time
+/// `now_ms` and its newest stored transaction's `newest_ms`: an eighth of that age, at least a
+/// minute and at most an hour (about 40 tries in all); `None` once past the day.
+pub fn unserved_retry_at(now_ms: u64, newest_ms: u64) -> Option<u64> {
+    let age = now_ms.saturating_sub(newest_ms);
+    (age <= UNSERVED_GIVE_UP_MS).then(|| now_ms + (age / 8).clamp(60_000, 3_600_000))
+}
+
+impl StorageSnapshot {
+    /// When it holds transactions (or tombstones) checked against a chain id other than
+    /// `serving`, the object's chain: why it cannot be used ([`ReadError::OtherChain`]). A
+    /// snapshot without a chain id (nothing stored, or rows of a release before it was kept)
+    /// is this chain's as far as the id tells (the genesis check still applies).
+    pub fn of_other_chain(&self, serving: Option<u64>) -> Option<ReadError> {
+        let (serving, stored) = (serving?, self.chain_id?);
+        let holds = !self.rows.is_empty() || !self.tombstones.is_empty();
+        (holds && stored != serving).then(|| {
+            ReadError::OtherChain(OtherChain {
+                stored,
+                serving,
+                rows: self.rows.iter().map(|r| (r.hash, r.nonce)).collect(),
+                newest_ms: self.rows.iter().map(|r| r.at_ms).max().unwrap_or(0),
+            })
+        })
     }
 }
 
@@ -203,6 +255,14 @@ impl fmt::Display for ReadError {
             ReadError::Newer { found } => write!(
                 f,
                 "the sender's storage has schema {found}, newer than this release's {SCHEMA_VERSION}: left untouched"
+            ),
+            ReadError::OtherChain(other) => write!(
+                f,
+                "the sender's storage holds {} transactions of chain {}, and this object now serves chain {} (CHAIN_ID moved): left untouched, never sent on chain {}",
+                other.rows.len(),
+                other.stored,
+                other.serving,
+                other.serving
             ),
         }
     }

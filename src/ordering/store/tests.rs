@@ -757,3 +757,38 @@ fn a_busy_sender_writes_about_one_row_per_transaction_and_restarts_on_it() {
     assert_eq!(s.view(o.now)["tracked"], 0, "{}", s.view(o.now));
     assert_eq!(s.counters.included as usize, snapshot.rows.len());
 }
+
+/// Storage of another chain (the default chain's `CHAIN_ID` moved) is no storage this object can
+/// use: kept untouched, its transactions listed; a snapshot without a chain id, or of this
+/// chain, or holding nothing, is usable. An object that cannot serve its storage wakes itself
+/// about 40 times over a day, then stops.
+#[test]
+fn storage_of_another_chain_is_left_alone_and_its_object_stops_waking_after_a_day() {
+    let sql = stored();
+    let snapshot = Store::open(sql.clone()).read().unwrap();
+    assert_eq!(snapshot.of_other_chain(Some(1)), None, "its own chain");
+    assert_eq!(
+        snapshot.of_other_chain(None),
+        None,
+        "the chain not known yet"
+    );
+    let Some(ReadError::OtherChain(other)) = snapshot.of_other_chain(Some(5)) else {
+        panic!("another chain's storage")
+    };
+    assert_eq!((other.stored, other.serving, other.rows.len()), (1, 5, 3));
+    assert_eq!(other.newest_ms, 1_002);
+    assert_eq!(ReadError::OtherChain(other.clone()).label(), "other_chain");
+    assert_eq!(StorageSnapshot::default().of_other_chain(Some(5)), None);
+    // Waking: a minute at first, an eighth of the age later, an hour at most, none past a day.
+    assert_eq!(unserved_retry_at(1_000, 1_000), Some(61_000));
+    assert_eq!(unserved_retry_at(8_000_000, 0), Some(9_000_000));
+    let day = UNSERVED_GIVE_UP_MS;
+    assert_eq!(unserved_retry_at(day, 0), Some(day + 3_600_000));
+    assert_eq!(unserved_retry_at(day + 1, 0), None);
+    let (mut now, mut tries) = (0, 0);
+    while let Some(at) = unserved_retry_at(now, 0) {
+        now = at;
+        tries += 1;
+    }
+    assert!((30..=60).contains(&tries), "{tries} tries");
+}
