@@ -254,3 +254,50 @@ test("two routes, each with its own status URL: a transaction the first route re
     await Promise.all([first.stop(), second.stop()]);
   }
 });
+
+test("two routes, the first timing out once on a send (its answer lost, the send arrived) so the second takes it, then reporting FAILED: the status is asked of the second first (held there), nothing is sent to the first again, and a cancel goes to both (true: the second cancelled it)", async () => {
+  const s = await privateStack();
+  const second = await startPrivateRoute({ chain: s.anvil.url });
+  const isSend = (req) => [req].flat().some((m) => /^eth_sendRawTransaction/.test(m?.method ?? ""));
+  let slowed = 0;
+  // The first route's link holds its first send 2.5 s: the relay's attempt times out (1 s), and
+  // the send still reaches the route.
+  const first = await startProxy({
+    upstream: s.route.url,
+    strictNonce: false,
+    latency: (req) => (isSend(req) && slowed++ === 0 ? 2_500 : 0),
+  });
+  await s.relay.stop();
+  s.relay = await startRelay({
+    vars: {
+      ...s.vars,
+      UPSTREAM_SEND_URL: `${first.url},${second.url}`,
+      SEND_STATUS_URL: `${s.route.statusUrl},${second.statusUrl}`,
+      UPSTREAM_TIMEOUT_MS: "1000",
+      TRACK_INTERVAL_S: "1",
+    },
+  });
+  try {
+    const account = devAccount(16);
+    const raw = await signTransfer(account, 0);
+    const hash = (await sendRaw(s.relay.url, raw)).json?.result;
+    assert.match(hash ?? "", /^0x[0-9a-f]{64}$/);
+    assert.equal(arrivals(second, hash), 1, "the second took it");
+    assert.ok(await until(() => arrivals(s.route, hash) === 1, 5_000), "the first got it too, its answer lost");
+    s.route.forget(hash); // the first gives it up: FAILED there
+    await sleep(3_500); // tracking checks: asked of the second first, which holds it
+    assert.equal(arrivals(s.route, hash), 1, "never sent to the first again");
+    assert.equal(arrivals(second, hash), 1, "nor to the second: it holds it");
+    // Its cancel goes to both routes that may hold it: the first says false (it gave it up),
+    // the second, which took it, true.
+    const cancel = await post(s.relay.url, { jsonrpc: "2.0", id: 2, method: "eth_cancelPrivateTransaction", params: [{ txHash: hash }] });
+    assert.equal(cancel.json?.result, true, cancel.text);
+    assert.deepEqual(s.route.cancels, [{ hash, answer: false }], "asked of the first");
+    assert.deepEqual(second.cancels, [{ hash, answer: true }], "and of the second");
+    assert.deepEqual(await second.buildBlock(), [], "cancelled: never mined");
+    assert.equal(await minedCount(s.anvil.url, account.address), 0);
+  } finally {
+    await s.stop();
+    await Promise.all([first.stop(), second.stop()]);
+  }
+});

@@ -34,7 +34,8 @@ use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::row::RowProgress;
 use nonce_relay::ordering::sender::{
     Action, Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy,
-    Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, Ticket, Tombstone, Unstorable,
+    RouteSet, Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, Ticket, Tombstone,
+    Unstorable,
 };
 use nonce_relay::ordering::tx::{SendMethod, SignedTx};
 use nonce_relay::transaction::TxHash;
@@ -442,7 +443,7 @@ impl Effects for World {
         unreachable!("the model runs no private route")
     }
 
-    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _deadline_ms: u64) {
+    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _routes: RouteSet, _deadline_ms: u64) {
         unreachable!("the model runs no private route")
     }
 
@@ -656,6 +657,7 @@ impl Model {
                 class,
                 answer,
                 attempts: 1,
+                route: None,
             },
             self.w.now,
         );
@@ -686,6 +688,7 @@ impl Model {
                     class: AnswerClass::Unavailable,
                     answer: Answer::error(&RpcError::new(-32002, "upstream did not answer")),
                     attempts: 1,
+                    route: None,
                 },
                 self.w.now,
             );

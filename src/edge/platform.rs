@@ -7,6 +7,7 @@ use crate::edge::race::{batch_limit, run, Call};
 use crate::edge::runtime::chain_ids;
 use crate::metrics::Metric;
 use crate::ordering::route_status::{status_url, RouteStatus, MAX_STATUS_BYTES};
+use crate::ordering::row::RouteSet;
 use crate::transaction::TxHash;
 use crate::upstream::heads::BlockNeed;
 use crate::upstream::route::RoutingTable;
@@ -138,11 +139,42 @@ impl Platform for EdgePlatform<'_> {
         hash: &TxHash,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
+        self.get_status_at(hash, RouteSet::default(), timeout_ms)
+            .await
+    }
+
+    /// [`Platform::post_route`]: that route's URL alone.
+    async fn post_route(
+        &self,
+        index: usize,
+        body: &str,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let Some(url) = self.config.upstream_send_urls.get(index) else {
+            return Err(UpstreamError::Unreachable(format!(
+                "no route #{}",
+                index + 1
+            )));
+        };
+        crate::edge::http::post_url(self.config, url, body, timeout_ms).await
+    }
+
+    /// [`Platform::get_status`] in the order of `routes` ([`RouteSet::ask_order`]): the route
+    /// that took the transaction first, so that another's word (`FAILED` at a route whose
+    /// answer was lost before the next took it) is not taken for a drop.
+    async fn get_status_at(
+        &self,
+        hash: &TxHash,
+        routes: RouteSet,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
         let mut unknown = None;
         let mut failed = None;
         // One budget for all the routes asked, not `timeout_ms` each.
         let until_ms = self.now_ms().saturating_add(timeout_ms);
-        for template in self.config.send_status_urls.iter().flatten() {
+        let templates = &self.config.send_status_urls;
+        let order = routes.ask_order(templates.len());
+        for template in order.iter().filter_map(|&i| templates[i].as_ref()) {
             let left_ms = until_ms.saturating_sub(self.now_ms());
             if left_ms == 0 {
                 failed.get_or_insert(Err(UpstreamError::Timeout(timeout_ms)));

@@ -365,14 +365,26 @@ fn learn_lack(
 }
 
 /// Which upstream of its chain's set `key` is, and its head as this isolate knows it now
-/// ([`Answerer`]); `None` for a URL outside the chain's RPC set (a send route).
-fn answerer(config: &Config, key: &str) -> Option<Answerer> {
+/// ([`Answerer`]); for a send that went to the private routes (`set` is theirs), which route.
+fn answerer(config: &Config, set: &[String], key: &str) -> Option<Answerer> {
+    if config.private_route() && set == config.upstreams(UpstreamSet::Send) {
+        let index = set.iter().position(|k| k == key)?;
+        return Some(Answerer {
+            index,
+            head: None,
+            route: true,
+        });
+    }
     let index = config
         .upstreams(UpstreamSet::Rpc)
         .iter()
         .position(|k| k == key)?;
     let head = with(config, |s| s.heads.head(key, now_ms()));
-    Some(Answerer { index, head })
+    Some(Answerer {
+        index,
+        head,
+        route: false,
+    })
 }
 
 /// `outcome` of an `eth_blockNumber` made to say at least the highest head known of the
@@ -596,7 +608,7 @@ async fn drive<'a>(
         match event {
             Event::Reply(index, mut reply) => {
                 if let Ok(reply) = reply.as_mut() {
-                    reply.answerer = answerer(config, &set[index]);
+                    reply.answerer = answerer(config, set, &set[index]);
                 }
                 if let BlockNeed::Number(n) = call.need {
                     learn_lack(config, &set[index], call.body, n, &reply);

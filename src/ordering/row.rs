@@ -205,11 +205,67 @@ pub struct RowProgress {
     /// node never sees the route's pool, so a new instance could not learn it again and would
     /// send each to the route again); for others a new instance asks by hash.
     pub vouched: bool,
+    /// Behind several private routes, the ones that may hold it ([`RouteSet`]): the route that
+    /// took it and those a send of it reached before (their answers lost). Asked its status
+    /// first.
+    pub routes: RouteSet,
+}
+
+/// Which of the private routes (`UPSTREAM_SEND_URL`, in order) may hold a transaction: bit `i`
+/// for the `i`-th (the first 8 routes; one past them is never named, so every route is asked,
+/// as for an empty set). Empty: not known (a row of an earlier release, or a send whose answer
+/// named no route).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteSet(pub u8);
+
+impl RouteSet {
+    /// The routes a send that route `index` took may have reached: that one and every route
+    /// before it (a route is tried only after those before it failed to answer, and one that
+    /// timed out may have taken it); empty for an index past the 8th.
+    pub fn up_to(index: usize) -> RouteSet {
+        match index {
+            0..=7 => RouteSet(((1u16 << (index + 1)) - 1) as u8),
+            _ => RouteSet(0),
+        }
+    }
+
+    /// The order in which to ask `count` routes about it: the route that took it first (the
+    /// highest in the set), then the others in the set, then the rest in route order.
+    pub fn ask_order(self, count: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..count).filter(|&i| self.holds(i)).rev().collect();
+        order.extend((0..count).filter(|&i| !self.holds(i)));
+        order
+    }
+
+    /// Whether nothing is known.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether route `index` may hold it.
+    pub fn holds(self, index: usize) -> bool {
+        index < 8 && self.0 & (1 << index) != 0
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_route_set_names_the_route_that_took_it_and_those_before_it() {
+        assert_eq!(RouteSet::up_to(0), RouteSet(0b1));
+        assert_eq!(RouteSet::up_to(2), RouteSet(0b111));
+        assert_eq!(RouteSet::up_to(7), RouteSet(0xff));
+        assert!(RouteSet::up_to(8).is_empty());
+        assert_eq!(RouteSet::up_to(1).ask_order(3), [1, 0, 2]);
+        assert_eq!(RouteSet::default().ask_order(3), [0, 1, 2]);
+        assert_eq!(
+            RouteSet(0b100).ask_order(2),
+            [0, 1],
+            "a route no longer served is not asked"
+        );
+    }
 
     #[test]
     fn the_stored_form_reads_back_and_a_transaction_past_a_row_is_unstorable() {

@@ -7,9 +7,11 @@
 
 use crate::hex;
 use crate::jsonrpc::{self, Answer, RpcError, CANCEL_PRIVATE_TRANSACTION};
+use crate::ordering::row::RouteSet;
 use crate::transaction::TxHash;
 use crate::upstream::retry::{post_retried, RetryPolicy};
 use crate::upstream::{method_not_served, CallKind, Platform, UpstreamError};
+use futures_util::future::join_all;
 
 /// The request that cancels `hash` at the route.
 pub fn cancel_request(hash: &TxHash) -> String {
@@ -43,5 +45,136 @@ pub async fn cancel_at_route<P: Platform + ?Sized>(
         Ok(reply) => Answer::parse(&reply.body)
             .unwrap_or_else(|| Answer::error(&UpstreamError::Invalid.to_rpc())),
         Err(error) => Answer::error(&error.to_rpc()),
+    }
+}
+
+/// The cancel of `hash` behind several routes: sent to each route of `routes` that may hold it
+/// ([`RouteSet`]: the one that took it, and those a send of it reached before, their answers
+/// lost), at once, each retried while it cannot be used, by `deadline_ms`; their answers
+/// combined ([`combine_cancels`]). With one route or none known, as [`cancel_at_route`].
+pub async fn cancel_at_routes<P: Platform + ?Sized>(
+    upstream: &P,
+    hash: &TxHash,
+    routes: RouteSet,
+    route_count: usize,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Answer {
+    let asked: Vec<usize> = routes
+        .ask_order(route_count)
+        .into_iter()
+        .filter(|&i| routes.holds(i))
+        .collect();
+    let Some(&taker) = asked.first().filter(|_| asked.len() > 1) else {
+        return cancel_at_route(upstream, hash, policy, deadline_ms).await;
+    };
+    let request = cancel_request(hash);
+    let answers = join_all(asked.iter().map(|&index| {
+        let request = request.as_str();
+        async move {
+            let answer = cancel_at_one(upstream, index, request, policy, deadline_ms).await;
+            (index, answer)
+        }
+    }))
+    .await;
+    combine_cancels(taker, &answers)
+}
+
+/// One route's answer to a cancel ([`cancel_at_routes`]): retried while it cannot be used.
+async fn cancel_at_one<P: Platform + ?Sized>(
+    upstream: &P,
+    index: usize,
+    request: &str,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Result<Answer, UpstreamError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
+        let reply = upstream.post_route(index, request, timeout_ms).await;
+        let (error, retry_after_ms) = match reply {
+            Ok(reply) if (200..300).contains(&reply.status) => {
+                return Answer::parse(&reply.body).ok_or(UpstreamError::Invalid);
+            }
+            Ok(reply) => (
+                UpstreamError::Status(reply.status, reply.retry_after_ms),
+                reply.retry_after_ms,
+            ),
+            Err(error) => {
+                let after = error.retry_after_ms();
+                (error, after)
+            }
+        };
+        let now = upstream.now_ms();
+        let jitter = upstream.random();
+        match policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms) {
+            Some(delay_ms) => upstream.sleep(delay_ms).await,
+            None => return Err(error),
+        }
+    }
+}
+
+/// The client's answer to a cancel sent to several routes (`answers`: each route's, by its
+/// position in `UPSTREAM_SEND_URL`; `taker`: the route that took the transaction): `true` only
+/// when the route that took it cancelled it and every other route that may hold it answered
+/// (`false` there: it did not hold it, as Flashbots answers for a hash it does not know); the
+/// taker's own answer when it is not `true` (`false`, or its error); -32002 naming the route
+/// that could not be asked when the taker cancelled it but another may still hold it (cancel
+/// again).
+pub fn combine_cancels(taker: usize, answers: &[(usize, Result<Answer, UpstreamError>)]) -> Answer {
+    let cancelled = |a: &Answer| matches!(a, Answer::Result(text) if text.trim() == "true");
+    let Some((_, taker_answer)) = answers.iter().find(|(i, _)| *i == taker) else {
+        return Answer::error(&UpstreamError::Invalid.to_rpc());
+    };
+    match taker_answer {
+        Err(error) => return Answer::error(&error.to_rpc()),
+        Ok(answer) if !cancelled(answer) => return answer.clone(),
+        Ok(_) => {}
+    }
+    let unasked = answers
+        .iter()
+        .find(|(i, a)| *i != taker && !a.as_ref().is_ok_and(|a| a.error_parts().is_none()));
+    match unasked {
+        Some((index, _)) => Answer::error(&RpcError::new(
+            jsonrpc::RESOURCE_UNAVAILABLE,
+            format!(
+                "cancelled at route #{}, which took the transaction; route #{} could not be asked                  and may hold it from a send whose answer was lost: cancel again",
+                taker + 1,
+                index + 1
+            ),
+        )),
+        None => Answer::Result("true".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_behind_several_routes_is_true_only_when_the_taker_cancelled_and_the_others_answered(
+    ) {
+        let yes = || Ok(Answer::Result("true".into()));
+        let no = || Ok(Answer::Result("false".into()));
+        let down = || Err(UpstreamError::Timeout(1_000));
+        let is_true = |a: &Answer| matches!(a, Answer::Result(t) if t == "true");
+        assert!(
+            is_true(&combine_cancels(1, &[(1, yes()), (0, no())])),
+            "the first never had it"
+        );
+        assert!(is_true(&combine_cancels(1, &[(1, yes()), (0, yes())])));
+        assert_eq!(
+            combine_cancels(1, &[(1, no()), (0, yes())]),
+            Answer::Result("false".into()),
+            "the taker's false"
+        );
+        let partial = combine_cancels(1, &[(1, yes()), (0, down())]);
+        let (code, message) = partial.error_parts().unwrap();
+        assert_eq!(code, jsonrpc::RESOURCE_UNAVAILABLE);
+        assert!(message.contains("route #1 could not be asked"), "{message}");
+        assert!(combine_cancels(1, &[(1, down()), (0, yes())])
+            .error_parts()
+            .is_some());
     }
 }

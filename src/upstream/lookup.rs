@@ -16,6 +16,7 @@
 
 use crate::hex;
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED, STATUS_TIMEOUT_MS};
+use crate::ordering::row::RouteSet;
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
 use crate::upstream::batch::{self, BatchAnswer};
 use crate::upstream::retry::{post_batch_retried, post_retried, RetryPolicy};
@@ -218,7 +219,12 @@ pub async fn look_up<U: Platform + ?Sized>(
         let timeout_ms = policy
             .attempt_timeout(upstream.now_ms(), deadline_ms)
             .min(query.route_status_timeout_ms.unwrap_or(STATUS_TIMEOUT_MS));
-        let status = match upstream.get_status(hash, timeout_ms).await {
+        let routes = query
+            .route_holders
+            .iter()
+            .find(|(h, _)| h == hash)
+            .map_or(RouteSet::default(), |(_, routes)| *routes);
+        let status = match upstream.get_status_at(hash, routes, timeout_ms).await {
             // Only a 2xx says the route's word: a 503 with `{"status":"failed"}` is the
             // endpoint's trouble, not a drop (which would send the transaction again).
             Ok(reply) if !(200..300).contains(&reply.status) => {
@@ -402,6 +408,7 @@ mod tests {
             nonces: vec![7],
             head: true,
             route_statuses: Vec::new(),
+            route_holders: Vec::new(),
             route_status_timeout_ms: None,
         }
     }

@@ -43,13 +43,16 @@ pub struct UpstreamReply {
 
 /// Which upstream of its chain's set (`UPSTREAM_RPC_URL`, in order) gave a reply, and its head
 /// as the isolate knew it then ([`heads::Heads`]): the read cache asks a read again elsewhere
-/// when that upstream may lack the block it asked about.
+/// when that upstream may lack the block it asked about. For a send behind private routes, which
+/// route (`UPSTREAM_SEND_URL`, in order): the object keeps it, and asks that route first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answerer {
-    /// Its position in the chain's set.
+    /// Its position in the chain's set (`route`: in the private routes').
     pub index: usize,
-    /// Its head, block number, when known.
+    /// Its head, block number, when known (never for a route).
     pub head: Option<u64>,
+    /// Whether it is a private route.
+    pub route: bool,
 }
 
 impl UpstreamReply {

@@ -4,6 +4,7 @@
 use super::heads::BlockNeed;
 use super::{CallKind, UpstreamError, UpstreamReply};
 use crate::metrics::Metric;
+use crate::ordering::row::RouteSet;
 use crate::transaction::TxHash;
 
 /// What the pure core needs of the platform it runs on: the upstream node (`post`), a timer
@@ -97,6 +98,37 @@ pub trait Platform {
         hash: &TxHash,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError>;
+
+    /// Posts `body` to the private route at `index` of `UPSTREAM_SEND_URL` alone (a cancel
+    /// that must reach each route that may hold a transaction), within `timeout_ms`; by default
+    /// as a send ([`Platform::post`], the routes in order).
+    ///
+    /// # Errors
+    /// As [`Platform::post`].
+    async fn post_route(
+        &self,
+        index: usize,
+        body: &str,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let _ = index;
+        self.post(body, CallKind::Send, timeout_ms).await
+    }
+
+    /// [`Platform::get_status`], asking first the routes of `routes`, the route that took it
+    /// first ([`RouteSet::ask_order`]); by default as `get_status` (every route in order).
+    ///
+    /// # Errors
+    /// As [`Platform::get_status`].
+    async fn get_status_at(
+        &self,
+        hash: &TxHash,
+        routes: RouteSet,
+        timeout_ms: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let _ = routes;
+        self.get_status(hash, timeout_ms).await
+    }
 
     /// Waits `ms` milliseconds on a timer of this request's own.
     async fn sleep(&self, ms: u64);

@@ -133,6 +133,8 @@ async fn send_until_final<P: Platform + ?Sized>(
     let mut spent = 0;
     // Whether a send so far may have reached the node although its answer was lost.
     let mut maybe_in = false;
+    // Behind private routes, the one whose answer is the last.
+    let mut route = None;
     let (mut class, answer, failure) = loop {
         if maybe_in
             && pool == PoolKind::Strict
@@ -210,6 +212,12 @@ async fn send_until_final<P: Platform + ?Sized>(
                 continue;
             }
         }
+        route = reply
+            .as_ref()
+            .ok()
+            .and_then(|r| r.answerer)
+            .filter(|a| a.route)
+            .map(|a| a.index);
         break (class, answer, reply.err());
     };
     let mut unknown = false;
@@ -245,6 +253,7 @@ async fn send_until_final<P: Platform + ?Sized>(
         class,
         answer,
         attempts,
+        route,
     }
 }
 

@@ -8,14 +8,14 @@ use crate::edge::runtime::{emit, now_ms};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::sender::{
-    is_deterministic, Effects, LookupId, Query, Row, RowProgress, SessionKey, Ticket, Tombstone,
-    Unstorable,
+    is_deterministic, Effects, LookupId, Query, RouteSet, Row, RowProgress, SessionKey, Ticket,
+    Tombstone, Unstorable,
 };
 use crate::ordering::store::StorageError;
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
 use crate::transaction::TxHash;
-use crate::upstream::cancel::cancel_at_route;
+use crate::upstream::cancel::cancel_at_routes;
 use crate::upstream::lookup::look_up;
 use crate::upstream::submit::publish;
 use std::rc::Rc;
@@ -261,7 +261,7 @@ impl Effects for Carry<'_> {
         });
     }
 
-    fn cancel(&mut self, ticket: Ticket, hash: TxHash, deadline_ms: u64) {
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: RouteSet, deadline_ms: u64) {
         if !self.live() {
             return;
         }
@@ -269,7 +269,9 @@ impl Effects for Carry<'_> {
         self.driver.spawn(async move {
             let upstream = driver.upstream(None);
             let policy = driver.config.retry_policy();
-            let answer = cancel_at_route(&upstream, &hash, &policy, deadline_ms).await;
+            let count = driver.config.upstream_send_urls.len();
+            let answer =
+                cancel_at_routes(&upstream, &hash, routes, count, &policy, deadline_ms).await;
             if driver.superseded.get() {
                 return;
             }

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
-use crate::ordering::row::RowProgress;
+use crate::ordering::row::{RouteSet, RowProgress};
 use crate::transaction::TxHash;
 
 /// The most accepted transactions one sender's object remembers; the oldest final ones leave
@@ -109,6 +109,8 @@ pub struct RouteTrack {
     /// What its sender asked of the route: its opt-in to the public mempool, its
     /// `maxBlockNumber`.
     pub terms: PrivateTerms,
+    /// Which routes may hold it (several routes: the one that took it and those before it).
+    pub routes: RouteSet,
 }
 
 /// A transaction the upstream took.
@@ -479,6 +481,7 @@ impl Accepted {
             since_block: tx.route.since_block,
             public: tx.route.public,
             vouched: tx.vouched,
+            routes: tx.route.routes,
         })
     }
 
@@ -489,6 +492,7 @@ impl Accepted {
             tx.route.since_block = tx.route.since_block.or(progress.since_block);
             tx.route.public |= progress.public;
             tx.vouched |= progress.vouched;
+            tx.route.routes = RouteSet(tx.route.routes.0 | progress.routes.0);
         }
     }
 

@@ -8,7 +8,7 @@ use crate::ordering::answer::AnswerClass;
 pub use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
 use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
-pub use crate::ordering::row::RowProgress;
+pub use crate::ordering::row::{RouteSet, RowProgress};
 pub use crate::ordering::tombstone::Tombstone;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -46,6 +46,9 @@ pub struct Query {
     /// The private route's status of each (`SEND_STATUS_URL`, one `GET` each, beside the batch;
     /// [`crate::ordering::route_status`]).
     pub route_statuses: Vec<TxHash>,
+    /// For those of `route_statuses` known to be at some routes ([`RouteSet`]): asked there
+    /// first.
+    pub route_holders: Vec<(TxHash, RouteSet)>,
     /// The longest the statuses may take, ms (`None`:
     /// [`crate::ordering::route_status::STATUS_TIMEOUT_MS`]): shorter where a send waits for
     /// them ([`crate::ordering::route_status::FIRST_SEND_STATUS_TIMEOUT_MS`]).
@@ -125,6 +128,9 @@ pub struct Sent {
     pub answer: Answer,
     /// How many times the bytes were sent.
     pub attempts: u32,
+    /// Behind a private route, which one gave the answer (its position in `UPSTREAM_SEND_URL`),
+    /// when the platform says.
+    pub route: Option<usize>,
 }
 
 /// A transaction kept in the object's storage (its raw bytes and send method,
@@ -252,6 +258,9 @@ pub enum Action {
         ticket: Ticket,
         /// The transaction.
         hash: TxHash,
+        /// The routes that may hold it (several routes: each is asked; empty: not known, the
+        /// routes in order as a send goes).
+        routes: RouteSet,
         /// When to give up, Unix ms.
         deadline_ms: u64,
     },
@@ -304,7 +313,7 @@ pub trait Effects {
     /// [`Action::Publish`]: report each with [`Sender::published`](super::Sender::published).
     fn publish(&mut self, hashes: Vec<TxHash>, deadline_ms: u64);
     /// [`Action::Cancel`]: report with [`Sender::cancel_answered`](super::Sender::cancel_answered).
-    fn cancel(&mut self, ticket: Ticket, hash: TxHash, deadline_ms: u64);
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: RouteSet, deadline_ms: u64);
     /// [`Action::Alarm`].
     fn alarm(&mut self, at_ms: Option<u64>);
     /// [`Action::Emit`].

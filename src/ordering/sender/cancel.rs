@@ -66,9 +66,11 @@ impl Sender {
             self.drop_cancelled_copy(&hash);
             self.cancelling.insert(hash);
             let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
+            let routes = known.map(|tx| tx.route.routes).unwrap_or_default();
             self.push(Action::Cancel {
                 ticket,
                 hash,
+                routes,
                 deadline_ms,
             });
         }

@@ -84,7 +84,7 @@ impl Sender {
                 .accepted
                 .sized(&hash, entry.tx.row_len() as u64, now_ms);
             self.pruned(pruned, now_ms);
-            self.route_took(&hash);
+            self.route_took(&hash, result.route);
             if let Some(held) = cancels {
                 self.cancelled_by_route_rule(&held, &hash, nonce, now_ms);
             }
@@ -276,7 +276,7 @@ impl Sender {
         }
         let pruned = self.accepted.record(hash, nonce, now_ms, true, tx.terms());
         self.pruned(pruned, now_ms);
-        self.route_took(&hash);
+        self.route_took(&hash, result.route);
         if let Some(next) = self.nonces.next {
             self.nonces.next = Some(next.max(nonce + 1));
         }
@@ -336,6 +336,7 @@ impl Sender {
                     class: AnswerClass::AlreadyKnown,
                     answer: Answer::hash(&hash),
                     attempts: 0,
+                    route: None,
                 };
                 self.settle(holding, result, now_ms);
             }
@@ -426,6 +427,7 @@ impl Sender {
                     class: AnswerClass::AlreadyKnown,
                     answer: Answer::hash(&hash),
                     attempts: 0,
+                    route: None,
                 };
                 self.settle(holding, result, now_ms);
             }

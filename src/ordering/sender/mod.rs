@@ -327,8 +327,9 @@ impl Sender {
             Action::Cancel {
                 ticket,
                 hash,
+                routes,
                 deadline_ms,
-            } => effects.cancel(ticket, hash, deadline_ms),
+            } => effects.cancel(ticket, hash, routes, deadline_ms),
             Action::Alarm(at_ms) => effects.alarm(at_ms),
             Action::Emit(metric) => effects.emit(metric),
         }
@@ -436,7 +437,16 @@ impl Sender {
     }
 
     /// Asks a lookup for `purpose` until `deadline_ms`.
-    fn ask(&mut self, purpose: Purpose, query: Query, deadline_ms: u64) -> LookupId {
+    fn ask(&mut self, purpose: Purpose, mut query: Query, deadline_ms: u64) -> LookupId {
+        // A status is asked first of the routes that may hold it.
+        query.route_holders = query
+            .route_statuses
+            .iter()
+            .filter_map(|hash| {
+                let routes = self.accepted.route_mut(hash)?.routes;
+                (!routes.is_empty()).then_some((*hash, routes))
+            })
+            .collect();
         let id = self.lookup_id();
         self.lookups.insert(id, (purpose, deadline_ms));
         self.push(Action::Lookup {

@@ -4,7 +4,8 @@
 //! Schema 3 ([`SCHEMA_VERSION`]), what this release writes on a fresh storage: one table, `WITHOUT
 //! ROWID` (so a write is one billed row), `meta` (`hash` TEXT primary key, `nonce` INTEGER, `raw`
 //! BLOB, `method` TEXT, `at_ms` INTEGER, `chain` TEXT, `sender` TEXT, `chain_id` INTEGER, `schema`
-//! INTEGER, `resent` INTEGER, `since_block` INTEGER, `public` INTEGER, `vouched` INTEGER): each holder's
+//! INTEGER, `resent` INTEGER, `since_block` INTEGER, `public` INTEGER, `vouched` INTEGER: bit 0
+//! vouched, bits 1-8 the private routes that may hold it): each holder's
 //! transaction, its raw bytes and its send method ([`SignedTx::row_method`]), written before its
 //! first send, with what schema 2 kept in rows of their own (the genesis hash of the chain the
 //! rows belong to, the sender, the chain id the Worker checked them against, the schema) and what
@@ -42,7 +43,7 @@
 
 use crate::hex;
 use crate::ordering::row::RowError;
-use crate::ordering::row::{RowMethod, RowProgress};
+use crate::ordering::row::{RouteSet, RowMethod, RowProgress};
 use crate::ordering::sender::{Row, RowHeader};
 use crate::ordering::tombstone::Tombstone;
 use crate::ordering::tx::SignedTx;
@@ -471,7 +472,10 @@ impl<S: Sql> Store<S> {
                     resent: number(8).map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
                     since_block: number(9),
                     public: number(10).is_some_and(|n| n != 0),
-                    vouched: number(11).is_some_and(|n| n != 0),
+                    // Bit 0: vouched; bits 1-8: the routes that may hold it (a release before
+                    // them reads any of it as vouched, which a route's taking it means too).
+                    vouched: number(11).is_some_and(|n| n & 1 != 0),
+                    routes: RouteSet(number(11).map_or(0, |n| (n >> 1) as u8)),
                 };
                 headers.push(header);
             }
@@ -812,7 +816,7 @@ impl<S: Sql> Store<S> {
                 .since_block
                 .map_or(SqlValue::Null, |n| SqlValue::Integer(n as i64)),
             SqlValue::Integer(i64::from(progress.public)),
-            SqlValue::Integer(i64::from(progress.vouched)),
+            SqlValue::Integer(i64::from(progress.vouched) | (i64::from(progress.routes.0) << 1)),
             hex::encode(hash).into(),
         ];
         let sql =

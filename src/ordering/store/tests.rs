@@ -220,6 +220,7 @@ fn a_rows_progress_is_kept_and_read_back() {
         since_block: Some(100),
         public: true,
         vouched: true,
+        routes: RouteSet(0b11),
     };
     store.progress(&h(1, 0), progress).unwrap();
     store.progress(&h(9, 0), progress).unwrap();
@@ -616,7 +617,7 @@ impl Effects for Object {
         self.lookups.push((id, query));
     }
     fn publish(&mut self, _hashes: Vec<TxHash>, _deadline_ms: u64) {}
-    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _deadline_ms: u64) {}
+    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _routes: RouteSet, _deadline_ms: u64) {}
     fn alarm(&mut self, at_ms: Option<u64>) {
         self.alarm = at_ms;
     }
@@ -700,6 +701,7 @@ fn a_busy_sender_writes_about_one_row_per_transaction_and_restarts_on_it() {
                 class: AnswerClass::Accepted,
                 answer: Answer::hash(&sent.hash),
                 attempts: 1,
+                route: None,
             },
             o.now,
         );

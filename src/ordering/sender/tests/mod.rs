@@ -75,6 +75,10 @@ struct Recorded {
     log: Vec<String>,
     /// The platform's largest row, raw bytes: a bigger one's store fails.
     row_limit: Option<usize>,
+    /// Behind several private routes, the one whose answer the next send's is.
+    answering_route: Option<usize>,
+    /// Each `Cancel`'s routes, in order.
+    cancel_routes: Vec<RouteSet>,
 }
 
 impl Effects for Recorded {
@@ -174,9 +178,10 @@ impl Effects for Recorded {
         self.log.push(format!("publish {}", hashes.len()));
         self.published.push(hashes);
     }
-    fn cancel(&mut self, ticket: Ticket, hash: TxHash, _deadline_ms: u64) {
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: RouteSet, _deadline_ms: u64) {
         self.log.push(format!("cancel {}", hash[0]));
         self.cancels.push((ticket, hash));
+        self.cancel_routes.push(routes);
     }
     fn alarm(&mut self, at_ms: Option<u64>) {
         self.alarm_sets += usize::from(at_ms.is_some());
@@ -490,6 +495,7 @@ impl Rig {
                 class,
                 answer,
                 attempts: 1,
+                route: self.answering_route,
             },
             self.now,
         );

@@ -279,6 +279,7 @@ fn send_public_after_blocks_counts_from_the_first_check_and_publishes_once_in_no
             class: AnswerClass::Accepted,
             answer: Answer::hash(hash),
             attempts: 1,
+            route: None,
         };
         r.s.published(hash, sent, r.now);
     }
@@ -1117,4 +1118,32 @@ fn what_the_route_took_is_not_sent_to_it_again_after_a_wake() {
     assert_eq!(query.hashes, vec![h(0, 0)]);
     forgetful.reply(verify, known(&[(h(0, 0), false)]));
     assert_eq!(resend_turns(&mut forgetful, 0), [0], "{:?}", forgetful.log);
+}
+
+/// Behind several routes, the one that took a transaction (the second, the first having timed
+/// out) is kept with it, in its row too: its status is asked there first (and then at the
+/// first, which may hold it), by a tracking check and by a new instance's.
+#[test]
+fn the_route_that_took_it_is_asked_first_and_kept_across_a_wake() {
+    let mut r = Rig::new(WITH_STATUS);
+    r.answering_route = Some(1);
+    r.arrive(0);
+    r.learn(0, 0);
+    r.accept_next();
+    let both = RouteSet::up_to(1);
+    assert_eq!(r.progress.get(&h(0, 0)).map(|p| p.routes), Some(both));
+    let q = r.track_with(0, &[(h(0, 0), Seen::Missing)], &[], None);
+    assert_eq!(q.route_statuses, [h(0, 0)]);
+    assert_eq!(q.route_holders, [(h(0, 0), both)]);
+    // A new instance reads it from the row, and asks the same.
+    let rows: Vec<Row> = r.rows.values().cloned().collect();
+    let mut woken = Rig::woken(WITH_STATUS, &rows, &r.progress);
+    woken.learn(0, 0);
+    let (_, query) = woken.lookup_for(|q| !q.route_statuses.is_empty());
+    assert_eq!(query.route_holders, [(h(0, 0), both)]);
+    // Its cancel goes to both.
+    let cancel = r.ticket();
+    r.s.cancel(cancel, h(0, 0), r.now);
+    r.drain();
+    assert_eq!(r.cancel_routes, [both]);
 }
