@@ -34,7 +34,7 @@ use nonce_relay::ordering::answer::AnswerClass;
 use nonce_relay::ordering::row::RowProgress;
 use nonce_relay::ordering::sender::{
     Action, Arrival, Effects, Found, LookupError, LookupId, PoolKind, Query, ReplacementPolicy,
-    RouteSet, Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, Ticket, Tombstone,
+    Row, RowHeader, Seen, Sender, Sent, SessionKey, Settings, TakenBy, Ticket, Tombstone,
     Unstorable,
 };
 use nonce_relay::ordering::tx::{SendMethod, SignedTx};
@@ -443,7 +443,7 @@ impl Effects for World {
         unreachable!("the model runs no private route")
     }
 
-    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _routes: RouteSet, _deadline_ms: u64) {
+    fn cancel(&mut self, _ticket: Ticket, _hash: TxHash, _routes: TakenBy, _deadline_ms: u64) {
         unreachable!("the model runs no private route")
     }
 

@@ -160,7 +160,9 @@ impl Chains {
                 let own = format!("CHAIN_{}_{}", chain.id, about.name);
                 if !set(&own) {
                     notices.push(format!(
-                        "{name} is set at the top level, which is the default chain's alone since                          this release: chain {id} now has {default} (set {own} to keep the old                          value there)",
+                        "{name} is set at the top level, which is the default chain's alone since \
+                         this release: chain {id} now has {default} (set {own} to keep the old \
+                         value there)",
                         name = about.name,
                         id = chain.id,
                         default = about.default.replace('`', ""),

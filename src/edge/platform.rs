@@ -7,7 +7,7 @@ use crate::edge::race::{batch_limit, run, Call};
 use crate::edge::runtime::chain_ids;
 use crate::metrics::Metric;
 use crate::ordering::route_status::{status_url, RouteStatus, MAX_STATUS_BYTES};
-use crate::ordering::row::RouteSet;
+use crate::ordering::row::TakenBy;
 use crate::transaction::TxHash;
 use crate::upstream::heads::BlockNeed;
 use crate::upstream::route::RoutingTable;
@@ -139,7 +139,7 @@ impl Platform for EdgePlatform<'_> {
         hash: &TxHash,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
-        self.get_status_at(hash, RouteSet::default(), timeout_ms)
+        self.get_status_at(hash, TakenBy::default(), timeout_ms)
             .await
     }
 
@@ -159,13 +159,13 @@ impl Platform for EdgePlatform<'_> {
         crate::edge::http::post_url(self.config, url, body, timeout_ms).await
     }
 
-    /// [`Platform::get_status`] in the order of `routes` ([`RouteSet::ask_order`]): the route
+    /// [`Platform::get_status`] in the order of `routes` ([`TakenBy::ask_order`]): the route
     /// that took the transaction first, so that another's word (`FAILED` at a route whose
     /// answer was lost before the next took it) is not taken for a drop.
     async fn get_status_at(
         &self,
         hash: &TxHash,
-        routes: RouteSet,
+        routes: TakenBy,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
         let mut unknown = None;

@@ -205,46 +205,55 @@ pub struct RowProgress {
     /// node never sees the route's pool, so a new instance could not learn it again and would
     /// send each to the route again); for others a new instance asks by hash.
     pub vouched: bool,
-    /// Behind several private routes, the ones that may hold it ([`RouteSet`]): the route that
-    /// took it and those a send of it reached before (their answers lost). Asked its status
-    /// first.
-    pub routes: RouteSet,
+    /// Behind several private routes, the one that last took it ([`TakenBy`]): its status is
+    /// asked there first.
+    pub taken_by: TakenBy,
+    /// The route said its sender cancelled it while it stays pending (its sender's opt-in had
+    /// published it, and the public copy may be mined): never sent to a route again.
+    pub route_cancelled: bool,
 }
 
-/// Which of the private routes (`UPSTREAM_SEND_URL`, in order) may hold a transaction: bit `i`
-/// for the `i`-th (the first 8 routes; one past them is never named, so every route is asked,
-/// as for an empty set). Empty: not known (a row of an earlier release, or a send whose answer
-/// named no route).
+/// Behind several private routes (`UPSTREAM_SEND_URL`, in order), the one that last took a
+/// transaction, by its position (`None`: not known: a row of an earlier release, or a send whose
+/// answer named no route). Routes are tried in the order of their health, not their position,
+/// so it names no other route: any other may hold a copy from a send whose answer was lost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RouteSet(pub u8);
+pub struct TakenBy(pub Option<u8>);
 
-impl RouteSet {
-    /// The routes a send that route `index` took may have reached: that one and every route
-    /// before it (a route is tried only after those before it failed to answer, and one that
-    /// timed out may have taken it); empty for an index past the 8th.
-    pub fn up_to(index: usize) -> RouteSet {
-        match index {
-            0..=7 => RouteSet(((1u16 << (index + 1)) - 1) as u8),
-            _ => RouteSet(0),
-        }
+impl TakenBy {
+    /// Route `index` took it (past the 255th: not known).
+    pub fn route(index: usize) -> TakenBy {
+        TakenBy(u8::try_from(index).ok().filter(|&i| i < u8::MAX))
     }
 
-    /// The order in which to ask `count` routes about it: the route that took it first (the
-    /// highest in the set), then the others in the set, then the rest in route order.
+    /// The route's position, when known.
+    pub fn index(self) -> Option<usize> {
+        self.0.map(usize::from)
+    }
+
+    /// The order in which to ask `count` routes about it: the one that took it first, then the
+    /// others in route order.
     pub fn ask_order(self, count: usize) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..count).filter(|&i| self.holds(i)).rev().collect();
-        order.extend((0..count).filter(|&i| !self.holds(i)));
-        order
+        let first = self.index().filter(|&i| i < count);
+        first
+            .into_iter()
+            .chain((0..count).filter(|&i| Some(i) != first))
+            .collect()
     }
 
-    /// Whether nothing is known.
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
+    /// Its form in a row (bits 1-8 of the `vouched` column: the position plus one, 0 when not
+    /// known).
+    pub fn to_bits(self) -> i64 {
+        self.0.map_or(0, |i| i64::from(i) + 1)
     }
 
-    /// Whether route `index` may hold it.
-    pub fn holds(self, index: usize) -> bool {
-        index < 8 && self.0 & (1 << index) != 0
+    /// Read back from a row ([`TakenBy::to_bits`]).
+    pub fn from_bits(bits: i64) -> TakenBy {
+        TakenBy(
+            u8::try_from(bits & 0xff)
+                .ok()
+                .and_then(|b| b.checked_sub(1)),
+        )
     }
 }
 
@@ -253,18 +262,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_route_set_names_the_route_that_took_it_and_those_before_it() {
-        assert_eq!(RouteSet::up_to(0), RouteSet(0b1));
-        assert_eq!(RouteSet::up_to(2), RouteSet(0b111));
-        assert_eq!(RouteSet::up_to(7), RouteSet(0xff));
-        assert!(RouteSet::up_to(8).is_empty());
-        assert_eq!(RouteSet::up_to(1).ask_order(3), [1, 0, 2]);
-        assert_eq!(RouteSet::default().ask_order(3), [0, 1, 2]);
+    fn the_route_that_took_it_is_asked_first_and_kept_in_eight_bits() {
+        assert_eq!(TakenBy::route(1).ask_order(3), [1, 0, 2]);
+        assert_eq!(TakenBy::default().ask_order(3), [0, 1, 2]);
         assert_eq!(
-            RouteSet(0b100).ask_order(2),
+            TakenBy::route(5).ask_order(2),
             [0, 1],
-            "a route no longer served is not asked"
+            "a route no longer served"
         );
+        for taken in [TakenBy::default(), TakenBy::route(0), TakenBy::route(254)] {
+            assert_eq!(TakenBy::from_bits(taken.to_bits()), taken);
+        }
+        assert_eq!(TakenBy::route(255), TakenBy::default());
     }
 
     #[test]

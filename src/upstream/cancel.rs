@@ -7,7 +7,7 @@
 
 use crate::hex;
 use crate::jsonrpc::{self, Answer, RpcError, CANCEL_PRIVATE_TRANSACTION};
-use crate::ordering::row::RouteSet;
+use crate::ordering::row::TakenBy;
 use crate::transaction::TxHash;
 use crate::upstream::retry::{post_retried, RetryPolicy};
 use crate::upstream::{method_not_served, CallKind, Platform, UpstreamError};
@@ -34,12 +34,7 @@ pub async fn cancel_at_route<P: Platform + ?Sized>(
     let request = cancel_request(hash);
     let reply = post_retried(upstream, &request, CallKind::Send, policy, deadline_ms).await;
     if method_not_served(&reply) {
-        return Answer::error(&RpcError::new(
-            jsonrpc::METHOD_NOT_SUPPORTED,
-            "the private route does not serve eth_cancelPrivateTransaction: cancel by sending a \
-             transaction with the same nonce, empty data and a higher priority fee to your own \
-             address (Flashbots Protect; MEV Blocker with softCancellations)",
-        ));
+        return not_served();
     }
     match reply {
         Ok(reply) => Answer::parse(&reply.body)
@@ -48,26 +43,37 @@ pub async fn cancel_at_route<P: Platform + ?Sized>(
     }
 }
 
-/// The cancel of `hash` behind several routes: sent to each route of `routes` that may hold it
-/// ([`RouteSet`]: the one that took it, and those a send of it reached before, their answers
-/// lost), at once, each retried while it cannot be used, by `deadline_ms`; their answers
-/// combined ([`combine_cancels`]). With one route or none known, as [`cancel_at_route`].
+/// -32004 for a route that does not serve `eth_cancelPrivateTransaction`, saying how to cancel
+/// there instead.
+fn not_served() -> Answer {
+    Answer::error(&RpcError::new(
+        jsonrpc::METHOD_NOT_SUPPORTED,
+        "the private route does not serve eth_cancelPrivateTransaction: cancel by sending a \
+         transaction with the same nonce, empty data and a higher priority fee to your own \
+         address (Flashbots Protect; MEV Blocker with softCancellations)",
+    ))
+}
+
+/// The cancel of `hash` behind several routes, the one that took it known (`taken_by`): sent
+/// to every one of the `route_count` routes at once (routes are tried by health, so any of them
+/// may hold a copy from a send whose answer was lost), each retried while it cannot be used, by
+/// `deadline_ms`; their answers combined ([`combine_cancels`]). With one route, or the taker
+/// not known, as [`cancel_at_route`].
 pub async fn cancel_at_routes<P: Platform + ?Sized>(
     upstream: &P,
     hash: &TxHash,
-    routes: RouteSet,
+    taken_by: TakenBy,
     route_count: usize,
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Answer {
-    let asked: Vec<usize> = routes
-        .ask_order(route_count)
-        .into_iter()
-        .filter(|&i| routes.holds(i))
-        .collect();
-    let Some(&taker) = asked.first().filter(|_| asked.len() > 1) else {
+    let Some(taker) = taken_by
+        .index()
+        .filter(|&i| i < route_count && route_count > 1)
+    else {
         return cancel_at_route(upstream, hash, policy, deadline_ms).await;
     };
+    let asked = taken_by.ask_order(route_count);
     let request = cancel_request(hash);
     let answers = join_all(asked.iter().map(|&index| {
         let request = request.as_str();
@@ -93,6 +99,9 @@ async fn cancel_at_one<P: Platform + ?Sized>(
         attempts += 1;
         let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
         let reply = upstream.post_route(index, request, timeout_ms).await;
+        if method_not_served(&reply) {
+            return Ok(not_served());
+        }
         let (error, retry_after_ms) = match reply {
             Ok(reply) if (200..300).contains(&reply.status) => {
                 return Answer::parse(&reply.body).ok_or(UpstreamError::Invalid);
@@ -117,11 +126,11 @@ async fn cancel_at_one<P: Platform + ?Sized>(
 
 /// The client's answer to a cancel sent to several routes (`answers`: each route's, by its
 /// position in `UPSTREAM_SEND_URL`; `taker`: the route that took the transaction): `true` only
-/// when the route that took it cancelled it and every other route that may hold it answered
-/// (`false` there: it did not hold it, as Flashbots answers for a hash it does not know); the
-/// taker's own answer when it is not `true` (`false`, or its error); -32002 naming the route
-/// that could not be asked when the taker cancelled it but another may still hold it (cancel
-/// again).
+/// when the route that took it cancelled it and every other route answered (`false` there: it
+/// did not hold it, as Flashbots answers for a hash it does not know; -32004: it cancels no
+/// way this relay can ask); the taker's own answer when it is not `true` (`false`, -32004, or
+/// its error); -32002 naming the route that could not be asked when the taker cancelled it but
+/// that one may still hold it (cancel again).
 pub fn combine_cancels(taker: usize, answers: &[(usize, Result<Answer, UpstreamError>)]) -> Answer {
     let cancelled = |a: &Answer| matches!(a, Answer::Result(text) if text.trim() == "true");
     let Some((_, taker_answer)) = answers.iter().find(|(i, _)| *i == taker) else {
@@ -132,14 +141,19 @@ pub fn combine_cancels(taker: usize, answers: &[(usize, Result<Answer, UpstreamE
         Ok(answer) if !cancelled(answer) => return answer.clone(),
         Ok(_) => {}
     }
+    let answered = |a: &Answer| {
+        a.error_parts()
+            .is_none_or(|(code, _)| code == jsonrpc::METHOD_NOT_SUPPORTED)
+    };
     let unasked = answers
         .iter()
-        .find(|(i, a)| *i != taker && !a.as_ref().is_ok_and(|a| a.error_parts().is_none()));
+        .find(|(i, a)| *i != taker && !a.as_ref().is_ok_and(answered));
     match unasked {
         Some((index, _)) => Answer::error(&RpcError::new(
             jsonrpc::RESOURCE_UNAVAILABLE,
             format!(
-                "cancelled at route #{}, which took the transaction; route #{} could not be asked                  and may hold it from a send whose answer was lost: cancel again",
+                "cancelled at route #{}, which took the transaction; route #{} could not be asked \
+                 and may hold it from a send whose answer was lost: cancel again",
                 taker + 1,
                 index + 1
             ),
@@ -176,5 +190,14 @@ mod tests {
         assert!(combine_cancels(1, &[(1, down()), (0, yes())])
             .error_parts()
             .is_some());
+        let unserved = || Ok(not_served());
+        assert!(
+            is_true(&combine_cancels(1, &[(1, yes()), (0, unserved())])),
+            "one that cancels no way the relay can ask holds nothing it could cancel"
+        );
+        assert_eq!(
+            combine_cancels(0, &[(0, unserved()), (1, no())]),
+            not_served()
+        );
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::hex;
 use crate::ordering::route_status::{RouteStatus, MAX_STATUS_ASKED, STATUS_TIMEOUT_MS};
-use crate::ordering::row::RouteSet;
+use crate::ordering::row::TakenBy;
 use crate::ordering::sender::{Found, LookupError, Outcome, Query, Seen};
 use crate::upstream::batch::{self, BatchAnswer};
 use crate::upstream::retry::{post_batch_retried, post_retried, RetryPolicy};
@@ -223,7 +223,7 @@ pub async fn look_up<U: Platform + ?Sized>(
             .route_holders
             .iter()
             .find(|(h, _)| h == hash)
-            .map_or(RouteSet::default(), |(_, routes)| *routes);
+            .map_or(TakenBy::default(), |(_, routes)| *routes);
         let status = match upstream.get_status_at(hash, routes, timeout_ms).await {
             // Only a 2xx says the route's word: a 503 with `{"status":"failed"}` is the
             // endpoint's trouble, not a drop (which would send the transaction again).

@@ -4,7 +4,7 @@
 use super::heads::BlockNeed;
 use super::{CallKind, UpstreamError, UpstreamReply};
 use crate::metrics::Metric;
-use crate::ordering::row::RouteSet;
+use crate::ordering::row::TakenBy;
 use crate::transaction::TxHash;
 
 /// What the pure core needs of the platform it runs on: the upstream node (`post`), a timer
@@ -116,14 +116,14 @@ pub trait Platform {
     }
 
     /// [`Platform::get_status`], asking first the routes of `routes`, the route that took it
-    /// first ([`RouteSet::ask_order`]); by default as `get_status` (every route in order).
+    /// first ([`TakenBy::ask_order`]); by default as `get_status` (every route in order).
     ///
     /// # Errors
     /// As [`Platform::get_status`].
     async fn get_status_at(
         &self,
         hash: &TxHash,
-        routes: RouteSet,
+        routes: TakenBy,
         timeout_ms: u64,
     ) -> Result<UpstreamReply, UpstreamError> {
         let _ = routes;

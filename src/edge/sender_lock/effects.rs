@@ -8,7 +8,7 @@ use crate::edge::runtime::{emit, now_ms};
 use crate::jsonrpc::Answer;
 use crate::metrics::Metric;
 use crate::ordering::sender::{
-    is_deterministic, Effects, LookupId, Query, RouteSet, Row, RowProgress, SessionKey, Ticket,
+    is_deterministic, Effects, LookupId, Query, Row, RowProgress, SessionKey, TakenBy, Ticket,
     Tombstone, Unstorable,
 };
 use crate::ordering::store::StorageError;
@@ -261,7 +261,7 @@ impl Effects for Carry<'_> {
         });
     }
 
-    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: RouteSet, deadline_ms: u64) {
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: TakenBy, deadline_ms: u64) {
         if !self.live() {
             return;
         }

@@ -191,8 +191,11 @@ impl SenderLock {
                 let store = crate::ordering::store::Store::open(store::EdgeSql::new(
                     self.state.storage().sql(),
                 ));
-                let rows = store.read().map(|s| s.rows).unwrap_or_default();
-                rows.iter().map(|r| r.at_ms).max().unwrap_or(now)
+                match store.read() {
+                    // Nothing to come back for (tombstones need no alarm): it stops.
+                    Ok(stored) => stored.rows.iter().map(|r| r.at_ms).max().unwrap_or(0),
+                    Err(_) => return Some(now.saturating_add(ALARM_UNUSABLE_RETRY_MS)),
+                }
             }
         };
         let at = unserved_retry_at(now, newest_ms);

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
-use crate::ordering::row::{RouteSet, RowProgress};
+use crate::ordering::row::{RowProgress, TakenBy};
 use crate::transaction::TxHash;
 
 /// The most accepted transactions one sender's object remembers; the oldest final ones leave
@@ -109,8 +109,8 @@ pub struct RouteTrack {
     /// What its sender asked of the route: its opt-in to the public mempool, its
     /// `maxBlockNumber`.
     pub terms: PrivateTerms,
-    /// Which routes may hold it (several routes: the one that took it and those before it).
-    pub routes: RouteSet,
+    /// Behind several routes, the one that last took it.
+    pub taken_by: TakenBy,
 }
 
 /// A transaction the upstream took.
@@ -481,7 +481,8 @@ impl Accepted {
             since_block: tx.route.since_block,
             public: tx.route.public,
             vouched: tx.vouched,
-            routes: tx.route.routes,
+            taken_by: tx.route.taken_by,
+            route_cancelled: tx.route.status == Some(RouteStatus::Cancelled),
         })
     }
 
@@ -492,7 +493,12 @@ impl Accepted {
             tx.route.since_block = tx.route.since_block.or(progress.since_block);
             tx.route.public |= progress.public;
             tx.vouched |= progress.vouched;
-            tx.route.routes = RouteSet(tx.route.routes.0 | progress.routes.0);
+            if progress.taken_by.index().is_some() {
+                tx.route.taken_by = progress.taken_by;
+            }
+            if progress.route_cancelled {
+                tx.route.status = Some(RouteStatus::Cancelled);
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use crate::ordering::answer::AnswerClass;
 pub use crate::ordering::identifier::{LookupId, SessionKey, Ticket};
 use crate::ordering::private_terms::PrivateTerms;
 use crate::ordering::route_status::RouteStatus;
-pub use crate::ordering::row::{RouteSet, RowProgress};
+pub use crate::ordering::row::{RowProgress, TakenBy};
 pub use crate::ordering::tombstone::Tombstone;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
@@ -46,9 +46,8 @@ pub struct Query {
     /// The private route's status of each (`SEND_STATUS_URL`, one `GET` each, beside the batch;
     /// [`crate::ordering::route_status`]).
     pub route_statuses: Vec<TxHash>,
-    /// For those of `route_statuses` known to be at some routes ([`RouteSet`]): asked there
-    /// first.
-    pub route_holders: Vec<(TxHash, RouteSet)>,
+    /// For those of `route_statuses` whose route is known ([`TakenBy`]): asked there first.
+    pub route_holders: Vec<(TxHash, TakenBy)>,
     /// The longest the statuses may take, ms (`None`:
     /// [`crate::ordering::route_status::STATUS_TIMEOUT_MS`]): shorter where a send waits for
     /// them ([`crate::ordering::route_status::FIRST_SEND_STATUS_TIMEOUT_MS`]).
@@ -258,9 +257,9 @@ pub enum Action {
         ticket: Ticket,
         /// The transaction.
         hash: TxHash,
-        /// The routes that may hold it (several routes: each is asked; empty: not known, the
-        /// routes in order as a send goes).
-        routes: RouteSet,
+        /// Behind several routes, the one that took it (then every route is asked, that one's
+        /// answer deciding); not known: the routes in order, as a send goes.
+        routes: TakenBy,
         /// When to give up, Unix ms.
         deadline_ms: u64,
     },
@@ -313,7 +312,7 @@ pub trait Effects {
     /// [`Action::Publish`]: report each with [`Sender::published`](super::Sender::published).
     fn publish(&mut self, hashes: Vec<TxHash>, deadline_ms: u64);
     /// [`Action::Cancel`]: report with [`Sender::cancel_answered`](super::Sender::cancel_answered).
-    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: RouteSet, deadline_ms: u64);
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: TakenBy, deadline_ms: u64);
     /// [`Action::Alarm`].
     fn alarm(&mut self, at_ms: Option<u64>);
     /// [`Action::Emit`].

@@ -66,7 +66,7 @@ impl Sender {
             self.drop_cancelled_copy(&hash);
             self.cancelling.insert(hash);
             let deadline_ms = now_ms.saturating_add(self.settings.max_hold_ms);
-            let routes = known.map(|tx| tx.route.routes).unwrap_or_default();
+            let routes = known.map(|tx| tx.route.taken_by).unwrap_or_default();
             self.push(Action::Cancel {
                 ticket,
                 hash,
@@ -91,6 +91,14 @@ impl Sender {
             return;
         }
         let tombstone = Tombstone { nonce, hash };
+        // The first row of a fresh object's storage: the chain it belongs to goes with it, so
+        // that it is vacated once nothing is left.
+        if !self.storage.chain.persisted {
+            if let Some(genesis) = self.storage.chain.genesis.clone() {
+                self.storage.chain.persisted = true;
+                self.push(Action::StoreChain(genesis));
+            }
+        }
         self.push(Action::Bury(tombstone));
         if let Some(dropped) = self.tombstones.bury(tombstone) {
             self.emit(

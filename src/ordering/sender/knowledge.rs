@@ -306,7 +306,10 @@ impl Sender {
                 continue;
             }
             if self.settings.private_route && self.settings.route_status {
-                match found.route.get(hash) {
+                // Its row's word that the route cancelled it (published: still pending) stands.
+                let kept = (tx.route.status == Some(RouteStatus::Cancelled))
+                    .then_some(&RouteStatus::Cancelled);
+                match kept.or_else(|| found.route.get(hash)) {
                     Some(RouteStatus::Cancelled) => {
                         // Its sender cancelled it at the route: never sent again, anywhere (one
                         // published too stays pending: its public copy may be mined).

@@ -443,8 +443,8 @@ impl Sender {
             .route_statuses
             .iter()
             .filter_map(|hash| {
-                let routes = self.accepted.route_mut(hash)?.routes;
-                (!routes.is_empty()).then_some((*hash, routes))
+                let taken_by = self.accepted.route_mut(hash)?.taken_by;
+                taken_by.index().is_some().then_some((*hash, taken_by))
             })
             .collect();
         let id = self.lookup_id();

@@ -2,7 +2,7 @@
 //! transactions are tracked, the storage vacated when nothing is left, and the rows pruning
 //! frees deleted.
 
-use super::{Action, RouteSet, Sender};
+use super::{Action, Sender, TakenBy};
 use crate::metrics::Metric;
 use crate::ordering::accepted::Pruned;
 use crate::transaction::TxHash;
@@ -26,16 +26,15 @@ impl Sender {
     }
 
     /// A send of `hash` went in: behind a private route, whose pool the read node never sees,
-    /// that the route took it, and which route (`route`, its position in `UPSTREAM_SEND_URL`:
-    /// it and those before it may hold it, [`RouteSet::up_to`]), is kept in its row, so a new
-    /// instance (a wake, a restart) does not send it to the route again and asks its status
-    /// there first.
+    /// that the route took it, and which route (`route`, its position in `UPSTREAM_SEND_URL`,
+    /// [`TakenBy`]), is kept in its row, so a new instance (a wake, a restart) does not send it
+    /// to the route again and asks its status there first.
     pub(super) fn route_took(&mut self, hash: &TxHash, route: Option<usize>) {
         if !self.settings.private_route {
             return;
         }
         if let (Some(index), Some(track)) = (route, self.accepted.route_mut(hash)) {
-            track.routes = RouteSet(track.routes.0 | RouteSet::up_to(index).0);
+            track.taken_by = TakenBy::route(index);
         }
         self.keep_progress(hash);
     }

@@ -195,7 +195,12 @@ impl Sender {
             if *status == RouteStatus::Cancelled && self.public_copy_left(hash) {
                 continue;
             }
-            if let Some(route) = self.accepted.route_mut(hash) {
+            // The route's word that its sender cancelled one (published: still pending) stands.
+            if let Some(route) = self
+                .accepted
+                .route_mut(hash)
+                .filter(|route| route.status != Some(RouteStatus::Cancelled))
+            {
                 route.status = Some(*status);
             }
         }
@@ -315,9 +320,9 @@ impl Sender {
 
     /// Behind a private route, the pending transactions of `missing` that the read node does
     /// not hold: one the route dropped goes to `resend` (at most [`MAX_RESENDS`] times; dropped
-    /// again after the last, it is final, [`Status::Failed`]); one the route says its sender
-    /// cancelled is final ([`Status::Cancelled`]): neither is sent again or counted, and their
-    /// rows go; one past its `maxBlockNumber` is final ([`Status::Expired`]); and one whose sender
+    /// again after the last, it is final, [`Status::Failed`], its row gone); one the route says
+    /// its sender cancelled is final ([`Status::Cancelled`], its row its tombstone), or, published
+    /// already, stays pending and is never sent to a route again; neither final one is counted; one past its `maxBlockNumber` is final ([`Status::Expired`]); and one whose sender
     /// opted in (`?public_after_blocks=N`, at most `SEND_PUBLIC_AFTER_BLOCKS`) goes to the
     /// public mempool N blocks past its first check, on the route's word of that check (with a
     /// status URL), unless the route says it is included (the read node lags) or cancelled.
@@ -336,6 +341,11 @@ impl Sender {
                 if self.route_cancelled(&hash, tx.nonce, now_ms) {
                     ended.push(hash);
                 }
+                continue;
+            }
+            // Published, then cancelled at the route: its public copy is followed, nothing is
+            // sent to a route again (whatever a route says of it now).
+            if tx.route.status == Some(RouteStatus::Cancelled) {
                 continue;
             }
             let terms = tx.route.terms;
@@ -432,6 +442,8 @@ impl Sender {
         let first = tx.route.status != Some(RouteStatus::Cancelled);
         tx.route.status = Some(RouteStatus::Cancelled);
         if first {
+            // Kept in its row: never sent to a route again, after a wake either.
+            self.keep_progress(hash);
             self.emit(
                 Metric::new("tx_cancelled", "", "route_public_copy_pending")
                     .value("count", 1.0)

@@ -5,7 +5,8 @@
 //! ROWID` (so a write is one billed row), `meta` (`hash` TEXT primary key, `nonce` INTEGER, `raw`
 //! BLOB, `method` TEXT, `at_ms` INTEGER, `chain` TEXT, `sender` TEXT, `chain_id` INTEGER, `schema`
 //! INTEGER, `resent` INTEGER, `since_block` INTEGER, `public` INTEGER, `vouched` INTEGER: bit 0
-//! vouched, bits 1-8 the private routes that may hold it): each holder's
+//! vouched, bits 1-8 the private route that took it, bit 9 the route's word that its sender
+//! cancelled it): each holder's
 //! transaction, its raw bytes and its send method ([`SignedTx::row_method`]), written before its
 //! first send, with what schema 2 kept in rows of their own (the genesis hash of the chain the
 //! rows belong to, the sender, the chain id the Worker checked them against, the schema) and what
@@ -43,7 +44,7 @@
 
 use crate::hex;
 use crate::ordering::row::RowError;
-use crate::ordering::row::{RouteSet, RowMethod, RowProgress};
+use crate::ordering::row::{RowMethod, RowProgress, TakenBy};
 use crate::ordering::sender::{Row, RowHeader};
 use crate::ordering::tombstone::Tombstone;
 use crate::ordering::tx::SignedTx;
@@ -224,7 +225,7 @@ pub const UNSERVED_GIVE_UP_MS: u64 = 24 * 60 * 60 * 1_000;
 
 /// When such an object's alarm comes back ([`UNSERVED_GIVE_UP_MS`]), Unix ms, from the time
 /// `now_ms` and its newest stored transaction's `newest_ms`: an eighth of that age, at least a
-/// minute and at most an hour (about 40 tries in all); `None` once past the day.
+/// minute and at most an hour (about 60 tries in all); `None` once past the day.
 pub fn unserved_retry_at(now_ms: u64, newest_ms: u64) -> Option<u64> {
     let age = now_ms.saturating_sub(newest_ms);
     (age <= UNSERVED_GIVE_UP_MS).then(|| now_ms + (age / 8).clamp(60_000, 3_600_000))
@@ -472,10 +473,12 @@ impl<S: Sql> Store<S> {
                     resent: number(8).map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
                     since_block: number(9),
                     public: number(10).is_some_and(|n| n != 0),
-                    // Bit 0: vouched; bits 1-8: the routes that may hold it (a release before
-                    // them reads any of it as vouched, which a route's taking it means too).
+                    // Bit 0: vouched; bits 1-8: the route that took it; bit 9: the route said
+                    // its sender cancelled it (a release before them reads any of it as
+                    // vouched, which a route's taking it means too).
                     vouched: number(11).is_some_and(|n| n & 1 != 0),
-                    routes: RouteSet(number(11).map_or(0, |n| (n >> 1) as u8)),
+                    taken_by: TakenBy::from_bits(number(11).map_or(0, |n| (n >> 1) as i64)),
+                    route_cancelled: number(11).is_some_and(|n| n & (1 << 9) != 0),
                 };
                 headers.push(header);
             }
@@ -816,7 +819,11 @@ impl<S: Sql> Store<S> {
                 .since_block
                 .map_or(SqlValue::Null, |n| SqlValue::Integer(n as i64)),
             SqlValue::Integer(i64::from(progress.public)),
-            SqlValue::Integer(i64::from(progress.vouched) | (i64::from(progress.routes.0) << 1)),
+            SqlValue::Integer(
+                i64::from(progress.vouched)
+                    | (progress.taken_by.to_bits() << 1)
+                    | (i64::from(progress.route_cancelled) << 9),
+            ),
             hex::encode(hash).into(),
         ];
         let sql =

@@ -78,7 +78,7 @@ struct Recorded {
     /// Behind several private routes, the one whose answer the next send's is.
     answering_route: Option<usize>,
     /// Each `Cancel`'s routes, in order.
-    cancel_routes: Vec<RouteSet>,
+    cancel_routes: Vec<TakenBy>,
 }
 
 impl Effects for Recorded {
@@ -178,7 +178,7 @@ impl Effects for Recorded {
         self.log.push(format!("publish {}", hashes.len()));
         self.published.push(hashes);
     }
-    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: RouteSet, _deadline_ms: u64) {
+    fn cancel(&mut self, ticket: Ticket, hash: TxHash, routes: TakenBy, _deadline_ms: u64) {
         self.log.push(format!("cancel {}", hash[0]));
         self.cancels.push((ticket, hash));
         self.cancel_routes.push(routes);

@@ -745,8 +745,25 @@ fn a_published_transaction_the_route_cancelled_stays_pending_and_says_both() {
     assert_eq!(pending_count(&mut r), 10, "still counted: it may be mined");
     let sent = r.sends.len();
     r.track_with(0, &missing, &[(h(4, 0), RouteStatus::Cancelled)], Some(104));
-    assert_eq!(r.sends.len(), sent, "never sent to the route again");
     assert_eq!(r.events("tx_cancelled").len(), 1, "said once");
+    // A later word of a drop (UNKNOWN, FAILED) sends nothing to a route: the cancel stands, in
+    // its row too.
+    r.track_with(0, &missing, &[(h(4, 0), RouteStatus::Failed)], Some(105));
+    assert!(
+        r.events("tx_route_dropped").is_empty(),
+        "no drop taken: {:?}",
+        r.log
+    );
+    assert!(
+        !r.log.iter().any(|l| l.starts_with("load")),
+        "nothing read back to send again"
+    );
+    assert_eq!(r.sends.len(), sent, "never sent to the route again");
+    assert_eq!(
+        r.s.status(&h(4, 0), r.now).unwrap()["route_status"],
+        "cancelled"
+    );
+    assert!(r.progress.get(&h(4, 0)).is_some_and(|p| p.route_cancelled));
 }
 
 /// An object that starts with nothing stored asks the route's status of the transactions waiting
@@ -1121,8 +1138,8 @@ fn what_the_route_took_is_not_sent_to_it_again_after_a_wake() {
 }
 
 /// Behind several routes, the one that took a transaction (the second, the first having timed
-/// out) is kept with it, in its row too: its status is asked there first (and then at the
-/// first, which may hold it), by a tracking check and by a new instance's.
+/// out) is kept with it, in its row too: its status is asked there first (then at the others),
+/// by a tracking check and by a new instance's, and its cancel names it.
 #[test]
 fn the_route_that_took_it_is_asked_first_and_kept_across_a_wake() {
     let mut r = Rig::new(WITH_STATUS);
@@ -1130,8 +1147,8 @@ fn the_route_that_took_it_is_asked_first_and_kept_across_a_wake() {
     r.arrive(0);
     r.learn(0, 0);
     r.accept_next();
-    let both = RouteSet::up_to(1);
-    assert_eq!(r.progress.get(&h(0, 0)).map(|p| p.routes), Some(both));
+    let both = TakenBy::route(1);
+    assert_eq!(r.progress.get(&h(0, 0)).map(|p| p.taken_by), Some(both));
     let q = r.track_with(0, &[(h(0, 0), Seen::Missing)], &[], None);
     assert_eq!(q.route_statuses, [h(0, 0)]);
     assert_eq!(q.route_holders, [(h(0, 0), both)]);
