@@ -1,7 +1,7 @@
 //! A cancel's tombstone: what a sender's object keeps of a transaction its private route
 //! cancelled (`eth_cancelPrivateTransaction` answered `true`, the route's status `CANCELLED`, or
-//! a cancel by the route's own rule), so that the README's promise, "final: never sent again,
-//! anywhere", holds past `IDEMPOTENCY_TTL_S` and past a restart of the object (every deploy
+//! a cancel by the route's own rule), so that the promise of `docs/private-sends.md`, "final:
+//! never sent again, anywhere", holds past `IDEMPOTENCY_TTL_S` and past a restart of the object (every deploy
 //! restarts every object; wallets such as MetaMask rebroadcast what they still see pending).
 //!
 //! A tombstone is the hash and its nonce, kept in memory ([`Tombstones`]) and in its row of the
