@@ -9,7 +9,7 @@ use crate::hex;
 use crate::jsonrpc::{self, Answer, RpcError, CANCEL_PRIVATE_TRANSACTION};
 use crate::ordering::row::TakenBy;
 use crate::transaction::TxHash;
-use crate::upstream::retry::{post_retried, RetryPolicy};
+use crate::upstream::retry::{post_retried, post_route_retried, RetryPolicy};
 use crate::upstream::{method_not_served, CallKind, Platform, UpstreamError};
 use futures_util::future::join_all;
 
@@ -86,7 +86,8 @@ pub async fn cancel_at_routes<P: Platform + ?Sized>(
     combine_cancels(taker, &answers)
 }
 
-/// One route's answer to a cancel ([`cancel_at_routes`]): retried while it cannot be used.
+/// One route's answer to a cancel ([`cancel_at_routes`]): retried while it cannot be used
+/// ([`post_route_retried`]).
 async fn cancel_at_one<P: Platform + ?Sized>(
     upstream: &P,
     index: usize,
@@ -94,33 +95,15 @@ async fn cancel_at_one<P: Platform + ?Sized>(
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Result<Answer, UpstreamError> {
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = upstream.post_route(index, request, timeout_ms).await;
-        if method_not_served(&reply) {
-            return Ok(not_served());
+    let reply = post_route_retried(upstream, index, request, policy, deadline_ms).await;
+    if method_not_served(&reply) {
+        return Ok(not_served());
+    }
+    match reply? {
+        reply if (200..300).contains(&reply.status) => {
+            Answer::parse(&reply.body).ok_or(UpstreamError::Invalid)
         }
-        let (error, retry_after_ms) = match reply {
-            Ok(reply) if (200..300).contains(&reply.status) => {
-                return Answer::parse(&reply.body).ok_or(UpstreamError::Invalid);
-            }
-            Ok(reply) => (
-                UpstreamError::Status(reply.status, reply.retry_after_ms),
-                reply.retry_after_ms,
-            ),
-            Err(error) => {
-                let after = error.retry_after_ms();
-                (error, after)
-            }
-        };
-        let now = upstream.now_ms();
-        let jitter = upstream.random();
-        match policy.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms) {
-            Some(delay_ms) => upstream.sleep(delay_ms).await,
-            None => return Err(error),
-        }
+        reply => Err(UpstreamError::Status(reply.status, reply.retry_after_ms)),
     }
 }
 

@@ -141,6 +141,24 @@ pub async fn post_batch_retried<U: Platform + ?Sized>(
     post_retried_as(upstream, body, Some(members), kind, policy, deadline_ms).await
 }
 
+/// [`post_retried`] to the private route at `index` of `UPSTREAM_SEND_URL` alone
+/// ([`Platform::post_route`]): a question every route that may hold a transaction must answer.
+///
+/// # Errors
+/// As [`post_retried`].
+pub async fn post_route_retried<U: Platform + ?Sized>(
+    upstream: &U,
+    index: usize,
+    body: &str,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+) -> Result<UpstreamReply, UpstreamError> {
+    retried(upstream, policy, deadline_ms, |timeout_ms| async move {
+        (upstream.post_route(index, body, timeout_ms).await, false)
+    })
+    .await
+}
+
 async fn post_retried_as<U: Platform + ?Sized>(
     upstream: &U,
     body: &str,
@@ -149,20 +167,41 @@ async fn post_retried_as<U: Platform + ?Sized>(
     policy: &RetryPolicy,
     deadline_ms: u64,
 ) -> Result<UpstreamReply, UpstreamError> {
+    retried(upstream, policy, deadline_ms, |timeout_ms| async move {
+        match members {
+            Some(members) => {
+                let reply = upstream.post_batch(body, members, kind, timeout_ms).await;
+                // A batch refused as a whole is kept, not tried again.
+                let refused = matches!(batch::judge(members, &reply), BatchAnswer::Refused { .. });
+                (reply, refused)
+            }
+            None => (upstream.post(body, kind, timeout_ms).await, false),
+        }
+    })
+    .await
+}
+
+/// The loop of the retried posts: `post` (given each attempt's timeout, ms; its `true` keeps
+/// its reply as it is) until a reply worth keeping, by `deadline_ms`.
+async fn retried<U, F, Fut>(
+    upstream: &U,
+    policy: &RetryPolicy,
+    deadline_ms: u64,
+    post: F,
+) -> Result<UpstreamReply, UpstreamError>
+where
+    U: Platform + ?Sized,
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = (Result<UpstreamReply, UpstreamError>, bool)>,
+{
     let mut attempts = 0;
     loop {
         attempts += 1;
         let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-        let reply = match members {
-            Some(members) => {
-                let reply = upstream.post_batch(body, members, kind, timeout_ms).await;
-                if let BatchAnswer::Refused { .. } = batch::judge(members, &reply) {
-                    return reply;
-                }
-                reply
-            }
-            None => upstream.post(body, kind, timeout_ms).await,
-        };
+        let (reply, keep) = post(timeout_ms).await;
+        if keep {
+            return reply;
+        }
         let retry_after_ms = match &reply {
             Ok(r) if RETRYABLE_STATUSES.contains(&r.status) => r.retry_after_ms,
             Ok(_) => return reply,
