@@ -459,6 +459,11 @@ impl Accepted {
             .any(|tx| tx.status == Status::Pending && tx.route.terms.needs_head())
     }
 
+    /// What tracking learned of `hash` behind a private route; `None` when it is not here.
+    pub fn route_of(&self, hash: &TxHash) -> Option<&RouteTrack> {
+        self.by_hash.get(hash).map(|tx| &tx.route)
+    }
+
     /// What tracking learned of `hash` behind a private route, to update; `None` when it is not
     /// here.
     pub fn route_mut(&mut self, hash: &TxHash) -> Option<&mut RouteTrack> {

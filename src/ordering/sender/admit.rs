@@ -283,19 +283,8 @@ impl Sender {
         let known = seen.map(|seen| seen != Seen::Missing);
         let latest = found.as_ref().and_then(|found| found.latest);
         if self.settings.private_route && known == Some(false) && check == Check::Accepted {
-            // The read node never holds a private one: the route's word decides (its word that
-            // the sender cancelled one it also published stands).
-            let cancelled = self
-                .accepted
-                .route_mut(&hash)
-                .is_some_and(|route| route.status == Some(RouteStatus::Cancelled));
-            let word = match cancelled {
-                true => Some(RouteStatus::Cancelled),
-                false => found
-                    .as_ref()
-                    .and_then(|found| found.route.get(&hash).copied()),
-            };
-            match word {
+            // The read node never holds a private one: the route's word decides.
+            match self.route_word(&hash, found.as_ref()) {
                 // (One published too stays pending: held below, its hash answered.)
                 Some(RouteStatus::Cancelled) if self.route_cancelled(&hash, nonce, now_ms) => {
                     self.refuse(id, Refusal::Cancelled);

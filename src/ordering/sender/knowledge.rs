@@ -306,10 +306,7 @@ impl Sender {
                 continue;
             }
             if self.settings.private_route && self.settings.route_status {
-                // Its row's word that the route cancelled it (published: still pending) stands.
-                let kept = (tx.route.status == Some(RouteStatus::Cancelled))
-                    .then_some(&RouteStatus::Cancelled);
-                match kept.or_else(|| found.route.get(hash)) {
+                match self.route_word(hash, Some(&found)) {
                     Some(RouteStatus::Cancelled) => {
                         // Its sender cancelled it at the route: never sent again, anywhere (one
                         // published too stays pending: its public copy may be mined).

@@ -337,15 +337,12 @@ impl Sender {
         let mut ended = Vec::new();
         missing.sort_unstable_by_key(|(_, tx)| tx.nonce);
         for (hash, tx) in missing {
-            if found.route.get(&hash) == Some(&RouteStatus::Cancelled) {
+            // Published, then cancelled at the route: its public copy is followed, nothing is
+            // sent to a route again (whatever a route says of it now).
+            if self.route_word(&hash, Some(found)) == Some(RouteStatus::Cancelled) {
                 if self.route_cancelled(&hash, tx.nonce, now_ms) {
                     ended.push(hash);
                 }
-                continue;
-            }
-            // Published, then cancelled at the route: its public copy is followed, nothing is
-            // sent to a route again (whatever a route says of it now).
-            if tx.route.status == Some(RouteStatus::Cancelled) {
                 continue;
             }
             let terms = tx.route.terms;
@@ -428,6 +425,18 @@ impl Sender {
             hashes,
             deadline_ms,
         });
+    }
+
+    /// The private route's word on `hash`: what `found` (a lookup's answer) says, but its word
+    /// that the sender cancelled one already published, which stands (kept in memory and in its
+    /// row: that one stays pending, never sent to a route again).
+    pub(super) fn route_word(&self, hash: &TxHash, found: Option<&Found>) -> Option<RouteStatus> {
+        let kept = self
+            .accepted
+            .route_of(hash)
+            .and_then(|route| route.status)
+            .filter(|status| *status == RouteStatus::Cancelled);
+        kept.or_else(|| found?.route.get(hash).copied())
     }
 
     /// Whether `hash`, which the route says its sender cancelled, was also sent to the public
