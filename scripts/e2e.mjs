@@ -1,0 +1,108 @@
+// Runs the end-to-end test files (tests/*.test.mjs), several at once, and prints each file's time.
+//
+//   node scripts/e2e.mjs [file ...]      (make test-e2e; default: every tests/*.test.mjs)
+//
+// Each file is its own `node --test` process with its own anvil, workerd, ports (freePort) and
+// state directories, so files share nothing and run side by side: E2E_JOBS of them at a time
+// (default 3; the files wait on chains, timers and sockets far more than they compute). A file whose
+// first lines carry the marker `e2e: alone` asserts something about timing that a busy machine could
+// move, and runs by itself, after the others. Files start longest first, by the times of the last
+// run (target/e2e-times.json), else by size. A file's output is printed whole when it ends, so the
+// files' lines never interleave. Exit status 1 when any file failed.
+import { spawn } from "node:child_process";
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const TIMES = path.join(ROOT, "target", "e2e-times.json");
+const JOBS = Math.max(1, Number(process.env.E2E_JOBS ?? 3));
+
+const files = process.argv.length > 2
+  ? process.argv.slice(2).map((f) => path.relative(ROOT, path.resolve(f)))
+  : readdirSync(path.join(ROOT, "tests")).filter((f) => f.endsWith(".test.mjs")).sort().map((f) => path.join("tests", f));
+
+/** Whether a file asks to run alone: the marker `e2e: alone` in its first 10 lines. */
+function alone(file) {
+  return readFileSync(path.join(ROOT, file), "utf8").split("\n").slice(0, 10).some((l) => l.includes("e2e: alone"));
+}
+
+/** Seconds each file took in the last run, or {} on a fresh clone. */
+function lastTimes() {
+  try {
+    return JSON.parse(readFileSync(TIMES, "utf8"));
+  } catch {
+    return {};
+  }
+}
+
+const last = lastTimes();
+/** Longest first: last run's seconds, else the file's size in bytes as its stand-in (scaled down). */
+const weight = (f) => last[f] ?? statSync(path.join(ROOT, f)).size / 1000;
+const byWeight = (a, b) => weight(b) - weight(a);
+const shared = files.filter((f) => !alone(f)).sort(byWeight);
+const solo = files.filter(alone).sort(byWeight);
+
+/** One file in its own `node --test` process: { file, seconds, ok, tests, output }. */
+function runFile(file) {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, ["--test", "--test-reporter=spec", "--test-concurrency=1", file], {
+      cwd: ROOT,
+      env: process.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const chunks = [];
+    child.stdout.on("data", (c) => chunks.push(c));
+    child.stderr.on("data", (c) => chunks.push(c));
+    child.on("close", (code, signal) => {
+      const output = Buffer.concat(chunks).toString("utf8");
+      const count = (label) => Number(new RegExp(`^ℹ ${label} (\\d+)$`, "m").exec(output)?.[1] ?? 0);
+      resolve({
+        file,
+        seconds: (performance.now() - started) / 1000,
+        ok: code === 0,
+        code: code ?? signal,
+        tests: count("tests"),
+        failed: count("fail"),
+        output,
+      });
+    });
+  });
+}
+
+/** Runs `list` with at most `jobs` at a time, printing each file's output as it ends. */
+async function pool(list, jobs) {
+  const results = [];
+  const queue = [...list];
+  const worker = async () => {
+    for (let file = queue.shift(); file; file = queue.shift()) {
+      const r = await runFile(file);
+      process.stdout.write(`\n━━ ${r.file}: ${r.ok ? "pass" : `FAIL (${r.code})`}, ${r.tests} tests, ${r.seconds.toFixed(1)} s\n${r.output}`);
+      results.push(r);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(jobs, list.length) }, worker));
+  return results;
+}
+
+const started = performance.now();
+console.log(`end-to-end: ${shared.length} files, ${JOBS} at a time; then ${solo.length} alone (${solo.join(", ") || "none"})`);
+const results = [...(await pool(shared, JOBS)), ...(await pool(solo, 1))];
+const wall = (performance.now() - started) / 1000;
+
+const rows = [...results].sort((a, b) => b.seconds - a.seconds);
+const width = Math.max(...rows.map((r) => r.file.length));
+console.log(`\nend-to-end file times (${JOBS} at a time${solo.length ? `; ${solo.length} alone` : ""}):`);
+for (const r of rows) {
+  console.log(`  ${r.file.padEnd(width)}  ${r.seconds.toFixed(1).padStart(6)} s  ${String(r.tests).padStart(3)} tests  ${r.ok ? "pass" : "FAIL"}${solo.includes(r.file) ? "  (alone)" : ""}`);
+}
+const tests = results.reduce((n, r) => n + r.tests, 0);
+const failedFiles = results.filter((r) => !r.ok);
+console.log(`  ${"total".padEnd(width)}  ${wall.toFixed(1).padStart(6)} s  ${String(tests).padStart(3)} tests  ${failedFiles.length ? `${failedFiles.length} files FAILED: ${failedFiles.map((r) => r.file).join(", ")}` : "pass"}`);
+
+if (process.argv.length <= 2) {
+  mkdirSync(path.dirname(TIMES), { recursive: true });
+  writeFileSync(TIMES, `${JSON.stringify(Object.fromEntries(results.map((r) => [r.file, Math.round(r.seconds)])), null, 1)}\n`);
+}
+process.exit(failedFiles.length ? 1 : 0);
