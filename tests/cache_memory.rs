@@ -4,8 +4,9 @@
 //! dapp and an indexer leave in it (at the head, about unfinalized blocks, and finalized) and the
 //! chain's headers it holds beside them.
 
-use nonce_relay::cache::policy::{key_of, About, Header};
-use nonce_relay::cache::proof::{Bloom, Contents, ProofRule};
+use nonce_relay::cache::header::{Bloom, Contents, Header};
+use nonce_relay::cache::policy::{key_of, About};
+use nonce_relay::cache::proof::ProofRule;
 use nonce_relay::cache::{CacheSettings, Finality, Read, ReadCache};
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};

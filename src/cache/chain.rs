@@ -5,8 +5,7 @@
 //! above it is dropped. Nothing is guessed: a head that cannot be linked leaves no unfinalized
 //! block known. Pure and clock-free.
 
-use super::policy::Header;
-use super::proof::Contents;
+use super::header::{Contents, Header};
 use std::collections::BTreeMap;
 
 /// How many canonical blocks below the head the view keeps, and so how old an unfinalized answer

@@ -5,7 +5,8 @@
 //! ([`names_known_blocks`]). Pure.
 
 use super::chain::ChainView;
-use super::policy::{names_its_block, About, Header};
+use super::header::Header;
+use super::policy::{names_its_block, About};
 use super::shape::Shape;
 use super::store::Tag;
 use super::{CacheSettings, Read};

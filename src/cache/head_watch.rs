@@ -12,7 +12,7 @@
 //! traffic there is none (and no read to answer). Pure: the edge (`edge/head_watch.rs`) opens the
 //! sockets and asks this type when.
 
-use super::policy::Header;
+use super::header::Header;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -178,9 +178,9 @@ pub enum WatchMessage {
 
 impl WatchMessage {
     /// Reads one text message of a watch's socket: an `eth_subscription` notification
-    /// ([`crate::websocket::notification_of`]), or the answer to [`SUBSCRIBE_ID`].
+    /// ([`crate::jsonrpc::notification_of`]), or the answer to [`SUBSCRIBE_ID`].
     pub fn read(text: &str) -> WatchMessage {
-        if let Some((subscription, result)) = crate::websocket::notification_of(text) {
+        if let Some((subscription, result)) = crate::jsonrpc::notification_of(text) {
             return serde_json::from_str(result.get())
                 .ok()
                 .and_then(|block| Header::of_block(&block))

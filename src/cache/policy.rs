@@ -6,8 +6,6 @@
 //! about an unfinalized block is only good while that block is canonical (tycho PR #1416: a cache
 //! keyed by number served stale data after a reorg). Pure.
 
-use super::proof::Contents;
-use crate::hex;
 use crate::upstream::block_ref::{BlockRef, BLOCK_PARAM};
 use serde_json::Value;
 
@@ -241,45 +239,6 @@ impl PinnedAnswer {
             PinnedAnswer::Other
         }
     }
-}
-
-/// A block as a header names it: its number, hash and parent's hash (hashes lowercase hex), and
-/// what it says of the block's contents.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    /// Its number.
-    pub number: u64,
-    /// Its hash, `0x` + 64 lowercase hex digits.
-    pub hash: String,
-    /// Its parent's hash, the same way.
-    pub parent_hash: String,
-    /// Its `logsBloom`, `transactionsRoot` and `receiptsRoot`, when the block object had them
-    /// ([`Contents::of_block`]): what proves an empty answer about the block.
-    pub contents: Option<Box<Contents>>,
-}
-
-impl Header {
-    /// The header of a block object (`eth_getBlockByNumber` / `eth_getBlockByHash`'s `result`,
-    /// a `newHeads` notification's): `None` when it lacks any of the three or is not one.
-    pub fn of_block(block: &Value) -> Option<Header> {
-        let number = hex::decode_quantity(block.get("number")?.as_str()?).ok()?;
-        let hash = block_hash(block.get("hash")?)?;
-        let parent_hash = block_hash(block.get("parentHash")?)?;
-        Some(Header {
-            number,
-            hash,
-            parent_hash,
-            contents: Contents::of_block(block).map(Box::new),
-        })
-    }
-}
-
-/// A 32-byte hash as lowercase hex, when `value` is one.
-fn block_hash(value: &Value) -> Option<String> {
-    let s = value.as_str()?;
-    let digits = s.strip_prefix("0x")?;
-    (digits.len() == 64 && digits.bytes().all(|b| b.is_ascii_hexdigit()))
-        .then(|| s.to_ascii_lowercase())
 }
 
 /// The cache key of a read: its method and its params as compact JSON (object members sorted,

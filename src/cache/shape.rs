@@ -4,8 +4,7 @@
 //! of the answer is kept: a 12 MB `eth_getLogs` answer costs the blocks it names, not a `Value`
 //! tree several times its size (the rules of `finality.rs` and `proof.rs` read only this). Pure.
 
-use super::policy::Header;
-use super::proof::{Bloom, Contents};
+use super::header::{Bloom, Contents, Header};
 use crate::hex;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
@@ -419,7 +418,7 @@ mod tests {
 
     #[test]
     fn a_blocks_contents_are_read_with_it() {
-        let block = json!({"number": "0x1", "hash": hash(1), "parentHash": hash(0), "logsBloom": hex::encode(&[0u8; 256]), "transactionsRoot": hex::encode(&super::super::proof::EMPTY_TRIE_ROOT), "receiptsRoot": hex::encode(&super::super::proof::EMPTY_TRIE_ROOT)});
+        let block = json!({"number": "0x1", "hash": hash(1), "parentHash": hash(0), "logsBloom": hex::encode(&[0u8; 256]), "transactionsRoot": hex::encode(&super::super::header::EMPTY_TRIE_ROOT), "receiptsRoot": hex::encode(&super::super::header::EMPTY_TRIE_ROOT)});
         let header = Shape::read(&block.to_string()).unwrap().header().unwrap();
         assert!(header.contents.unwrap().is_empty_block());
     }

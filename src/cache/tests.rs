@@ -1,6 +1,7 @@
 use super::chain::{Adopted, ChainView, MAX_WALK, WINDOW};
 use super::finality::Finalized;
-use super::policy::{key_of, About, Header};
+use super::header::Header;
+use super::policy::{key_of, About};
 use super::proof::ProofRule;
 use super::*;
 use serde_json::json;

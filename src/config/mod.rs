@@ -585,6 +585,7 @@ fn url_list(listed: &str) -> Vec<String> {
         .collect()
 }
 
+pub mod chain_entry;
 pub mod chains;
 mod redact;
 pub mod settings;

@@ -811,8 +811,8 @@ pub const CACHE_BLOOM_PROOF: Setting<Proof> = Setting {
 };
 
 /// `CHAINS`: the chains served at `/evm/{id}` besides the default one (`CHAIN_ID`, at `/`),
-/// with their aliases ([`super::chains::ChainEntry`]).
-pub const CHAINS: Setting<Vec<super::chains::ChainEntry>> = Setting {
+/// with their aliases ([`super::chain_entry::ChainEntry`]).
+pub const CHAINS: Setting<Vec<super::chain_entry::ChainEntry>> = Setting {
     about: about!(
         "CHAINS",
         Deployment,
@@ -820,7 +820,7 @@ pub const CHAINS: Setting<Vec<super::chains::ChainEntry>> = Setting {
         "more chains served at /evm/{chainId}, comma-separated, each `id` or `id:alias`"
     ),
     default: Some(Vec::new),
-    parse: super::chains::parse_entries,
+    parse: super::chain_entry::parse_entries,
 };
 
 /// Every setting, in the README's order.

@@ -4,7 +4,7 @@
 use crate::address::Address;
 use crate::config::Config;
 use crate::edge::platform::EdgePlatform;
-use crate::edge::runtime::{emit, now_ms, whole_text};
+use crate::edge::runtime::{emit, now_ms, read_cache, whole_text};
 use crate::metrics::Metric;
 use crate::ordering::tx::SignedTx;
 use crate::relay::wire::WireAnswer;
@@ -472,23 +472,4 @@ impl Backend for WorkerBackend<'_> {
         WireAnswer::decode(&text)
             .ok_or_else(|| ObjectError::Failed("Durable Object answer: not an answer".into()))
     }
-}
-
-thread_local! {
-    /// The Worker isolate's read cache: every chain's answers, `CACHE_MAX_BYTES` of them.
-    static READ_CACHE: std::cell::OnceCell<std::rc::Rc<std::cell::RefCell<crate::cache::ReadCache>>> =
-        const { std::cell::OnceCell::new() };
-}
-
-/// The Worker isolate's read cache ([`crate::cache::ReadCache`]), made at its first read with
-/// `CACHE_MAX_BYTES` (a deployment setting: every chain's config has the same).
-pub fn read_cache(config: &Config) -> std::rc::Rc<std::cell::RefCell<crate::cache::ReadCache>> {
-    READ_CACHE.with(|cell| {
-        cell.get_or_init(|| {
-            std::rc::Rc::new(std::cell::RefCell::new(crate::cache::ReadCache::new(
-                config.cache_max_bytes,
-            )))
-        })
-        .clone()
-    })
 }

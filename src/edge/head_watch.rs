@@ -231,7 +231,7 @@ async fn watch(
             }
             WatchMessage::Head(id, header) if subscription.as_deref() == Some(id.as_str()) => {
                 heard = Some(heard.map_or(header.number, |h| h.max(header.number)));
-                crate::edge::backend::read_cache(config)
+                crate::edge::runtime::read_cache(config)
                     .borrow_mut()
                     .heard_head(chain, &header, now_ms());
             }
@@ -242,7 +242,7 @@ async fn watch(
 
 /// The head the isolate's read cache knows on `chain`, block number.
 fn cache_head(config: &Config, chain: u64) -> Option<u64> {
-    crate::edge::backend::read_cache(config)
+    crate::edge::runtime::read_cache(config)
         .borrow()
         .head_number(chain)
 }

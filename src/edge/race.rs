@@ -292,7 +292,7 @@ fn learn_head(config: &Config, env: &Env, key: &str, reply: &Result<UpstreamRepl
         // Not while the cache's own head ask runs: its answer is this one's best, and a
         // suspicion raised during it would make it adopt nothing (an ask begun before the
         // suspicion), again at every ask.
-        let cache = crate::edge::backend::read_cache(config);
+        let cache = crate::edge::runtime::read_cache(config);
         if let Ok(mut view) = cache.try_borrow_mut() {
             let chain = config.chain_key();
             if !view.refreshing(chain) {
@@ -321,7 +321,7 @@ fn chain_head(config: &Config) -> Option<u64> {
     if !config.cache {
         return None;
     }
-    crate::edge::backend::read_cache(config)
+    crate::edge::runtime::read_cache(config)
         .borrow()
         .head_number(config.chain_key())
 }

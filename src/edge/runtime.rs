@@ -92,3 +92,24 @@ pub async fn whole_text(response: &web_sys::Response) -> Result<String, JsValue>
     let text = JsFuture::from(response.text()?).await?;
     Ok(text.as_string().unwrap_or_default())
 }
+
+thread_local! {
+    /// The Worker isolate's read cache: every chain's answers, `CACHE_MAX_BYTES` of them.
+    static READ_CACHE: std::cell::OnceCell<std::rc::Rc<std::cell::RefCell<crate::cache::ReadCache>>> =
+        const { std::cell::OnceCell::new() };
+}
+
+/// The Worker isolate's read cache ([`crate::cache::ReadCache`]), made at its first read with
+/// `CACHE_MAX_BYTES` (a deployment setting: every chain's config has the same).
+pub fn read_cache(
+    config: &crate::config::Config,
+) -> std::rc::Rc<std::cell::RefCell<crate::cache::ReadCache>> {
+    READ_CACHE.with(|cell| {
+        cell.get_or_init(|| {
+            std::rc::Rc::new(std::cell::RefCell::new(crate::cache::ReadCache::new(
+                config.cache_max_bytes,
+            )))
+        })
+        .clone()
+    })
+}

@@ -2,10 +2,12 @@
 //! The request as the relay reads it, and why one is refused, are in [`request`].
 
 mod id;
+pub mod notification;
 mod request;
 mod response;
 
 pub use id::Id;
+pub use notification::notification_of;
 pub use request::{parse, raw_transaction_param, Incoming, ParsedRequest, Request, RequestError};
 pub use response::{Body, Response};
 

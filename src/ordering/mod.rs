@@ -19,6 +19,7 @@ pub mod private_terms;
 pub mod queue;
 pub mod route_status;
 pub mod row;
+pub mod send_method;
 pub mod send_params;
 pub mod sender;
 pub mod store;

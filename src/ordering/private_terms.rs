@@ -30,7 +30,10 @@ pub struct PrivateTerms {
 
 impl PrivateTerms {
     /// The terms of a transaction sent with `method` and the opt-in `public_after_blocks`.
-    pub fn of(method: &crate::ordering::tx::SendMethod, public_after_blocks: Option<u64>) -> Self {
+    pub fn of(
+        method: &crate::ordering::send_method::SendMethod,
+        public_after_blocks: Option<u64>,
+    ) -> Self {
         PrivateTerms {
             public_after_blocks,
             max_block_number: method.max_block_number(),

@@ -11,43 +11,9 @@ use crate::jsonrpc::{
     SEND_PRIVATE_TRANSACTION, SEND_RAW_TRANSACTION, SEND_RAW_TRANSACTION_CONDITIONAL,
 };
 use crate::ordering::private_terms::PrivateTerms;
+pub use crate::ordering::send_method::SendMethod;
 use crate::transaction::TxHash;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
-
-/// How a client sent a raw transaction; all four are taken through the sender's order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum SendMethod {
-    /// `eth_sendRawTransaction`.
-    Plain,
-    /// `eth_sendRawTransactionSync` (EIP-7966): sent upstream as a plain send, so that the lock
-    /// is released once the upstream accepted it and upstreams without the method serve it too;
-    /// the Worker waits for the receipt up to `timeout_ms`, outside the lock. A nonce gap at its
-    /// turn is refused (EIP-7966 code 6) instead of sent.
-    Sync {
-        /// How long to wait for the receipt once the upstream accepted it, ms.
-        timeout_ms: u64,
-    },
-    /// `eth_sendRawTransactionConditional` (ERC-7796): sent upstream as the client wrote it, with
-    /// its `options` object.
-    Conditional {
-        /// The inclusion preconditions (ERC-7796 `options`).
-        options: Value,
-    },
-    /// `eth_sendPrivateTransaction` (Flashbots Protect's, served by Alchemy and others too): only
-    /// behind a private route, sent there as this method with what the relay read of its params,
-    /// or as `eth_sendRawTransaction` to a route that does not serve it
-    /// ([`SignedTx::plain_request`]).
-    Private {
-        /// `maxBlockNumber`: the highest block it may be included in.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        max_block_number: Option<u64>,
-        /// `preferences` (an object: `fast`, `privacy`, `validity`), passed on as read.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        preferences: Option<Value>,
-    },
-}
 
 /// A signed transaction as the relay holds it. See the module documentation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,23 +42,6 @@ pub struct SignedTx {
     /// final ([`crate::ordering::accepted::Status::Cancelled`]), neither counted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub self_cancel: bool,
-}
-
-impl SendMethod {
-    /// Whether it is a send-and-wait call.
-    pub fn is_sync(&self) -> bool {
-        matches!(self, SendMethod::Sync { .. })
-    }
-
-    /// `eth_sendPrivateTransaction`'s `maxBlockNumber`; `None` for the other methods.
-    pub fn max_block_number(&self) -> Option<u64> {
-        match self {
-            SendMethod::Private {
-                max_block_number, ..
-            } => *max_block_number,
-            _ => None,
-        }
-    }
 }
 
 impl SignedTx {
@@ -204,7 +153,7 @@ mod tests {
         });
         let text = serde_json::to_string(&conditional).unwrap();
         assert_eq!(
-            serde_json::from_str::<Value>(&text).unwrap(),
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
             json!({"hash": format!("0x{}", "07".repeat(32)), "nonce": 5, "chain_id": 296,
                    "raw": "0x02f8", "method": {"kind": "conditional", "options": {"knownAccounts": {}}}})
         );

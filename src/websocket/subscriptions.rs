@@ -60,7 +60,7 @@ pub struct Delivery {
     pub missed: Option<RangeInclusive<u64>>,
     /// A `newHeads` notification's block header, for the read cache
     /// ([`crate::cache::ReadCache::heard_head`]).
-    pub head: Option<crate::cache::policy::Header>,
+    pub head: Option<crate::cache::header::Header>,
 }
 
 /// Why an `eth_subscribe` is refused before it goes upstream.
@@ -215,7 +215,7 @@ impl Subscriptions {
         if entry.kind == Kind::NewHeads {
             head = serde_json::from_str(result.get())
                 .ok()
-                .and_then(|block| crate::cache::policy::Header::of_block(&block));
+                .and_then(|block| crate::cache::header::Header::of_block(&block));
             let number = serde_json::from_str::<Header>(result.get())
                 .ok()
                 .and_then(|h| h.number)

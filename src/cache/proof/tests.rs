@@ -1,4 +1,5 @@
 use super::*;
+use crate::cache::header::{Contents, EMPTY_TRIE_ROOT};
 use serde_json::json;
 
 const A: &str = "0x00000000000000000000000000000000000000aa";

@@ -2,6 +2,7 @@
 //! meet: a crash after a send, a failed write, a reset, a restart on the same storage.
 
 use super::driver::Driver;
+use super::store::FAIL_READS;
 use crate::ordering::tx::SignedTx;
 use crate::transaction::TxHash;
 use std::rc::Rc;
@@ -55,9 +56,6 @@ impl Driver {
         Ok(())
     }
 }
-
-/// Test builds only: how many of the next storage reads fail, whichever instance makes them.
-pub static FAIL_READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Test builds only: `x-test-fault: unreadable-restart`: the object restarts (its instance is
 /// stopped, as a deploy stops it) and the next four storage reads fail: the new instance's start

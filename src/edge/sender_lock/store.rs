@@ -50,15 +50,20 @@ fn from_platform(value: SqlStorageValue) -> SqlValue {
     }
 }
 
+/// Test builds only (`--features test-faults`): how many of the next storage reads fail,
+/// whichever instance makes them (set by the `unreadable-restart` fault).
+#[cfg(feature = "test-faults")]
+pub static FAIL_READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 impl Sql for EdgeSql {
     fn exec(&self, sql: &str, bindings: Vec<SqlValue>) -> Result<SqlRows, String> {
         #[cfg(feature = "test-faults")]
         {
             use std::sync::atomic::Ordering;
             let read = sql.starts_with("SELECT");
-            let failing = super::faults::FAIL_READS.load(Ordering::SeqCst);
+            let failing = FAIL_READS.load(Ordering::SeqCst);
             if read && failing > 0 {
-                super::faults::FAIL_READS.store(failing - 1, Ordering::SeqCst);
+                FAIL_READS.store(failing - 1, Ordering::SeqCst);
                 return Err("test fault: storage read failed: SQLITE_IOERR".into());
             }
             if !read && self.fail_next.replace(false) {

@@ -197,7 +197,7 @@ impl Connection {
             self.last_activity.set(now_ms());
             // The head the upstream announced moves the read cache's, or makes it asked.
             if let Some(head) = delivery.head.as_ref().filter(|_| self.config.cache) {
-                crate::edge::backend::read_cache(&self.config)
+                crate::edge::runtime::read_cache(&self.config)
                     .borrow_mut()
                     .heard_head(self.config.chain_key(), head, now_ms());
             }
