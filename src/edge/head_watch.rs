@@ -185,35 +185,12 @@ async fn watch(
                 return Err(failed("no answer to eth_subscribe newHeads".into()))
             }
             Either::Right(_) => {
-                let head = cache_head(config, chain);
-                match (heard, head) {
-                    (Some(last), Some(head)) if head_watch::is_silent(last, head) => {
-                        return Err(Ended::Silent {
-                            url,
-                            heard: last,
-                            head,
-                        });
-                    }
-                    (None, head) => heard = head,
-                    _ => {}
-                }
+                heard = check_silence(config, chain, url, heard)?;
                 continue;
             }
         };
-        let text = match event {
-            Some(Ok(WebsocketEvent::Message(message))) => match message.text() {
-                Some(text) => text,
-                None => continue,
-            },
-            Some(Ok(WebsocketEvent::Close(close))) => {
-                return Err(failed(format!(
-                    "closed by the upstream: {} {}",
-                    close.code(),
-                    close.reason()
-                )))
-            }
-            Some(Err(e)) => return Err(failed(format!("socket error: {e}"))),
-            None => return Err(failed("closed by the upstream".into())),
+        let Some(text) = message_text(event)? else {
+            continue;
         };
         match WatchMessage::read(&text) {
             WatchMessage::Subscribed(id) if subscription.is_none() => {
@@ -237,6 +214,50 @@ async fn watch(
             }
             _ => {}
         }
+    }
+}
+
+/// A live watch's look at the chain, every [`head_watch::SILENCE_CHECK_MS`] without a message:
+/// `heard`, the last block it announced, against the head the read cache knows now. Gives what
+/// the watch has heard from now on (the cache's head when it had heard of none yet).
+///
+/// # Errors
+/// [`Ended::Silent`] (`url`, the URL's index): the chain moved past `heard` and the watch
+/// announced nothing ([`head_watch::is_silent`]).
+fn check_silence(
+    config: &Config,
+    chain: u64,
+    url: usize,
+    heard: Option<u64>,
+) -> Result<Option<u64>, Ended> {
+    let head = cache_head(config, chain);
+    match (heard, head) {
+        (Some(last), Some(head)) if head_watch::is_silent(last, head) => Err(Ended::Silent {
+            url,
+            heard: last,
+            head,
+        }),
+        (None, head) => Ok(head),
+        _ => Ok(heard),
+    }
+}
+
+/// The text of the watch socket's next `event`: `None` for a message without text (binary).
+///
+/// # Errors
+/// [`Ended::Failed`]: the upstream closed the socket (its code and reason when it gave them), or
+/// the socket failed.
+fn message_text(event: Option<worker::Result<WebsocketEvent>>) -> Result<Option<String>, Ended> {
+    let failed = |e: String| Ended::Failed(e);
+    match event {
+        Some(Ok(WebsocketEvent::Message(message))) => Ok(message.text()),
+        Some(Ok(WebsocketEvent::Close(close))) => Err(failed(format!(
+            "closed by the upstream: {} {}",
+            close.code(),
+            close.reason()
+        ))),
+        Some(Err(e)) => Err(failed(format!("socket error: {e}"))),
+        None => Err(failed("closed by the upstream".into())),
     }
 }
 
