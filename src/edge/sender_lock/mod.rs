@@ -230,22 +230,15 @@ impl SenderLock {
         }
         current
     }
-}
 
-impl DurableObject for SenderLock {
-    fn new(state: State, env: Env) -> Self {
-        let state = Rc::new(state);
-        let driver = Self::start(&state, &env);
-        SenderLock {
-            state,
-            env,
-            driver: RefCell::new(driver),
-        }
-    }
-
-    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        // Test builds only: the object restarts on storage it cannot read (the next four reads).
-        #[cfg(feature = "test-faults")]
+    /// Test builds only: a request with `x-test-fault: unreadable-restart` restarts the object on
+    /// storage it cannot read (the next four reads): its instance is stopped, as a deploy stops
+    /// it ([`faults::unreadable_restart`]), and the object is left without a driver.
+    ///
+    /// # Errors
+    /// The runtime's, when the request's headers can't be read.
+    #[cfg(feature = "test-faults")]
+    fn unreadable_restart_if_asked(&self, req: &Request) -> worker::Result<()> {
         if req
             .headers()
             .get(crate::edge::backend::TEST_FAULT_HEADER)?
@@ -262,19 +255,48 @@ impl DurableObject for SenderLock {
                 },
             )));
         }
+        Ok(())
+    }
+}
+
+/// The answer to `req` of an object without a driver (`unusable`, why): HTTP 500 with the
+/// configuration error, or with the storage's error (the Worker then fails open); the per-sender
+/// view of an object keeping another chain's transactions lists them ([`other_chain_view`]).
+///
+/// # Errors
+/// The runtime's, when the response can't be made.
+fn unusable_response(req: &Request, unusable: Unusable) -> worker::Result<Response> {
+    match unusable {
+        // Another chain's transactions, kept untouched: the per-sender view lists them.
+        Unusable::Storage(ReadError::OtherChain(other)) if req.path() == wire::STATE_PATH => {
+            Response::ok(other_chain_view(&other).to_string())
+        }
+        Unusable::Config(e) => Response::error(e.to_string(), 500),
+        // The Worker fails open on it: the sends go straight to the upstream.
+        Unusable::Storage(e) => {
+            Response::error(format!("{e}; the Worker sends directly (fail-open)"), 500)
+        }
+    }
+}
+
+impl DurableObject for SenderLock {
+    fn new(state: State, env: Env) -> Self {
+        let state = Rc::new(state);
+        let driver = Self::start(&state, &env);
+        SenderLock {
+            state,
+            env,
+            driver: RefCell::new(driver),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        // Test builds only: the object restarts on storage it cannot read (the next four reads).
+        #[cfg(feature = "test-faults")]
+        self.unreadable_restart_if_asked(&req)?;
         let driver = match self.driver() {
             Ok(driver) => driver,
-            // Another chain's transactions, kept untouched: the per-sender view lists them.
-            Err(Unusable::Storage(ReadError::OtherChain(other)))
-                if req.path() == wire::STATE_PATH =>
-            {
-                return Response::ok(other_chain_view(&other).to_string());
-            }
-            Err(Unusable::Config(e)) => return Response::error(e.to_string(), 500),
-            // The Worker fails open on it: the sends go straight to the upstream.
-            Err(Unusable::Storage(e)) => {
-                return Response::error(format!("{e}; the Worker sends directly (fail-open)"), 500)
-            }
+            Err(unusable) => return unusable_response(&req, unusable),
         };
         if driver.superseded() {
             return superseded_response();
