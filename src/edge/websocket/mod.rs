@@ -184,18 +184,33 @@ impl Connection {
                 why = "message too big".into();
                 break;
             }
-            let n = self.messages.get() + 1;
-            self.messages.set(n);
-            if !self.subscriptions.borrow().memory().take(body.len()) {
-                let error = RpcError::new(
-                    LIMIT_EXCEEDED,
-                    "message refused: the connection's messages in flight use all the memory the relay allows (WS_MAX_CONNECTION_BYTES, WS_MAX_ISOLATE_BYTES); retry when they are answered",
-                );
-                self.send(&error.response(&crate::jsonrpc::Id::null()));
-                continue;
-            }
-            spawn_local(self.clone().answer(body, n));
+            self.charge_and_answer(body);
         }
+        self.ended(why);
+    }
+
+    /// One message from the client, `body` (its text's UTF-8 bytes, or its binary data), numbered
+    /// and charged to the connection's memory, then answered in a task of its own
+    /// ([`Connection::answer`]); over `WS_MAX_CONNECTION_BYTES` or `WS_MAX_ISOLATE_BYTES`, refused
+    /// instead: -32005 with id null, and the socket stays.
+    fn charge_and_answer(self: &Rc<Self>, body: Vec<u8>) {
+        let n = self.messages.get() + 1;
+        self.messages.set(n);
+        if !self.subscriptions.borrow().memory().take(body.len()) {
+            let error = RpcError::new(
+                LIMIT_EXCEEDED,
+                "message refused: the connection's messages in flight use all the memory the relay allows (WS_MAX_CONNECTION_BYTES, WS_MAX_ISOLATE_BYTES); retry when they are answered",
+            );
+            self.send(&error.response(&crate::jsonrpc::Id::null()));
+            return;
+        }
+        spawn_local(self.clone().answer(body, n));
+    }
+
+    /// The connection is over (`why`, for the log): it is closed, its upstream socket too, what
+    /// it kept (subscriptions, memory, missed heads) goes back to the isolate, and `ws_closed` is
+    /// logged with its messages, its duration (ms) and the isolate's wasm memory (bytes).
+    fn ended(&self, why: String) {
         self.closed.set(true);
         if let UpstreamState::Up(socket) = self.upstream.replace(UpstreamState::Down) {
             socket.close();
