@@ -7,7 +7,10 @@ use super::socket::{upstream_unavailable, Pending, UpstreamSocket, UpstreamState
 use super::{log, Connection};
 use crate::edge::runtime::now_ms;
 use crate::jsonrpc::{self, Answer, RpcError};
+use crate::websocket::params::Subscribe;
+use crate::websocket::subscriptions::Delivery;
 use crate::websocket::{Close, SUBSCRIBE};
+use futures_channel::oneshot;
 use futures_util::StreamExt;
 use serde_json::json;
 use std::rc::Rc;
@@ -194,23 +197,7 @@ impl Connection {
     fn on_upstream_message(self: &Rc<Self>, socket: &UpstreamSocket, text: &str) {
         let delivery = self.subscriptions.borrow_mut().deliver(text);
         if let Some(delivery) = delivery {
-            self.last_activity.set(now_ms());
-            // The head the upstream announced moves the read cache's, or makes it asked.
-            if let Some(head) = delivery.head.as_ref().filter(|_| self.config.cache) {
-                crate::edge::runtime::read_cache(&self.config)
-                    .borrow_mut()
-                    .heard_head(self.config.chain_key(), head, now_ms());
-            }
-            let out = {
-                let subscriptions = self.subscriptions.borrow();
-                self.backfill
-                    .borrow_mut()
-                    .deliver(delivery, subscriptions.memory())
-            };
-            for text in &out {
-                self.send(text);
-            }
-            self.fill_heads();
+            self.notify(delivery);
             return;
         }
         let Some((pending, answer)) = socket.answered(text) else {
@@ -222,18 +209,7 @@ impl Connection {
         };
         match (pending, upstream_id) {
             (Pending::Subscribe { subscribe, reply }, Some(upstream_id)) => {
-                // Recorded here, before the next message is read, so that no notification of it
-                // arrives unknown.
-                let id = self
-                    .subscriptions
-                    .borrow_mut()
-                    .add(subscribe, upstream_id.clone());
-                if reply.send(Answer::Result(json!(id).to_string())).is_err() {
-                    // The client's call gave up waiting (UPSTREAM_TIMEOUT_MS): it never got the
-                    // id, so the subscription goes.
-                    self.subscriptions.borrow_mut().remove(&id);
-                    socket.unsubscribe(&upstream_id);
-                }
+                self.subscribed(socket, subscribe, reply, upstream_id);
             }
             (Pending::Subscribe { subscribe, reply }, None) => {
                 self.subscriptions.borrow_mut().abandon(&subscribe);
@@ -246,20 +222,7 @@ impl Connection {
                 });
             }
             (Pending::Resubscribe { id }, Some(upstream_id)) => {
-                let kept = self
-                    .subscriptions
-                    .borrow_mut()
-                    .resumed(&id, upstream_id.clone());
-                if !kept {
-                    socket.unsubscribe(&upstream_id);
-                }
-                let left = self.resubscribing.get().saturating_sub(1);
-                self.resubscribing.set(left);
-                if left == 0 && !self.subscriptions.borrow().gaps().is_empty() {
-                    // Every subscription is made again: what they missed is all in blocks up
-                    // to the head now.
-                    spawn_local(self.clone().fill_logs());
-                }
+                self.resubscribed(socket, &id, upstream_id);
             }
             (Pending::Resubscribe { id }, None) => {
                 log(
@@ -276,6 +239,75 @@ impl Connection {
                 ));
             }
             (Pending::Unsubscribe, _) => {}
+        }
+    }
+
+    /// A notification of one of the connection's subscriptions (`delivery`, already under the
+    /// client's id): the connection is active; a `newHeads` header moves the read cache's head
+    /// (when `CACHE` is on); the notification goes to the client, or is held behind its
+    /// subscription's missed heads, whose fetch starts when none runs ([`Connection::fill_heads`]).
+    fn notify(self: &Rc<Self>, delivery: Delivery) {
+        self.last_activity.set(now_ms());
+        // The head the upstream announced moves the read cache's, or makes it asked.
+        if let Some(head) = delivery.head.as_ref().filter(|_| self.config.cache) {
+            crate::edge::runtime::read_cache(&self.config)
+                .borrow_mut()
+                .heard_head(self.config.chain_key(), head, now_ms());
+        }
+        let out = {
+            let subscriptions = self.subscriptions.borrow();
+            self.backfill
+                .borrow_mut()
+                .deliver(delivery, subscriptions.memory())
+        };
+        for text in &out {
+            self.send(text);
+        }
+        self.fill_heads();
+    }
+
+    /// The upstream made a client's `eth_subscribe` (`subscribe`), as `upstream_id`: the
+    /// subscription is kept and its client id sent on `reply`; when the client's call gave up
+    /// waiting, it goes again (removed, and unsubscribed at the upstream over `socket`).
+    fn subscribed(
+        &self,
+        socket: &UpstreamSocket,
+        subscribe: Subscribe,
+        reply: oneshot::Sender<Answer>,
+        upstream_id: String,
+    ) {
+        // Recorded here, before the next message is read, so that no notification of it
+        // arrives unknown.
+        let id = self
+            .subscriptions
+            .borrow_mut()
+            .add(subscribe, upstream_id.clone());
+        if reply.send(Answer::Result(json!(id).to_string())).is_err() {
+            // The client's call gave up waiting (UPSTREAM_TIMEOUT_MS): it never got the
+            // id, so the subscription goes.
+            self.subscriptions.borrow_mut().remove(&id);
+            socket.unsubscribe(&upstream_id);
+        }
+    }
+
+    /// The upstream made the client's subscription `id` again after a reconnect, as
+    /// `upstream_id` (unsubscribed at once over `socket` when the client unsubscribed
+    /// meanwhile); once the last one is made again, the logs the subscriptions missed are
+    /// fetched in a task of its own ([`Connection::fill_logs`]).
+    fn resubscribed(self: &Rc<Self>, socket: &UpstreamSocket, id: &str, upstream_id: String) {
+        let kept = self
+            .subscriptions
+            .borrow_mut()
+            .resumed(id, upstream_id.clone());
+        if !kept {
+            socket.unsubscribe(&upstream_id);
+        }
+        let left = self.resubscribing.get().saturating_sub(1);
+        self.resubscribing.set(left);
+        if left == 0 && !self.subscriptions.borrow().gaps().is_empty() {
+            // Every subscription is made again: what they missed is all in blocks up
+            // to the head now.
+            spawn_local(self.clone().fill_logs());
         }
     }
 }
