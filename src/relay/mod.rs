@@ -226,6 +226,64 @@ pub(crate) struct Member {
     tx: SignedTx,
 }
 
+/// A body's plans by what answers them, each with its index in the body.
+struct Planned {
+    /// Each entry's response by index: known already for a [`Plan::Done`], else `None` until its
+    /// task answers.
+    answers: Vec<Option<Response>>,
+    /// Reads for the upstream (or the read cache).
+    proxied: Vec<(usize, Request)>,
+    /// `eth_cancelPrivateTransaction`s, for the private route.
+    cancels: Vec<(usize, Request)>,
+    /// Subscription calls, for the WebSocket.
+    subscribed: Vec<(usize, Request)>,
+    /// Pending counts, for their address's object.
+    counts: Vec<(usize, Request, Address)>,
+    /// Each sender's transactions, in request order.
+    by_sender: HashMap<Address, Vec<Member>>,
+    /// The senders, in the order of their first transaction.
+    sender_order: Vec<Address>,
+}
+
+impl Planned {
+    /// Sorts a body's `plans` (in request order) by what answers them; a sender's transactions
+    /// take their index in the body.
+    fn of(plans: Vec<Plan>) -> Self {
+        let mut answers: Vec<Option<Response>> = vec![None; plans.len()];
+        let mut proxied = Vec::new();
+        let mut cancels = Vec::new();
+        let mut subscribed = Vec::new();
+        let mut counts = Vec::new();
+        let mut by_sender: HashMap<Address, Vec<Member>> = HashMap::new();
+        let mut sender_order = Vec::new();
+        for (i, plan) in plans.into_iter().enumerate() {
+            match plan {
+                Plan::Done(response) => answers[i] = Some(response),
+                Plan::Proxy(req) => proxied.push((i, req)),
+                Plan::Cancel(req) => cancels.push((i, req)),
+                Plan::Subscription(req) => subscribed.push((i, req)),
+                Plan::PendingCount(req, address) => counts.push((i, req, address)),
+                Plan::Send(sender, member) => {
+                    let list = by_sender.entry(sender).or_default();
+                    if list.is_empty() {
+                        sender_order.push(sender);
+                    }
+                    list.push(Member { index: i, ..member });
+                }
+            }
+        }
+        Planned {
+            answers,
+            proxied,
+            cancels,
+            subscribed,
+            counts,
+            by_sender,
+            sender_order,
+        }
+    }
+}
+
 impl<'a, B: Backend> Relay<'a, B> {
     /// A relay over `backend`; `chain_ids` holds the upstream's `eth_chainId` for the isolate
     /// when `CHAIN_ID` is unset, looked up once (see [`crate::chain_id`]).
@@ -283,6 +341,31 @@ impl<'a, B: Backend> Relay<'a, B> {
             Ok(Incoming::Batch(entries)) => (entries.iter().collect(), true),
         };
         let (sends, reads) = rate_limit::count(&entries);
+        let public_after = self.public_after(&entries, sends);
+        // A body that is not JSON-RPC at all counts as one read.
+        let reads = if entries.is_empty() { 1 } else { reads };
+        if self.backend.over_rate_limit(sends, reads).await {
+            return self.rate_limited(&parsed, &entries, batch);
+        }
+        let (body, retry_after_s) = match parsed {
+            Err(error) => (Some(Body::One(error.to_response())), None),
+            Ok(Incoming::Single(entry)) => self.answer_single(entry, subscriptions).await,
+            Ok(Incoming::Batch(entries)) => self.answer_batch(entries, subscriptions).await,
+        };
+        Reply {
+            status: if body.is_some() { 200 } else { 204 },
+            body,
+            retry_after_s,
+            public_after,
+            cache: self.cache_seen.get().header(),
+        }
+    }
+
+    /// The [`crate::ordering::private_terms::PUBLIC_AFTER_HEADER`] value for a body's `entries`
+    /// with `sends` sends ([`header_value`]): behind a private route, the opt-in granted
+    /// ([`Relay::granted_opt_in`]) when one of its sends is not bounded by a `maxBlockNumber`,
+    /// else `never`; `None` without a send or without a private route.
+    fn public_after(&self, entries: &[&jsonrpc::ParsedRequest], sends: usize) -> Option<String> {
         // Whether its transactions may go public, said on every answer to a private send (never,
         // when each is bounded by a `maxBlockNumber`).
         let bounded = |e: &&jsonrpc::ParsedRequest| {
@@ -297,62 +380,73 @@ impl<'a, B: Backend> Relay<'a, B> {
                 .filter(|e| is_send_entry(e))
                 .any(|e| !bounded(e))
         });
-        let public_after =
-            (sends > 0 && self.config.private_route()).then(|| header_value(granted));
-        let reply = |(body, retry_after_s): (Option<Body>, Option<u64>)| Reply {
-            status: if body.is_some() { 200 } else { 204 },
-            body,
-            retry_after_s,
-            public_after: public_after.clone(),
-            cache: self.cache_seen.get().header(),
+        (sends > 0 && self.config.private_route()).then(|| header_value(granted))
+    }
+
+    /// The reply to a body over the client's rate limits: HTTP 429 with -32005 for each of its
+    /// `entries` (`batch`: as a batch), or for the body itself (null id) when `parsed` is not
+    /// JSON-RPC; `Retry-After` the limits' period, s.
+    fn rate_limited(
+        &self,
+        parsed: &Result<Incoming, jsonrpc::RequestError>,
+        entries: &[&jsonrpc::ParsedRequest],
+        batch: bool,
+    ) -> Reply {
+        let body = match parsed {
+            Err(_) => Body::One(Response::error(
+                &jsonrpc::Id::null(),
+                &rate_limit::exceeded(),
+            )),
+            Ok(_) => rate_limit::refusal(entries, batch),
         };
-        // A body that is not JSON-RPC at all counts as one read.
-        let reads = if entries.is_empty() { 1 } else { reads };
-        if self.backend.over_rate_limit(sends, reads).await {
-            let body = match &parsed {
-                Err(_) => Body::One(Response::error(
-                    &jsonrpc::Id::null(),
-                    &rate_limit::exceeded(),
-                )),
-                Ok(_) => rate_limit::refusal(&entries, batch),
-            };
-            return Reply {
-                status: 429,
-                body: Some(body),
-                retry_after_s: Some(self.config.rate_limit_period_s),
-                public_after: None,
-                cache: None,
-            };
+        Reply {
+            status: 429,
+            body: Some(body),
+            retry_after_s: Some(self.config.rate_limit_period_s),
+            public_after: None,
+            cache: None,
         }
-        match parsed {
-            Err(error) => reply((Some(Body::One(error.to_response())), None)),
-            Ok(Incoming::Single(entry)) => {
-                let notification = entry.as_ref().is_ok_and(|r| r.id.is_none());
-                let (answers, retry_after_s) = self.answer_all(vec![entry], subscriptions).await;
-                let body = answers
-                    .into_iter()
-                    .next()
-                    .filter(|_| !notification)
-                    .map(Body::One);
-                reply((body, retry_after_s))
-            }
-            Ok(Incoming::Batch(entries)) => {
-                let wanted: Vec<bool> = entries
-                    .iter()
-                    .map(|e| e.as_ref().map_or(true, |r| r.id.is_some()))
-                    .collect();
-                let (answers, retry_after_s) = self.answer_all(entries, subscriptions).await;
-                let kept: Vec<Response> = answers
-                    .into_iter()
-                    .zip(wanted)
-                    .filter_map(|(a, w)| w.then_some(a))
-                    .collect();
-                reply((
-                    (!kept.is_empty()).then_some(Body::Batch(kept)),
-                    retry_after_s,
-                ))
-            }
-        }
+    }
+
+    /// A single request's body ([`Relay::answer_all`]): its response, `None` for a notification;
+    /// and its `Retry-After`, s.
+    async fn answer_single<S: SubscriptionCalls>(
+        &self,
+        entry: jsonrpc::ParsedRequest,
+        subscriptions: Option<&S>,
+    ) -> (Option<Body>, Option<u64>) {
+        let notification = entry.as_ref().is_ok_and(|r| r.id.is_none());
+        let (answers, retry_after_s) = self.answer_all(vec![entry], subscriptions).await;
+        let body = answers
+            .into_iter()
+            .next()
+            .filter(|_| !notification)
+            .map(Body::One);
+        (body, retry_after_s)
+    }
+
+    /// A batch's body ([`Relay::answer_all`]): its members' responses in order, its
+    /// notifications' left out, `None` when every member was one; and the longest `Retry-After`
+    /// among them, s.
+    async fn answer_batch<S: SubscriptionCalls>(
+        &self,
+        entries: Vec<jsonrpc::ParsedRequest>,
+        subscriptions: Option<&S>,
+    ) -> (Option<Body>, Option<u64>) {
+        let wanted: Vec<bool> = entries
+            .iter()
+            .map(|e| e.as_ref().map_or(true, |r| r.id.is_some()))
+            .collect();
+        let (answers, retry_after_s) = self.answer_all(entries, subscriptions).await;
+        let kept: Vec<Response> = answers
+            .into_iter()
+            .zip(wanted)
+            .filter_map(|(a, w)| w.then_some(a))
+            .collect();
+        (
+            (!kept.is_empty()).then_some(Body::Batch(kept)),
+            retry_after_s,
+        )
     }
 
     /// Each entry's response in order, and the longest `Retry-After` among them, s.
@@ -361,79 +455,93 @@ impl<'a, B: Backend> Relay<'a, B> {
         entries: Vec<jsonrpc::ParsedRequest>,
         subscriptions: Option<&S>,
     ) -> (Vec<Response>, Option<u64>) {
+        let chain_id = self.sends_chain_id(&entries).await;
+        let plans: Vec<Plan> = entries
+            .into_iter()
+            .map(|entry| self.plan(entry, &chain_id, subscriptions.is_some()))
+            .collect();
+        // One task per proxied request and per sender (its transactions in one call).
+        self.answer_planned(Planned::of(plans), subscriptions).await
+    }
+
+    /// The chain id the sends among `entries` are checked against ([`Relay::chain_id`]), looked
+    /// up only when there is one; without a send, an internal error (-32603) no entry is given.
+    async fn sends_chain_id(&self, entries: &[jsonrpc::ParsedRequest]) -> Result<u64, RpcError> {
         let needs_chain_id = entries.iter().any(|e| is_send_entry(&e));
-        let chain_id = if needs_chain_id {
+        if needs_chain_id {
             self.chain_id().await
         } else {
             Err(RpcError::new(
                 jsonrpc::INTERNAL_ERROR,
                 "chain id not looked up",
             ))
-        };
-        let plans: Vec<Plan> = entries
-            .into_iter()
-            .map(|entry| match entry {
-                Err(error) => Plan::Done(error.to_response()),
-                Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(Response::error(
-                    &req.response_id(),
-                    &RpcError::new(
-                        jsonrpc::METHOD_NOT_FOUND,
-                        format!("method not allowed: {}", req.method),
-                    ),
-                )),
-                Ok(req) if subscriptions.is_some() && is_subscription(&req.method) => {
-                    Plan::Subscription(req)
-                }
-                Ok(req) if req.method == jsonrpc::CANCEL_PRIVATE_TRANSACTION => Plan::Cancel(req),
-                Ok(req) if !jsonrpc::is_send(&req.method) => {
-                    match pending::pending_count_of(&req)
-                        .filter(|_| self.config.enable_nonce_ordering)
-                    {
-                        Some(address) => Plan::PendingCount(req, address),
-                        None => Plan::Proxy(req),
-                    }
-                }
-                Ok(req) => match chain_id
-                    .clone()
-                    .and_then(|chain_id| self.check(&req, chain_id))
-                {
-                    Ok((sender, tx)) => Plan::Send(
-                        sender,
-                        Member {
-                            index: 0,
-                            id: req.response_id(),
-                            tx,
-                        },
-                    ),
-                    Err(error) => Plan::Done(Response::error(&req.response_id(), &error)),
-                },
-            })
-            .collect();
+        }
+    }
 
-        // One task per proxied request and per sender (its transactions in one call).
-        let mut answers: Vec<Option<Response>> = vec![None; plans.len()];
-        let mut proxied = Vec::new();
-        let mut cancels = Vec::new();
-        let mut subscribed = Vec::new();
-        let mut counts = Vec::new();
-        let mut by_sender: HashMap<Address, Vec<Member>> = HashMap::new();
-        let mut sender_order = Vec::new();
-        for (i, plan) in plans.into_iter().enumerate() {
-            match plan {
-                Plan::Done(response) => answers[i] = Some(response),
-                Plan::Proxy(req) => proxied.push((i, req)),
-                Plan::Cancel(req) => cancels.push((i, req)),
-                Plan::Subscription(req) => subscribed.push((i, req)),
-                Plan::PendingCount(req, address) => counts.push((i, req, address)),
-                Plan::Send(sender, member) => {
-                    let list = by_sender.entry(sender).or_default();
-                    if list.is_empty() {
-                        sender_order.push(sender);
-                    }
-                    list.push(Member { index: i, ..member });
+    /// What answers `entry` ([`Plan`]): a parse error, or a method the policy refuses (-32601),
+    /// at once; a subscription call on a WebSocket (`on_socket`), the connection; a cancel, its
+    /// route ([`cancel`]); a pending count with ordering on, its sender's object; another read,
+    /// the upstream; a send checked against `chain_id` ([`Relay::check`]), its sender's object,
+    /// and one that fails the check, its refusal.
+    fn plan(
+        &self,
+        entry: jsonrpc::ParsedRequest,
+        chain_id: &Result<u64, RpcError>,
+        on_socket: bool,
+    ) -> Plan {
+        match entry {
+            Err(error) => Plan::Done(error.to_response()),
+            Ok(req) if !self.config.methods.allows(&req.method) => Plan::Done(Response::error(
+                &req.response_id(),
+                &RpcError::new(
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!("method not allowed: {}", req.method),
+                ),
+            )),
+            Ok(req) if on_socket && is_subscription(&req.method) => Plan::Subscription(req),
+            Ok(req) if req.method == jsonrpc::CANCEL_PRIVATE_TRANSACTION => Plan::Cancel(req),
+            Ok(req) if !jsonrpc::is_send(&req.method) => {
+                match pending::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
+                {
+                    Some(address) => Plan::PendingCount(req, address),
+                    None => Plan::Proxy(req),
                 }
             }
+            Ok(req) => match chain_id
+                .clone()
+                .and_then(|chain_id| self.check(&req, chain_id))
+            {
+                Ok((sender, tx)) => Plan::Send(
+                    sender,
+                    Member {
+                        index: 0,
+                        id: req.response_id(),
+                        tx,
+                    },
+                ),
+                Err(error) => Plan::Done(Response::error(&req.response_id(), &error)),
+            },
         }
+    }
+
+    /// Runs `planned`'s tasks concurrently: one per proxied read, cancel, pending count and
+    /// subscription call, and one per sender (its transactions in one call,
+    /// [`Relay::send_group`]). Returns each entry's response in order (empty text where none
+    /// came), and the longest `Retry-After` among the sends' answers, s.
+    async fn answer_planned<S: SubscriptionCalls>(
+        &self,
+        planned: Planned,
+        subscriptions: Option<&S>,
+    ) -> (Vec<Response>, Option<u64>) {
+        let Planned {
+            mut answers,
+            proxied,
+            cancels,
+            subscribed,
+            counts,
+            mut by_sender,
+            sender_order,
+        } = planned;
         let proxy_tasks = proxied
             .into_iter()
             .map(|(i, req)| async move { (i, self.read(&req).await) })
@@ -556,42 +664,10 @@ impl<'a, B: Backend> Relay<'a, B> {
             max_ms: self.config.sync_timeout_max_ms,
         };
         let (raw, method) = send_params(req, timeouts)?;
-        if matches!(method, SendMethod::Private { .. }) && !self.config.private_route() {
-            // A read node would publish it: refused, unsent.
-            return Err(RpcError::new(
-                jsonrpc::METHOD_NOT_SUPPORTED,
-                "eth_sendPrivateTransaction needs a private route (UPSTREAM_SEND_URL), and this \
-                 relay has none: nothing was sent; send it with eth_sendRawTransaction to publish it",
-            ));
-        }
-        if matches!(method, SendMethod::Conditional { .. }) && self.config.private_route() {
-            // No private route serves ERC-7796, and Flashbots Protect passes a method it does
-            // not know to a public node: sent as a plain send it would lose its conditions,
-            // sent as it is it could leak. Refused, unsent.
-            return Err(RpcError::new(
-                jsonrpc::METHOD_NOT_SUPPORTED,
-                "eth_sendRawTransactionConditional is not served behind a private route \
-                 (UPSTREAM_SEND_URL): the route does not take its conditions and might pass it \
-                 to a public node; send it with eth_sendRawTransaction",
-            ));
-        }
+        self.check_route(&method)?;
         let tx = transaction::decode(&raw)
             .map_err(|e| RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {e}")))?;
-        match tx.chain_id {
-            None if !self.config.allow_unprotected_txs => {
-                return Err(RpcError::new(
-                    jsonrpc::INVALID_INPUT,
-                    "only replay-protected (EIP-155) transactions allowed over RPC",
-                ))
-            }
-            Some(have) if have != chain_id => {
-                return Err(RpcError::new(
-                    jsonrpc::INVALID_INPUT,
-                    format!("invalid chain id for signer: have {have} want {chain_id}"),
-                ))
-            }
-            _ => {}
-        }
+        self.check_chain_id(tx.chain_id, chain_id)?;
         // A refusal the operator counts (`tx_refused`, by `label`).
         let refused = |label: &str, error: RpcError| {
             self.backend.emit(
@@ -633,6 +709,47 @@ impl<'a, B: Backend> Relay<'a, B> {
             );
         }
         Ok((tx.sender, signed))
+    }
+
+    /// Refuses a send whose `method` this relay's route cannot take, unsent (-32004): a private
+    /// send without a private route, a conditional one (ERC-7796) behind one.
+    fn check_route(&self, method: &SendMethod) -> Result<(), RpcError> {
+        if matches!(method, SendMethod::Private { .. }) && !self.config.private_route() {
+            // A read node would publish it: refused, unsent.
+            return Err(RpcError::new(
+                jsonrpc::METHOD_NOT_SUPPORTED,
+                "eth_sendPrivateTransaction needs a private route (UPSTREAM_SEND_URL), and this \
+                 relay has none: nothing was sent; send it with eth_sendRawTransaction to publish it",
+            ));
+        }
+        if matches!(method, SendMethod::Conditional { .. }) && self.config.private_route() {
+            // No private route serves ERC-7796, and Flashbots Protect passes a method it does
+            // not know to a public node: sent as a plain send it would lose its conditions,
+            // sent as it is it could leak. Refused, unsent.
+            return Err(RpcError::new(
+                jsonrpc::METHOD_NOT_SUPPORTED,
+                "eth_sendRawTransactionConditional is not served behind a private route \
+                 (UPSTREAM_SEND_URL): the route does not take its conditions and might pass it \
+                 to a public node; send it with eth_sendRawTransaction",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses (-32000) a transaction whose chain id `tx_chain_id` is not `chain_id`, and one
+    /// without (not replay-protected, EIP-155) unless `ALLOW_UNPROTECTED_TXS`.
+    fn check_chain_id(&self, tx_chain_id: Option<u64>, chain_id: u64) -> Result<(), RpcError> {
+        match tx_chain_id {
+            None if !self.config.allow_unprotected_txs => Err(RpcError::new(
+                jsonrpc::INVALID_INPUT,
+                "only replay-protected (EIP-155) transactions allowed over RPC",
+            )),
+            Some(have) if have != chain_id => Err(RpcError::new(
+                jsonrpc::INVALID_INPUT,
+                format!("invalid chain id for signer: have {have} want {chain_id}"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Answers a read: a served chain's `eth_chainId` and `net_version` from its configured id
