@@ -20,7 +20,7 @@ use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
 use crate::ordering::accepted::Status;
 use crate::ordering::answer::{AnswerClass, NonceEffect};
-use crate::ordering::queue::Stage;
+use crate::ordering::queue::{QueuedTx, Stage};
 use crate::ordering::route_status::RouteStatus;
 use crate::ordering::sender::{Outcome, Query, Refusal, Sent};
 use crate::ordering::tx::SignedTx;
@@ -61,49 +61,11 @@ impl Sender {
         let (hash, nonce) = (entry.hash(), entry.nonce());
         let class = result.class;
         if class.went_in() {
-            self.storage.resends.remove(&hash);
-            // A route's cancel transaction at the nonce of one the route holds: the route
-            // cancels that one and sends neither (Flashbots Protect, MEV Blocker).
-            let cancels = self
-                .accepted
-                .with_nonce(nonce, now_ms)
-                .filter(|held| *held != hash && self.settings.private_route && entry.tx.self_cancel)
-                .filter(|held| {
-                    // Still the route's alone: not sent to the public mempool, not in a block.
-                    self.accepted.get(held, now_ms).is_some_and(|tx| {
-                        tx.status == Status::Pending
-                            && !tx.route.public
-                            && tx.route.status != Some(RouteStatus::Included)
-                    })
-                });
-            let pruned = self
-                .accepted
-                .record(hash, nonce, now_ms, true, entry.tx.terms());
-            self.pruned(pruned, now_ms);
-            let pruned = self
-                .accepted
-                .sized(&hash, entry.tx.row_len() as u64, now_ms);
-            self.pruned(pruned, now_ms);
-            self.route_took(&hash, result.route);
-            if let Some(held) = cancels {
-                self.cancelled_by_route_rule(&held, &hash, nonce, now_ms);
-            }
+            self.record_accepted(&entry, result.route, now_ms);
         } else if matches!(class, AnswerClass::Unavailable | AnswerClass::Unrecognized) {
-            // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
-            // and sends it again if the upstream does not have it.
-            let pruned = self
-                .accepted
-                .record(hash, nonce, now_ms, false, entry.tx.terms());
-            self.pruned(pruned, now_ms);
-            self.storage.unverified = true;
+            self.record_unverified(&entry, now_ms);
         } else {
-            self.forget_rows(vec![hash]);
-            self.untrack_refused(&hash, class, now_ms);
-            let why = result
-                .answer
-                .error_parts()
-                .map_or_else(|| class.label().to_string(), |(_, message)| message);
-            self.failed(hash, nonce, now_ms, why);
+            self.record_refused(hash, nonce, &result, now_ms);
         }
         self.counters.forwarded += 1;
         let answer = match class {
@@ -112,18 +74,83 @@ impl Sender {
             AnswerClass::Unavailable | AnswerClass::Unrecognized
                 if !is_outcome_unknown(&result.answer) =>
             {
-                let why = result
-                    .answer
-                    .error_parts()
-                    .map_or_else(|| class.label().to_string(), |(_, message)| message);
-                Answer::outcome_unknown(&hash, &why)
+                Answer::outcome_unknown(&hash, &why(&result))
             }
             _ => result.answer.clone(),
         };
         self.answer(&entry.tickets, &answer, None);
+        self.forwarded(&holding, &entry, &result, now_ms);
+        let gap = self.nonces.next == Some(nonce);
+        self.apply(class.effect(), nonce, now_ms);
+        if class == AnswerClass::Rejected && gap && self.settings.pool == PoolKind::Strict {
+            self.refuse_above(nonce);
+        }
+    }
+
+    /// The holder's `entry` went in (answered by `route`, behind a private route): no longer a
+    /// resend, its hash accepted and vouched for with its row's size, and a route's cancel
+    /// transaction (one of the route's own at the same nonce, still the route's alone) cancels
+    /// the one it holds.
+    fn record_accepted(&mut self, entry: &QueuedTx, route: Option<usize>, now_ms: u64) {
+        let (hash, nonce) = (entry.hash(), entry.nonce());
+        self.storage.resends.remove(&hash);
+        // A route's cancel transaction at the nonce of one the route holds: the route
+        // cancels that one and sends neither (Flashbots Protect, MEV Blocker).
+        let cancels = self
+            .accepted
+            .with_nonce(nonce, now_ms)
+            .filter(|held| *held != hash && self.settings.private_route && entry.tx.self_cancel)
+            .filter(|held| {
+                // Still the route's alone: not sent to the public mempool, not in a block.
+                self.accepted.get(held, now_ms).is_some_and(|tx| {
+                    tx.status == Status::Pending
+                        && !tx.route.public
+                        && tx.route.status != Some(RouteStatus::Included)
+                })
+            });
+        let pruned = self
+            .accepted
+            .record(hash, nonce, now_ms, true, entry.tx.terms());
+        self.pruned(pruned, now_ms);
+        let pruned = self
+            .accepted
+            .sized(&hash, entry.tx.row_len() as u64, now_ms);
+        self.pruned(pruned, now_ms);
+        self.route_took(&hash, route);
+        if let Some(held) = cancels {
+            self.cancelled_by_route_rule(&held, &hash, nonce, now_ms);
+        }
+    }
+
+    /// The holder's `entry` got no usable answer (unavailable, or an error no pattern knows):
+    /// its hash accepted but not vouched for, and the stored transactions to be checked.
+    fn record_unverified(&mut self, entry: &QueuedTx, now_ms: u64) {
+        let (hash, nonce) = (entry.hash(), entry.nonce());
+        // It may be in: remembered, not vouched for, so the next lookup asks for it by hash
+        // and sends it again if the upstream does not have it.
+        let pruned = self
+            .accepted
+            .record(hash, nonce, now_ms, false, entry.tx.terms());
+        self.pruned(pruned, now_ms);
+        self.storage.unverified = true;
+    }
+
+    /// The holder's transaction `hash` (`nonce`) was refused (`result`): its row forgotten, a
+    /// tracked resend's tracking settled ([`Sender::untrack_refused`]), and the failure kept
+    /// with the upstream's message (or the class's label) for `GET /tx`.
+    fn record_refused(&mut self, hash: TxHash, nonce: u64, result: &Sent, now_ms: u64) {
+        self.forget_rows(vec![hash]);
+        self.untrack_refused(&hash, result.class, now_ms);
+        self.failed(hash, nonce, now_ms, why(result));
+    }
+
+    /// Logs `tx_forwarded` (label: the answer's class) for the holder's `entry`: how long it
+    /// waited for the lock and held it, ms, the queue depth left, its nonce, attempts, copies,
+    /// and whether it was the relay's own resend.
+    fn forwarded(&mut self, holding: &Holding, entry: &QueuedTx, result: &Sent, now_ms: u64) {
         let waiting = self.queue.waiting_len();
         self.emit(tagged(
-            Metric::new("tx_forwarded", "", class.label())
+            Metric::new("tx_forwarded", "", result.class.label())
                 .value(
                     "lock_wait_ms",
                     holding.acquired_ms.saturating_sub(entry.arrived_ms) as f64,
@@ -133,17 +160,12 @@ impl Sender {
                     now_ms.saturating_sub(holding.acquired_ms) as f64,
                 )
                 .value("queue_depth", waiting as f64)
-                .field("nonce", nonce)
+                .field("nonce", entry.nonce())
                 .field("attempts", result.attempts)
                 .field("copies", entry.tickets.len().saturating_sub(1))
                 .field("resubmitted", entry.tickets.is_empty()),
             &entry.request_id,
         ));
-        let gap = self.nonces.next == Some(nonce);
-        self.apply(class.effect(), nonce, now_ms);
-        if class == AnswerClass::Rejected && gap && self.settings.pool == PoolKind::Strict {
-            self.refuse_above(nonce);
-        }
     }
 
     /// A window member sent ahead that the upstream refused for a gap below it (a node that
@@ -469,6 +491,15 @@ impl Sender {
             }
         }
     }
+}
+
+/// Why a send's `result` did not go in: the upstream's error message, or the answer class's label
+/// when there is none.
+fn why(result: &Sent) -> String {
+    result
+        .answer
+        .error_parts()
+        .map_or_else(|| result.class.label().to_string(), |(_, message)| message)
 }
 
 /// Whether `answer` already is [`Answer::outcome_unknown`]'s.
