@@ -13,6 +13,7 @@
 use super::{Purpose, Sender};
 use crate::jsonrpc::{Answer, RpcError, RESOURCE_UNAVAILABLE};
 use crate::metrics::Metric;
+use crate::ordering::accepted::AcceptedTx;
 use crate::ordering::queue::{QueuedTx, QueuedTxId, Stage};
 use crate::ordering::route_status::{RouteStatus, FIRST_SEND_STATUS_TIMEOUT_MS, MAX_STATUS_ASKED};
 use crate::ordering::sender::{Action, Found, LookupId, Outcome, Query, RowProgress, Seen};
@@ -28,6 +29,21 @@ pub const LOOKUP_BACKOFF_MAX_MS: u64 = 30_000;
 /// given up (a transaction that the upstream never keeps, or that hangs it, must not hold its
 /// sender's queue for good).
 pub const MAX_RESENDS: u32 = 2;
+
+/// What a verify lookup makes of an accepted transaction the upstream does not hold
+/// ([`Sender::unheld`]).
+enum Unheld {
+    /// Left as it is: the route holds it, its word is not had yet, or it stays pending for its
+    /// public copy.
+    Kept,
+    /// Another transaction took its nonce in a block: its row is released.
+    Used,
+    /// Final (past its `maxBlockNumber`, cancelled at the route, or abandoned): its row is
+    /// forgotten.
+    Gone,
+    /// Sent again from its stored bytes.
+    Resend,
+}
 
 impl Sender {
     /// Stored transactions read back for a resend ([`Action::Load`]): each that the object does
@@ -292,71 +308,11 @@ impl Sender {
                 }
                 continue;
             }
-            if latest.is_some_and(|l| tx.nonce < l) {
-                // Another transaction took its nonce in a block. (A pending count above it is
-                // no proof: the pool may have dropped it since that count, or hold another
-                // transaction there that the resend may replace.)
-                self.accepted.forget(hash);
-                used.push(*hash);
-                continue;
-            }
-            if let Some(head) = found.head.filter(|head| tx.route.terms.lapsed(*head)) {
-                self.lapsed(hash, tx.nonce, head, now_ms);
-                gone.push(*hash);
-                continue;
-            }
-            if self.settings.private_route && self.settings.route_status {
-                match self.route_word(hash, Some(&found)) {
-                    Some(RouteStatus::Cancelled) => {
-                        // Its sender cancelled it at the route: never sent again, anywhere (one
-                        // published too stays pending: its public copy may be mined).
-                        if self.route_cancelled(hash, tx.nonce, now_ms) {
-                            gone.push(*hash);
-                        }
-                        continue;
-                    }
-                    // The route's word is that it dropped it: sent again below.
-                    Some(status) if status.dropped() => {}
-                    // The route holds it (or it is in a block), or its word is not had yet
-                    // (asked at the tracking checks): not sent again now.
-                    _ => continue,
-                }
-            }
-            // Counted from what its row kept (a restart, or a hibernation, forgot the rest).
-            let resends = self.storage.resends.entry(*hash).or_insert(tx.resent);
-            *resends += 1;
-            let count = *resends;
-            if count <= MAX_RESENDS {
-                // Kept in its row before it goes again: the cap holds across the object's memory.
-                let progress = self.accepted.progress(hash).unwrap_or_default();
-                self.push(Action::Progress(
-                    *hash,
-                    RowProgress {
-                        resent: count,
-                        ..progress
-                    },
-                ));
-            }
-            if count > MAX_RESENDS {
-                self.storage.resends.remove(hash);
-                self.accepted.forget(hash);
-                self.counters.abandoned += 1;
-                self.emit(
-                    Metric::new("tx_abandoned", "", "upstream_never_kept")
-                        .value("count", 1.0)
-                        .field("nonce", tx.nonce)
-                        .field("tx_hash", crate::hex::encode(hash)),
-                );
-                gone.push(*hash);
-            } else {
-                // Behind a private route the node asked cannot see the route's pool: its null
-                // is no sign the route lost it (a restarted object asks about every stored
-                // one). It stays accepted, counted in the pending count, and is sent to the
-                // route again to be sure (the route answers a copy it holds with its hash).
-                if !self.settings.private_route {
-                    self.accepted.forget(hash);
-                }
-                resend.push(*hash);
+            match self.unheld(hash, &tx, &found, latest, now_ms) {
+                Unheld::Kept => {}
+                Unheld::Used => used.push(*hash),
+                Unheld::Gone => gone.push(*hash),
+                Unheld::Resend => resend.push(*hash),
             }
         }
         self.forget_rows(gone);
@@ -368,6 +324,92 @@ impl Sender {
             self.push(Action::Load(resend));
         }
         self.learned(pending, now_ms);
+    }
+
+    /// Accepted transaction `hash` (`tx`, not final) that the verify lookup (`found`, with the
+    /// mined count `latest` of the counts before it) found the upstream not to hold: its nonce
+    /// used in a block, past its `maxBlockNumber`, cancelled at the route, kept for the route's
+    /// word, or counted towards its resends ([`Sender::count_resend`]).
+    fn unheld(
+        &mut self,
+        hash: &TxHash,
+        tx: &AcceptedTx,
+        found: &Found,
+        latest: Option<u64>,
+        now_ms: u64,
+    ) -> Unheld {
+        if latest.is_some_and(|l| tx.nonce < l) {
+            // Another transaction took its nonce in a block. (A pending count above it is
+            // no proof: the pool may have dropped it since that count, or hold another
+            // transaction there that the resend may replace.)
+            self.accepted.forget(hash);
+            return Unheld::Used;
+        }
+        if let Some(head) = found.head.filter(|head| tx.route.terms.lapsed(*head)) {
+            self.lapsed(hash, tx.nonce, head, now_ms);
+            return Unheld::Gone;
+        }
+        if self.settings.private_route && self.settings.route_status {
+            match self.route_word(hash, Some(found)) {
+                Some(RouteStatus::Cancelled) => {
+                    // Its sender cancelled it at the route: never sent again, anywhere (one
+                    // published too stays pending: its public copy may be mined).
+                    if self.route_cancelled(hash, tx.nonce, now_ms) {
+                        return Unheld::Gone;
+                    }
+                    return Unheld::Kept;
+                }
+                // The route's word is that it dropped it: sent again below.
+                Some(status) if status.dropped() => {}
+                // The route holds it (or it is in a block), or its word is not had yet
+                // (asked at the tracking checks): not sent again now.
+                _ => return Unheld::Kept,
+            }
+        }
+        self.count_resend(hash, tx)
+    }
+
+    /// One more resend of accepted `hash` (`tx`) the upstream does not hold, counted from what
+    /// its row kept: within [`MAX_RESENDS`], the count is kept in its row and it is sent again
+    /// (behind a private route it stays accepted); past it, it is abandoned (`tx_abandoned`,
+    /// label `upstream_never_kept`) and its row goes.
+    fn count_resend(&mut self, hash: &TxHash, tx: &AcceptedTx) -> Unheld {
+        // Counted from what its row kept (a restart, or a hibernation, forgot the rest).
+        let resends = self.storage.resends.entry(*hash).or_insert(tx.resent);
+        *resends += 1;
+        let count = *resends;
+        if count <= MAX_RESENDS {
+            // Kept in its row before it goes again: the cap holds across the object's memory.
+            let progress = self.accepted.progress(hash).unwrap_or_default();
+            self.push(Action::Progress(
+                *hash,
+                RowProgress {
+                    resent: count,
+                    ..progress
+                },
+            ));
+        }
+        if count > MAX_RESENDS {
+            self.storage.resends.remove(hash);
+            self.accepted.forget(hash);
+            self.counters.abandoned += 1;
+            self.emit(
+                Metric::new("tx_abandoned", "", "upstream_never_kept")
+                    .value("count", 1.0)
+                    .field("nonce", tx.nonce)
+                    .field("tx_hash", crate::hex::encode(hash)),
+            );
+            Unheld::Gone
+        } else {
+            // Behind a private route the node asked cannot see the route's pool: its null
+            // is no sign the route lost it (a restarted object asks about every stored
+            // one). It stays accepted, counted in the pending count, and is sent to the
+            // route again to be sure (the route answers a copy it holds with its hash).
+            if !self.settings.private_route {
+                self.accepted.forget(hash);
+            }
+            Unheld::Resend
+        }
     }
 
     /// `nonce` raised past every accepted nonce the upstream is known to hold from it on, in a
