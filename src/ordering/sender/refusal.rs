@@ -126,24 +126,8 @@ impl Refusal {
                 next,
                 nonce,
                 refused,
-            } => RpcError::new(
-                INVALID_INPUT,
-                format!(
-                    "nonce too high: next nonce {next}, tx nonce {nonce}; not sent: nonce {next} {}, and the upstream refuses nonce gaps (UPSTREAM_POOL=strict)",
-                    if *refused {
-                        "was refused"
-                    } else {
-                        "did not arrive within NONCE_GAP_WAIT_MS"
-                    }
-                ),
-            ),
-            Refusal::Replacement { nonce, holder } => RpcError::new(
-                INVALID_INPUT,
-                format!(
-                    "replacement transaction refused: nonce {nonce} is already used by {} (REPLACEMENT_POLICY=reject)",
-                    hex::encode(holder)
-                ),
-            ),
+            } => nonce_too_high(*next, *nonce, *refused),
+            Refusal::Replacement { nonce, holder } => replacement_refused(*nonce, holder),
             Refusal::QueueFull { max } => RpcError::new(
                 LIMIT_EXCEEDED,
                 format!(
@@ -187,19 +171,8 @@ impl Refusal {
                 nonce,
                 refused,
                 retry_after_s,
-            } => RpcError::new(
-                LIMIT_EXCEEDED,
-                format!(
-                    "nonce {nonce} not taken: nonce {refused} of sender {sender} was refused for a limit and is still missing; send nonce {refused} again first, retry after {retry_after_s} s"
-                ),
-            ),
-            Refusal::NonceGap { expected, nonce } => RpcError {
-                code: SYNC_NONCE_GAP,
-                message: format!(
-                    "nonce too high: next nonce {expected}, tx nonce {nonce}; the transaction was not sent"
-                ),
-                data: Some(crate::hex::encode_quantity(*expected).into()),
-            },
+            } => above_refused(sender, *nonce, *refused, *retry_after_s),
+            Refusal::NonceGap { expected, nonce } => nonce_gap(*expected, *nonce),
         }
     }
 
@@ -242,6 +215,57 @@ impl Refusal {
             Refusal::TrackedFull { .. } => "tracked_full",
             Refusal::AboveRefused { .. } => "above_refused",
         }
+    }
+}
+
+/// [`Refusal::NonceTooHigh`]'s error: -32000 with geth's `nonce too high: next nonce N, tx nonce
+/// M`, and why nonce `next` is missing (`refused` by the upstream, or it did not arrive in time).
+fn nonce_too_high(next: u64, nonce: u64, refused: bool) -> RpcError {
+    RpcError::new(
+        INVALID_INPUT,
+        format!(
+            "nonce too high: next nonce {next}, tx nonce {nonce}; not sent: nonce {next} {}, and the upstream refuses nonce gaps (UPSTREAM_POOL=strict)",
+            if refused {
+                "was refused"
+            } else {
+                "did not arrive within NONCE_GAP_WAIT_MS"
+            }
+        ),
+    )
+}
+
+/// [`Refusal::Replacement`]'s error: -32000 naming `nonce` and the hash of `holder`, the
+/// accepted transaction that holds it.
+fn replacement_refused(nonce: u64, holder: &TxHash) -> RpcError {
+    RpcError::new(
+        INVALID_INPUT,
+        format!(
+            "replacement transaction refused: nonce {nonce} is already used by {} (REPLACEMENT_POLICY=reject)",
+            hex::encode(holder)
+        ),
+    )
+}
+
+/// [`Refusal::AboveRefused`]'s error for `sender`: -32005 naming `nonce`, the missing nonce
+/// `refused` to send again first, and the `Retry-After`, s.
+fn above_refused(sender: &str, nonce: u64, refused: u64, retry_after_s: u64) -> RpcError {
+    RpcError::new(
+        LIMIT_EXCEEDED,
+        format!(
+            "nonce {nonce} not taken: nonce {refused} of sender {sender} was refused for a limit and is still missing; send nonce {refused} again first, retry after {retry_after_s} s"
+        ),
+    )
+}
+
+/// [`Refusal::NonceGap`]'s error: EIP-7966's code 6 with geth's `nonce too high` wording, its
+/// `data` the `expected` nonce (hex quantity).
+fn nonce_gap(expected: u64, nonce: u64) -> RpcError {
+    RpcError {
+        code: SYNC_NONCE_GAP,
+        message: format!(
+            "nonce too high: next nonce {expected}, tx nonce {nonce}; the transaction was not sent"
+        ),
+        data: Some(crate::hex::encode_quantity(expected).into()),
     }
 }
 
