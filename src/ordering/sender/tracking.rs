@@ -353,60 +353,102 @@ impl Sender {
                 continue;
             }
             if let Some(status) = found.route.get(&hash).filter(|s| s.dropped()) {
-                let again = tx.resent < MAX_RESENDS;
-                self.counters.route_dropped += 1;
-                self.emit(
-                    Metric::new("tx_route_dropped", "", status.label())
-                        .value("count", 1.0)
-                        .field("nonce", tx.nonce)
-                        .field("tx_hash", hex::encode(&hash))
-                        .field("sent_again", again),
-                );
-                if again {
-                    resend.push((tx.nonce, hash));
-                } else {
-                    self.accepted.finish(&hash, Status::Failed, now_ms);
-                    self.counters.abandoned += 1;
-                    self.emit(
-                        Metric::new("tx_abandoned", "", "route_failed")
-                            .value("count", 1.0)
-                            .field("nonce", tx.nonce)
-                            .field("tx_hash", hex::encode(&hash)),
-                    );
-                    ended.push(hash);
+                match self.route_dropped(&hash, &tx, *status, now_ms) {
+                    true => resend.push((tx.nonce, hash)),
+                    false => ended.push(hash),
                 }
                 continue;
             }
-            // The sender's opt-in, at most what the operator allows now.
-            let after = terms.public_after(self.settings.public_after_blocks);
-            let (Some(after), Some(head)) = (after, found.head) else {
-                continue;
-            };
-            let Some(route) = self.accepted.route_mut(&hash) else {
-                continue;
-            };
-            let first = route.since_block.is_none();
-            let since = *route.since_block.get_or_insert(head);
-            // Not one the route says is in a block (the read node lags) or its sender cancelled.
-            // With a status URL, only on the route's word of this check: its turn comes.
-            let held = !matches!(
-                route.status,
-                Some(RouteStatus::Included | RouteStatus::Cancelled)
-            ) && (!self.settings.route_status || found.route.contains_key(&hash));
-            let published = held && !route.public && head >= since.saturating_add(after);
-            if published {
-                route.public = true;
-                publish.push((tx.nonce, hash, head - since, route.status));
-            }
-            if first || published {
-                self.keep_progress(&hash);
-            }
+            publish.extend(self.public_turn(&hash, &tx, found));
         }
         // Their nonces are free: nothing of them is sent again, after a restart either.
         self.forget_rows(ended);
         if publish.is_empty() {
             return;
         }
+        self.send_public(publish, now_ms);
+    }
+
+    /// Pending transaction `hash` (`tx`), which the private route says it dropped (`status`:
+    /// failed, unknown): logged (`tx_route_dropped`, label the route's status) and, within
+    /// [`MAX_RESENDS`], to be sent again (true); after the last, final ([`Status::Failed`],
+    /// `tx_abandoned` label `route_failed`; false).
+    fn route_dropped(
+        &mut self,
+        hash: &TxHash,
+        tx: &AcceptedTx,
+        status: RouteStatus,
+        now_ms: u64,
+    ) -> bool {
+        let again = tx.resent < MAX_RESENDS;
+        self.counters.route_dropped += 1;
+        self.emit(
+            Metric::new("tx_route_dropped", "", status.label())
+                .value("count", 1.0)
+                .field("nonce", tx.nonce)
+                .field("tx_hash", hex::encode(hash))
+                .field("sent_again", again),
+        );
+        if !again {
+            self.accepted.finish(hash, Status::Failed, now_ms);
+            self.counters.abandoned += 1;
+            self.emit(
+                Metric::new("tx_abandoned", "", "route_failed")
+                    .value("count", 1.0)
+                    .field("nonce", tx.nonce)
+                    .field("tx_hash", hex::encode(hash)),
+            );
+        }
+        again
+    }
+
+    /// Pending transaction `hash` (`tx`) whose sender opted in to the public mempool: the head
+    /// of `found` kept as its first check's (`since_block`), and, `public_after_blocks` blocks
+    /// past it while the route still holds it, marked public. Returns what is to be published:
+    /// (nonce, hash, blocks since its first check, the route's status), or `None`.
+    fn public_turn(
+        &mut self,
+        hash: &TxHash,
+        tx: &AcceptedTx,
+        found: &Found,
+    ) -> Option<(u64, TxHash, u64, Option<RouteStatus>)> {
+        // The sender's opt-in, at most what the operator allows now.
+        let after = tx
+            .route
+            .terms
+            .public_after(self.settings.public_after_blocks);
+        let (Some(after), Some(head)) = (after, found.head) else {
+            return None;
+        };
+        let route = self.accepted.route_mut(hash)?;
+        let first = route.since_block.is_none();
+        let since = *route.since_block.get_or_insert(head);
+        // Not one the route says is in a block (the read node lags) or its sender cancelled.
+        // With a status URL, only on the route's word of this check: its turn comes.
+        let held = !matches!(
+            route.status,
+            Some(RouteStatus::Included | RouteStatus::Cancelled)
+        ) && (!self.settings.route_status || found.route.contains_key(hash));
+        let published = held && !route.public && head >= since.saturating_add(after);
+        let mut publish = None;
+        if published {
+            route.public = true;
+            publish = Some((tx.nonce, *hash, head - since, route.status));
+        }
+        if first || published {
+            self.keep_progress(hash);
+        }
+        publish
+    }
+
+    /// The pending transactions of `publish` (nonce, hash, blocks since their first check, the
+    /// route's status) sent to the public mempool, lowest nonce first: each logged
+    /// (`tx_sent_public`, label `not_included`), then one [`Action::Publish`] for all.
+    fn send_public(
+        &mut self,
+        mut publish: Vec<(u64, TxHash, u64, Option<RouteStatus>)>,
+        now_ms: u64,
+    ) {
         publish.sort_unstable_by_key(|(nonce, ..)| *nonce);
         let mut hashes = Vec::new();
         for (nonce, hash, blocks, status) in publish {
