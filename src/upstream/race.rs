@@ -159,10 +159,37 @@ impl Race {
         timeout_ms: u64,
         now_ms: u64,
     ) -> Race {
-        let mut race = Race {
+        let mut race = Race::unstarted(kind, set.len() > 1, timeout_ms);
+        // One upstream is the chain's alone, whatever its health; unless it was found on
+        // another chain (a served chain's is asked, README "Several chains").
+        if set.len() == 1 && rotation.excluded(&set[0]).is_none() {
+            race.order = vec![0];
+            race.post_next(now_ms);
+            return race;
+        }
+        let order = rotation.order(set, now_ms);
+        if order.is_empty() {
+            race.outcome = Some(Err(none_on_chain(rotation, set)));
+            return race;
+        }
+        match usage {
+            Usage::Once | Usage::Sticky => race.start_once(usage, rotation, set, order[0], now_ms),
+            Usage::Merged => race.start_merged(rotation, set, body, &order, now_ms),
+            Usage::Hedged | Usage::Failover | Usage::Broadcast => {
+                race.start_raced(usage, rotation, set, order, now_ms);
+            }
+        }
+        race
+    }
+
+    /// A race of a call of `kind` that has posted nothing yet: one attempt ([`Mode::Once`]) at
+    /// most, no upstream in its order; `judged` when the set has several upstreams, `timeout_ms`
+    /// the call's timeout.
+    fn unstarted(kind: CallKind, judged: bool, timeout_ms: u64) -> Race {
+        Race {
             kind,
             mode: Mode::Once,
-            judged: set.len() > 1,
+            judged,
             moved_on_failure: false,
             order: Vec::new(),
             next: 0,
@@ -181,87 +208,96 @@ impl Race {
             actions: VecDeque::new(),
             outcome: None,
             taken: false,
+        }
+    }
+
+    /// Starts a race of one attempt (`usage` [`Usage::Once`] or [`Usage::Sticky`]) at `now_ms`:
+    /// posts to the preferred upstream of `set` ([`Rotation::preferred`]) when sticky and there
+    /// is one, else to `best` (the first of the order, a position in `set`).
+    fn start_once(
+        &mut self,
+        usage: Usage,
+        rotation: &Rotation,
+        set: &[String],
+        best: usize,
+        now_ms: u64,
+    ) {
+        let first = match usage {
+            Usage::Sticky => rotation.preferred(set, now_ms).unwrap_or(best),
+            _ => best,
         };
-        // One upstream is the chain's alone, whatever its health; unless it was found on
-        // another chain (a served chain's is asked, README "Several chains").
-        if set.len() == 1 && rotation.excluded(&set[0]).is_none() {
-            race.order = vec![0];
-            race.post_next(now_ms);
-            return race;
+        self.order = vec![first];
+        self.post_next(now_ms);
+    }
+
+    /// Starts a merged race ([`Usage::Merged`]) at `now_ms`: posts to every healthy upstream of
+    /// `order` (positions in `set`, best first) at once, or to the first of `order` when none is
+    /// healthy, and keeps the request `body` for merging and each upstream's hedge delay (ms, at
+    /// most [`HEDGE_MAX_MS`]) for the wait for more answers.
+    fn start_merged(
+        &mut self,
+        rotation: &Rotation,
+        set: &[String],
+        body: &str,
+        order: &[usize],
+        now_ms: u64,
+    ) {
+        let healthy: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&i| rotation.healthy(&set[i], now_ms))
+            .collect();
+        self.order = if healthy.is_empty() {
+            order[..1].to_vec()
+        } else {
+            healthy
+        };
+        self.mode = Mode::Merged;
+        self.limit = self.order.len();
+        self.hedges = set
+            .iter()
+            .map(|k| rotation.hedge_delay_ms(k).min(HEDGE_MAX_MS))
+            .collect();
+        self.request = body.to_string();
+        while self.next < self.limit {
+            self.post_next(now_ms);
         }
-        let order = rotation.order(set, now_ms);
-        if order.is_empty() {
-            // Every one found on another chain: the client is told so, not "unreachable".
-            let other_chain = set
-                .iter()
-                .map(|k| rotation.excluded(k))
-                .collect::<Option<Vec<_>>>();
-            race.outcome = Some(Err(
-                match other_chain.and_then(|why| why.first().copied()) {
-                    Some(why) => UpstreamError::OtherChain(why.to_string()),
-                    None => UpstreamError::Unreachable(
-                        "no upstream on the relay's chain could be reached".into(),
-                    ),
-                },
-            ));
-            return race;
+    }
+
+    /// Starts a hedged, failed over or broadcast race (`usage`) at `now_ms` over `order`
+    /// (positions in `set`, best first): a broadcast posts to every upstream
+    /// [`Rotation::broadcast`] gives at once, the others to the best, with at most
+    /// [`MAX_TRIED_AT_ONCE`] upstreams in all; a hedged race arms its first hedge (the best
+    /// upstream's hedge delay, ms).
+    fn start_raced(
+        &mut self,
+        usage: Usage,
+        rotation: &Rotation,
+        set: &[String],
+        order: Vec<usize>,
+        now_ms: u64,
+    ) {
+        self.mode = Mode::Race;
+        self.moved_on_failure = usage.moved_on_failure();
+        let at_once = if usage == Usage::Broadcast {
+            self.order = rotation.broadcast(set, now_ms);
+            self.order.len()
+        } else {
+            self.order = order;
+            1
+        };
+        self.limit = if at_once > 1 {
+            self.order.len()
+        } else {
+            self.order.len().min(MAX_TRIED_AT_ONCE)
+        };
+        if usage.hedged() {
+            self.hedge_ms = Some(rotation.hedge_delay_ms(&set[self.order[0]]));
         }
-        match usage {
-            Usage::Once | Usage::Sticky => {
-                let first = match usage {
-                    Usage::Sticky => rotation.preferred(set, now_ms).unwrap_or(order[0]),
-                    _ => order[0],
-                };
-                race.order = vec![first];
-                race.post_next(now_ms);
-            }
-            Usage::Merged => {
-                let healthy: Vec<usize> = order
-                    .iter()
-                    .copied()
-                    .filter(|&i| rotation.healthy(&set[i], now_ms))
-                    .collect();
-                race.order = if healthy.is_empty() {
-                    order[..1].to_vec()
-                } else {
-                    healthy
-                };
-                race.mode = Mode::Merged;
-                race.limit = race.order.len();
-                race.hedges = set
-                    .iter()
-                    .map(|k| rotation.hedge_delay_ms(k).min(HEDGE_MAX_MS))
-                    .collect();
-                race.request = body.to_string();
-                while race.next < race.limit {
-                    race.post_next(now_ms);
-                }
-            }
-            Usage::Hedged | Usage::Failover | Usage::Broadcast => {
-                race.mode = Mode::Race;
-                race.moved_on_failure = usage.moved_on_failure();
-                let at_once = if usage == Usage::Broadcast {
-                    race.order = rotation.broadcast(set, now_ms);
-                    race.order.len()
-                } else {
-                    race.order = order;
-                    1
-                };
-                race.limit = if at_once > 1 {
-                    race.order.len()
-                } else {
-                    race.order.len().min(MAX_TRIED_AT_ONCE)
-                };
-                if usage.hedged() {
-                    race.hedge_ms = Some(rotation.hedge_delay_ms(&set[race.order[0]]));
-                }
-                while race.next < at_once.min(race.limit) {
-                    race.post_next(now_ms);
-                }
-                race.arm_hedge(now_ms);
-            }
+        while self.next < at_once.min(self.limit) {
+            self.post_next(now_ms);
         }
-        race
+        self.arm_hedge(now_ms);
     }
 
     /// The next action for the platform, in order.
@@ -496,6 +532,23 @@ impl Race {
             .hedge_ms
             .filter(|_| self.refused.is_none() && self.next < self.limit)
             .map(|ms| now_ms.saturating_add(ms));
+    }
+}
+
+/// The outcome of a race with no upstream of `set` in `rotation`'s order:
+/// [`UpstreamError::OtherChain`] (the first one's reason) when every one was found on another
+/// chain, else [`UpstreamError::Unreachable`].
+fn none_on_chain(rotation: &Rotation, set: &[String]) -> UpstreamError {
+    // Every one found on another chain: the client is told so, not "unreachable".
+    let other_chain = set
+        .iter()
+        .map(|k| rotation.excluded(k))
+        .collect::<Option<Vec<_>>>();
+    match other_chain.and_then(|why| why.first().copied()) {
+        Some(why) => UpstreamError::OtherChain(why.to_string()),
+        None => {
+            UpstreamError::Unreachable("no upstream on the relay's chain could be reached".into())
+        }
     }
 }
 
