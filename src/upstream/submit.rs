@@ -107,119 +107,34 @@ struct Attempt {
     pool: PoolKind,
 }
 
-/// The loop of [`submit_after`] and [`publish`].
+/// The send of [`submit_after`] and [`publish`]: its attempts until an answer is final
+/// ([`Sending::attempt_until_answered`]), a refusal that may be the transaction itself checked by
+/// hash, then the answer.
 async fn send_until_final<P: Platform + ?Sized>(
     upstream: &P,
     tx: &SignedTx,
     sender: &str,
-    Attempt { kind, pool }: Attempt,
+    to: Attempt,
     policy: &RetryPolicy,
     deadline_ms: u64,
-    mut first: Option<Result<UpstreamReply, UpstreamError>>,
+    first: Option<Result<UpstreamReply, UpstreamError>>,
 ) -> Sent {
-    // The public mempool gets the plain send: a node's `eth_sendPrivateTransaction` (Alchemy's)
-    // would keep it private again.
-    let mut request = match kind {
-        CallKind::SendPublic => tx.plain_request(),
-        _ => tx.request(),
+    let send = Sending {
+        upstream,
+        tx,
+        sender,
+        to,
+        policy,
+        deadline_ms,
     };
-    // Whether a route that does not serve `eth_sendPrivateTransaction` may still make this a
-    // plain send: a private send, not plain yet.
-    let mut may_go_plain =
-        kind != CallKind::SendPublic && matches!(tx.method, SendMethod::Private { .. });
-    let mut attempts = 0;
-    // Attempts the upstream did not turn away unattempted ([`rate_limited`]): the count
-    // `UPSTREAM_RETRIES` caps.
-    let mut spent = 0;
-    // Whether a send so far may have reached the node although its answer was lost.
-    let mut maybe_in = false;
-    // Behind private routes, the one whose answer is the last.
-    let mut route = None;
-    let (mut class, answer, failure) = loop {
-        if maybe_in
-            && pool == PoolKind::Strict
-            && known_by_hash(upstream, &tx.hash, policy, deadline_ms).await
-        {
-            break (AnswerClass::AlreadyKnown, None, None);
-        }
-        attempts += 1;
-        let reply = match first.take() {
-            Some(reply) => reply,
-            None => {
-                let timeout_ms = policy.attempt_timeout(upstream.now_ms(), deadline_ms);
-                upstream.post(&request, kind, timeout_ms).await
-            }
-        };
-        let (mut class, answer) = classify(&reply);
-        // A route that does not serve `eth_sendPrivateTransaction` gets the same bytes as a
-        // plain send, at once: the request was not attempted.
-        if may_go_plain && method_not_served(&reply) {
-            upstream.emit(
-                &Metric::new("private_method_unserved", sender, SEND_PRIVATE_TRANSACTION)
-                    .value("count", 1.0)
-                    .field("nonce", tx.nonce)
-                    .field("tx_hash", hex::encode(&tx.hash)),
-            );
-            request = tx.plain_request();
-            may_go_plain = false;
-            continue;
-        }
-        // Flashbots Protect writes its nonce cache after it answered: a fast n + 1 may meet
-        // `invalid nonce` although n is in; a short wait and the same bytes get in.
-        let raced = class == AnswerClass::Unrecognized
-            && kind == CallKind::Send
-            && upstream.sends_to_private_route()
-            && nonce_cache_raced(&reply);
-        if raced {
-            class = AnswerClass::Busy;
-        }
-        let unattempted = raced || rate_limited(&reply);
-        if !unattempted {
-            spent += 1;
-        }
-        if class.retryable() {
-            maybe_in |= may_have_arrived(&reply);
-            let now = upstream.now_ms();
-            let retry_after_ms = match &reply {
-                Ok(r) => r.retry_after_ms,
-                Err(e) => e.retry_after_ms(),
-            };
-            let jitter = upstream.random();
-            // A rate limit turned the request away unattempted: no retry spent, only time.
-            let capped = policy.max_retries.is_some_and(|max| spent > max);
-            let uncapped = RetryPolicy {
-                max_retries: None,
-                ..*policy
-            };
-            if let Some(delay_ms) = (!capped)
-                .then(|| uncapped.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms))
-                .flatten()
-            {
-                let why = match &reply {
-                    Err(UpstreamError::Status(status, _)) => format!("http_{status}"),
-                    Err(e) => e.kind().to_string(),
-                    Ok(r) if class == AnswerClass::Unavailable => format!("http_{}", r.status),
-                    Ok(_) => class.label().to_string(),
-                };
-                upstream.emit(
-                    &Metric::new("tx_retried", sender, why)
-                        .value("attempt", f64::from(attempts))
-                        .value("delay_ms", delay_ms as f64)
-                        .field("nonce", tx.nonce)
-                        .field("tx_hash", hex::encode(&tx.hash)),
-                );
-                upstream.sleep(delay_ms).await;
-                continue;
-            }
-        }
-        route = reply
-            .as_ref()
-            .ok()
-            .and_then(|r| r.answerer)
-            .filter(|a| a.route)
-            .map(|a| a.index);
-        break (class, answer, reply.err());
-    };
+    let Attempts {
+        mut class,
+        answer,
+        failure,
+        attempts,
+        maybe_in,
+        route,
+    } = send.attempt_until_answered(first).await;
     let mut unknown = false;
     if class.check_by_hash() {
         if known_by_hash(upstream, &tx.hash, policy, deadline_ms).await {
@@ -255,6 +170,229 @@ async fn send_until_final<P: Platform + ?Sized>(
         attempts,
         route,
     }
+}
+
+/// One transaction's send, as each step of [`send_until_final`] reads it.
+struct Sending<'a, P: ?Sized> {
+    upstream: &'a P,
+    /// The transaction (its request text, hash and nonce).
+    tx: &'a SignedTx,
+    /// The sender, lowercase 0x hex (for metrics).
+    sender: &'a str,
+    /// Where its attempts go.
+    to: Attempt,
+    /// Its retries and attempt timeout.
+    policy: &'a RetryPolicy,
+    /// When it must have its answer, Unix ms.
+    deadline_ms: u64,
+}
+
+/// What a send's attempts came to before the check by hash of [`send_until_final`].
+struct Attempts {
+    /// The last answer's class ([`AnswerClass::AlreadyKnown`] when a lookup by hash found the
+    /// transaction).
+    class: AnswerClass,
+    /// The last answer, when the upstream gave one.
+    answer: Option<Answer>,
+    /// The last attempt's failure, when it had no answer.
+    failure: Option<UpstreamError>,
+    /// How many times the bytes were sent.
+    attempts: u32,
+    /// Whether a send may have reached the node although its answer was lost.
+    maybe_in: bool,
+    /// Behind private routes, the one whose answer is the last.
+    route: Option<usize>,
+}
+
+impl<P: Platform + ?Sized> Sending<'_, P> {
+    /// Sends the transaction until an answer is final, or its retries or the deadline are spent
+    /// (`first`: the first attempt's reply, when it was already made): a route that does not
+    /// serve `eth_sendPrivateTransaction` gets the plain send, a retryable answer is tried again
+    /// after its backoff ([`Sending::back_off`]), and under a strict pool a send that may have
+    /// arrived is looked up by hash first.
+    async fn attempt_until_answered(
+        &self,
+        mut first: Option<Result<UpstreamReply, UpstreamError>>,
+    ) -> Attempts {
+        let Sending {
+            upstream,
+            tx,
+            to: Attempt { kind, pool },
+            policy,
+            deadline_ms,
+            ..
+        } = *self;
+        // The public mempool gets the plain send: a node's `eth_sendPrivateTransaction`
+        // (Alchemy's) would keep it private again.
+        let mut request = match kind {
+            CallKind::SendPublic => tx.plain_request(),
+            _ => tx.request(),
+        };
+        // Whether a route that does not serve `eth_sendPrivateTransaction` may still make this
+        // a plain send: a private send, not plain yet.
+        let mut may_go_plain =
+            kind != CallKind::SendPublic && matches!(tx.method, SendMethod::Private { .. });
+        let mut attempts = 0;
+        // Attempts the upstream did not turn away unattempted ([`rate_limited`]): the count
+        // `UPSTREAM_RETRIES` caps.
+        let mut spent = 0;
+        // Whether a send so far may have reached the node although its answer was lost.
+        let mut maybe_in = false;
+        // Behind private routes, the one whose answer is the last.
+        let mut route = None;
+        let (class, answer, failure) = loop {
+            if maybe_in
+                && pool == PoolKind::Strict
+                && known_by_hash(upstream, &tx.hash, policy, deadline_ms).await
+            {
+                break (AnswerClass::AlreadyKnown, None, None);
+            }
+            attempts += 1;
+            let reply = match first.take() {
+                Some(reply) => reply,
+                None => self.post_attempt(&request).await,
+            };
+            let (mut class, answer) = classify(&reply);
+            // A route that does not serve `eth_sendPrivateTransaction` gets the same bytes as a
+            // plain send, at once: the request was not attempted.
+            if may_go_plain && method_not_served(&reply) {
+                self.emit_private_unserved();
+                request = tx.plain_request();
+                may_go_plain = false;
+                continue;
+            }
+            let raced = self.private_nonce_race(class, &reply);
+            if raced {
+                class = AnswerClass::Busy;
+            }
+            let unattempted = raced || rate_limited(&reply);
+            if !unattempted {
+                spent += 1;
+            }
+            if class.retryable() {
+                maybe_in |= may_have_arrived(&reply);
+                if self.back_off(&reply, class, attempts, spent).await {
+                    continue;
+                }
+            }
+            route = answering_route(&reply);
+            break (class, answer, reply.err());
+        };
+        Attempts {
+            class,
+            answer,
+            failure,
+            attempts,
+            maybe_in,
+            route,
+        }
+    }
+
+    /// POSTs `request` (the send's request text) once, waiting for its reply at most the
+    /// policy's attempt timeout, cut to the time left before the deadline.
+    async fn post_attempt(&self, request: &str) -> Result<UpstreamReply, UpstreamError> {
+        let timeout_ms = self
+            .policy
+            .attempt_timeout(self.upstream.now_ms(), self.deadline_ms);
+        self.upstream.post(request, self.to.kind, timeout_ms).await
+    }
+
+    /// Emits the `private_method_unserved` metric: a route did not serve
+    /// `eth_sendPrivateTransaction`, and the transaction goes as a plain send.
+    fn emit_private_unserved(&self) {
+        let Sending {
+            upstream,
+            tx,
+            sender,
+            ..
+        } = *self;
+        upstream.emit(
+            &Metric::new("private_method_unserved", sender, SEND_PRIVATE_TRANSACTION)
+                .value("count", 1.0)
+                .field("nonce", tx.nonce)
+                .field("tx_hash", hex::encode(&tx.hash)),
+        );
+    }
+
+    /// Whether `reply`, of class `class`, is a private route's nonce cache behind
+    /// ([`nonce_cache_raced`]) on a send to the private routes: then it is busy, not a refusal.
+    fn private_nonce_race(
+        &self,
+        class: AnswerClass,
+        reply: &Result<UpstreamReply, UpstreamError>,
+    ) -> bool {
+        // Flashbots Protect writes its nonce cache after it answered: a fast n + 1 may meet
+        // `invalid nonce` although n is in; a short wait and the same bytes get in.
+        class == AnswerClass::Unrecognized
+            && self.to.kind == CallKind::Send
+            && self.upstream.sends_to_private_route()
+            && nonce_cache_raced(reply)
+    }
+
+    /// After a retryable `reply` (of class `class`) to attempt number `attempts`, `spent` of
+    /// them counted by `UPSTREAM_RETRIES`: emits `tx_retried` and waits out the jittered backoff
+    /// (or the upstream's `Retry-After` when longer), ms, then true; false at once when the
+    /// retries are spent or the next attempt would not fit before the deadline.
+    async fn back_off(
+        &self,
+        reply: &Result<UpstreamReply, UpstreamError>,
+        class: AnswerClass,
+        attempts: u32,
+        spent: u32,
+    ) -> bool {
+        let Sending {
+            upstream,
+            tx,
+            sender,
+            policy,
+            deadline_ms,
+            ..
+        } = *self;
+        let now = upstream.now_ms();
+        let retry_after_ms = match reply {
+            Ok(r) => r.retry_after_ms,
+            Err(e) => e.retry_after_ms(),
+        };
+        let jitter = upstream.random();
+        // A rate limit turned the request away unattempted: no retry spent, only time.
+        let capped = policy.max_retries.is_some_and(|max| spent > max);
+        let uncapped = RetryPolicy {
+            max_retries: None,
+            ..*policy
+        };
+        let Some(delay_ms) = (!capped)
+            .then(|| uncapped.next_retry(attempts, jitter, now, deadline_ms, retry_after_ms))
+            .flatten()
+        else {
+            return false;
+        };
+        let why = match reply {
+            Err(UpstreamError::Status(status, _)) => format!("http_{status}"),
+            Err(e) => e.kind().to_string(),
+            Ok(r) if class == AnswerClass::Unavailable => format!("http_{}", r.status),
+            Ok(_) => class.label().to_string(),
+        };
+        upstream.emit(
+            &Metric::new("tx_retried", sender, why)
+                .value("attempt", f64::from(attempts))
+                .value("delay_ms", delay_ms as f64)
+                .field("nonce", tx.nonce)
+                .field("tx_hash", hex::encode(&tx.hash)),
+        );
+        upstream.sleep(delay_ms).await;
+        true
+    }
+}
+
+/// Behind private routes, the one that gave `reply` (its position in `UPSTREAM_SEND_URL`), when
+/// the platform says.
+fn answering_route(reply: &Result<UpstreamReply, UpstreamError>) -> Option<usize> {
+    reply
+        .as_ref()
+        .ok()
+        .and_then(|r| r.answerer)
+        .filter(|a| a.route)
+        .map(|a| a.index)
 }
 
 /// Whether `reply` is a private route's `invalid nonce` (Flashbots Protect's -32603, answered
