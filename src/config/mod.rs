@@ -268,74 +268,13 @@ impl Config {
         })
     }
 
+    /// Reads one chain's settings through `get` as written: its upstreams and private routes
+    /// first ([`Config::read_upstreams`]), then the WebSocket limits, then the others in the
+    /// order of the fields below. An error is the first setting that does not read.
     fn read_unnamed(get: &settings::Vars) -> Result<Config, ConfigError> {
         use settings as s;
-        let upstream_urls = HTTP_URLS.list("UPSTREAM_RPC_URL", &s::UPSTREAM_RPC_URL.read(get)?)?;
-        if upstream_urls.is_empty() {
-            return Err(HTTP_URLS.error("UPSTREAM_RPC_URL"));
-        }
-        let upstream_send_urls = match s::UPSTREAM_SEND_URL.read(get)? {
-            Some(listed) => ROUTE_URLS.list("UPSTREAM_SEND_URL", &listed)?,
-            None => Vec::new(),
-        };
-        let send_status_urls = match s::SEND_STATUS_URL.read(get)? {
-            None => Vec::new(),
-            Some(listed) => {
-                let urls: Vec<Option<String>> = listed
-                    .split(',')
-                    .map(|url| Some(url.trim().to_string()).filter(|u| !u.is_empty()))
-                    .collect();
-                let bad = |problem: String| ConfigError::new("SEND_STATUS_URL", problem);
-                for url in urls.iter().flatten() {
-                    if !ROUTE_URLS.accepts(url) || !url.contains("{hash}") {
-                        return Err(bad("must be https:// URLs (http:// only to 127.0.0.1, \
-                                        localhost or [::1]) with {hash} where the transaction \
-                                        hash goes"
-                            .into()));
-                    }
-                }
-                if !upstream_send_urls.is_empty() && urls.len() != upstream_send_urls.len() {
-                    return Err(bad(format!(
-                        "lists {} status URLs for {} routes in UPSTREAM_SEND_URL: give one per \
-                         route, in the same order (an empty entry for a route without one)",
-                        urls.len(),
-                        upstream_send_urls.len()
-                    )));
-                }
-                urls
-            }
-        };
-        let send_public_after_blocks = s::SEND_PUBLIC_AFTER_BLOCKS.read(get)?;
-        for (name, set) in [
-            ("SEND_STATUS_URL", !send_status_urls.is_empty()),
-            (
-                "SEND_PUBLIC_AFTER_BLOCKS",
-                send_public_after_blocks.is_some(),
-            ),
-        ] {
-            if set && upstream_send_urls.is_empty() {
-                return Err(ConfigError::new(
-                    name,
-                    "is for a private route: set UPSTREAM_SEND_URL too",
-                ));
-            }
-        }
-        let upstream_url = upstream_urls[0].clone();
-        let upstream_ws_urls: Vec<String> = match s::UPSTREAM_WS_URL.read(get)? {
-            None => upstream_urls
-                .iter()
-                .map(|u| crate::websocket::ws_url_of(u))
-                .collect(),
-            Some(listed) => WS_URLS.list("UPSTREAM_WS_URL", &listed)?,
-        };
-        let socket = SocketLimits {
-            max_subscriptions: s::WS_MAX_SUBSCRIPTIONS.read(get)?,
-            max_message_bytes: s::WS_MAX_MESSAGE_BYTES.read(get)?,
-            idle_timeout_ms: s::WS_IDLE_TIMEOUT_S.read(get)?,
-            upstream_reconnect_ms: s::WS_UPSTREAM_RECONNECT_MS.read(get)?,
-            max_connection_bytes: s::WS_MAX_CONNECTION_BYTES.read(get)?,
-            max_isolate_bytes: s::WS_MAX_ISOLATE_BYTES.read(get)?,
-        };
+        let upstreams = Self::read_upstreams(get)?;
+        let socket = Self::read_socket(get)?;
         Ok(Config {
             chain_id: s::CHAIN_ID.read(get)?,
             allow_unprotected_txs: s::ALLOW_UNPROTECTED_TXS.read(get)?,
@@ -378,27 +317,125 @@ impl Config {
             },
             rate_limit_period_s: s::RATE_LIMIT_PERIOD_S.read(get)?,
             send_broadcast: s::SEND_BROADCAST.read(get)?,
-            secrets: redact::secrets_of_all(
-                &[
-                    upstream_urls.as_slice(),
-                    upstream_ws_urls.as_slice(),
-                    upstream_send_urls.as_slice(),
-                ]
-                .concat(),
-                &send_status_urls
-                    .iter()
-                    .flatten()
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            ),
+            secrets: upstreams.secrets(),
             named_chain: None,
-            send_status_urls,
-            send_public_after_blocks,
+            send_status_urls: upstreams.send_status_urls,
+            send_public_after_blocks: upstreams.send_public_after_blocks,
+            upstream_urls: upstreams.upstream_urls,
+            upstream_send_urls: upstreams.upstream_send_urls,
+            upstream_ws_urls: upstreams.upstream_ws_urls,
+            socket,
+            upstream_url: upstreams.upstream_url,
+        })
+    }
+
+    /// Reads where requests go, in this order: `UPSTREAM_RPC_URL` (at least one URL),
+    /// `UPSTREAM_SEND_URL`, `SEND_STATUS_URL` ([`Config::read_send_status_urls`]),
+    /// `SEND_PUBLIC_AFTER_BLOCKS` (these two only with a private route), `UPSTREAM_WS_URL`
+    /// (default: each upstream's as a WebSocket URL).
+    ///
+    /// # Errors
+    /// [`ConfigError`] of the first that does not read, or of a private route's setting
+    /// without `UPSTREAM_SEND_URL`.
+    fn read_upstreams(get: &settings::Vars) -> Result<Upstreams, ConfigError> {
+        use settings as s;
+        let upstream_urls = HTTP_URLS.list("UPSTREAM_RPC_URL", &s::UPSTREAM_RPC_URL.read(get)?)?;
+        if upstream_urls.is_empty() {
+            return Err(HTTP_URLS.error("UPSTREAM_RPC_URL"));
+        }
+        let upstream_send_urls = match s::UPSTREAM_SEND_URL.read(get)? {
+            Some(listed) => ROUTE_URLS.list("UPSTREAM_SEND_URL", &listed)?,
+            None => Vec::new(),
+        };
+        let send_status_urls = Self::read_send_status_urls(get, &upstream_send_urls)?;
+        let send_public_after_blocks = s::SEND_PUBLIC_AFTER_BLOCKS.read(get)?;
+        for (name, set) in [
+            ("SEND_STATUS_URL", !send_status_urls.is_empty()),
+            (
+                "SEND_PUBLIC_AFTER_BLOCKS",
+                send_public_after_blocks.is_some(),
+            ),
+        ] {
+            if set && upstream_send_urls.is_empty() {
+                return Err(ConfigError::new(
+                    name,
+                    "is for a private route: set UPSTREAM_SEND_URL too",
+                ));
+            }
+        }
+        let upstream_url = upstream_urls[0].clone();
+        let upstream_ws_urls: Vec<String> = match s::UPSTREAM_WS_URL.read(get)? {
+            None => upstream_urls
+                .iter()
+                .map(|u| crate::websocket::ws_url_of(u))
+                .collect(),
+            Some(listed) => WS_URLS.list("UPSTREAM_WS_URL", &listed)?,
+        };
+        Ok(Upstreams {
             upstream_urls,
             upstream_send_urls,
+            send_status_urls,
+            send_public_after_blocks,
             upstream_ws_urls,
-            socket,
             upstream_url,
+        })
+    }
+
+    /// Reads `SEND_STATUS_URL`: one entry per private route of `upstream_send_urls`, in their
+    /// order (`None` for an empty entry; any count while `UPSTREAM_SEND_URL` is unset); empty
+    /// when unset.
+    ///
+    /// # Errors
+    /// [`ConfigError`] of `SEND_STATUS_URL` for an entry that is no route URL with `{hash}`, or
+    /// for a count other than the routes'.
+    fn read_send_status_urls(
+        get: &settings::Vars,
+        upstream_send_urls: &[String],
+    ) -> Result<Vec<Option<String>>, ConfigError> {
+        Ok(match settings::SEND_STATUS_URL.read(get)? {
+            None => Vec::new(),
+            Some(listed) => {
+                let urls: Vec<Option<String>> = listed
+                    .split(',')
+                    .map(|url| Some(url.trim().to_string()).filter(|u| !u.is_empty()))
+                    .collect();
+                let bad = |problem: String| ConfigError::new("SEND_STATUS_URL", problem);
+                for url in urls.iter().flatten() {
+                    if !ROUTE_URLS.accepts(url) || !url.contains("{hash}") {
+                        return Err(bad("must be https:// URLs (http:// only to 127.0.0.1, \
+                                        localhost or [::1]) with {hash} where the transaction \
+                                        hash goes"
+                            .into()));
+                    }
+                }
+                if !upstream_send_urls.is_empty() && urls.len() != upstream_send_urls.len() {
+                    return Err(bad(format!(
+                        "lists {} status URLs for {} routes in UPSTREAM_SEND_URL: give one per \
+                         route, in the same order (an empty entry for a route without one)",
+                        urls.len(),
+                        upstream_send_urls.len()
+                    )));
+                }
+                urls
+            }
+        })
+    }
+
+    /// Reads the WebSocket connections' limits, in this order: `WS_MAX_SUBSCRIPTIONS`,
+    /// `WS_MAX_MESSAGE_BYTES`, `WS_IDLE_TIMEOUT_S` (in ms), `WS_UPSTREAM_RECONNECT_MS`,
+    /// `WS_MAX_CONNECTION_BYTES`, `WS_MAX_ISOLATE_BYTES`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] of the first that does not parse.
+    fn read_socket(get: &settings::Vars) -> Result<SocketLimits, ConfigError> {
+        use settings as s;
+        Ok(SocketLimits {
+            max_subscriptions: s::WS_MAX_SUBSCRIPTIONS.read(get)?,
+            max_message_bytes: s::WS_MAX_MESSAGE_BYTES.read(get)?,
+            idle_timeout_ms: s::WS_IDLE_TIMEOUT_S.read(get)?,
+            upstream_reconnect_ms: s::WS_UPSTREAM_RECONNECT_MS.read(get)?,
+            max_connection_bytes: s::WS_MAX_CONNECTION_BYTES.read(get)?,
+            max_isolate_bytes: s::WS_MAX_ISOLATE_BYTES.read(get)?,
         })
     }
 
@@ -503,6 +540,45 @@ impl Config {
             max_retries: self.upstream_retries,
             ..RetryPolicy::until_deadline(self.upstream_timeout_ms)
         }
+    }
+}
+
+/// Where one chain's requests go, as read ([`Config::read_upstreams`]): [`Config`]'s fields of
+/// the same names.
+struct Upstreams {
+    /// `UPSTREAM_RPC_URL`: at least one.
+    upstream_urls: Vec<String>,
+    /// `UPSTREAM_SEND_URL`: empty when unset.
+    upstream_send_urls: Vec<String>,
+    /// `SEND_STATUS_URL`: one per private route, `None` for a route without one; empty when
+    /// unset.
+    send_status_urls: Vec<Option<String>>,
+    /// `SEND_PUBLIC_AFTER_BLOCKS`, blocks.
+    send_public_after_blocks: Option<u64>,
+    /// `UPSTREAM_WS_URL`, or each of `upstream_urls` as a WebSocket URL.
+    upstream_ws_urls: Vec<String>,
+    /// The first of `upstream_urls`.
+    upstream_url: String,
+}
+
+impl Upstreams {
+    /// The parts of every upstream, route and status URL never to show, longest first
+    /// ([`Config::redact`]).
+    fn secrets(&self) -> Vec<String> {
+        redact::secrets_of_all(
+            &[
+                self.upstream_urls.as_slice(),
+                self.upstream_ws_urls.as_slice(),
+                self.upstream_send_urls.as_slice(),
+            ]
+            .concat(),
+            &self
+                .send_status_urls
+                .iter()
+                .flatten()
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
     }
 }
 
