@@ -160,38 +160,58 @@ pub fn tag_for(
     if !names_known_blocks(view, result) {
         return None;
     }
-    // At the head, every block the answer names must be the head (a load balancer's node a
-    // block behind answers `latest` from its own; a range of logs to `latest` is the proof's).
-    if let Tag::Head { number, hash } = &tag {
+    if !names_only_the_head(&tag, read.method, result) {
+        return None;
+    }
+    if read.method == "eth_feeHistory" && !newest_fee_block_asked(&tag, about, result) {
+        return None;
+    }
+    block_is_the_tags(&tag, about, result).then_some(tag)
+}
+
+/// Whether an answer `result` to `method` tagged `tag` names no block but the head: at the head
+/// (a [`Tag::Head`]), every block it names must be the head (a load balancer's node a block
+/// behind answers `latest` from its own; a range of logs to `latest` is the proof's, so
+/// `eth_getLogs` passes). Any other tag passes.
+fn names_only_the_head(tag: &Tag, method: &str, result: &Shape) -> bool {
+    if let Tag::Head { number, hash } = tag {
         let other = result
             .blocks_named()
             .into_iter()
             .any(|(n, h)| n != *number || h != hash);
-        if other && read.method != "eth_getLogs" {
-            return None;
+        if other && method != "eth_getLogs" {
+            return false;
         }
     }
-    // `eth_feeHistory` names the blocks it covers by number: its newest must be the one asked.
-    if read.method == "eth_feeHistory" {
-        let Shape::One(named) = result else {
-            return None;
-        };
-        let asked = match (&tag, about) {
-            (Tag::Head { number, .. }, _) => *number,
-            (_, About::Number(n)) => n,
-            _ => return None,
-        };
-        if named.newest_fee_block() != Some(asked) {
-            return None;
-        }
-    }
-    match (&tag, about, result.header()) {
+    true
+}
+
+/// Whether an `eth_feeHistory` answer `result` tagged `tag` is about the blocks asked: it names
+/// the blocks it covers by number, and its newest must be the one asked (the head of a
+/// [`Tag::Head`], else the block number `about`); `false` for anything else.
+fn newest_fee_block_asked(tag: &Tag, about: About, result: &Shape) -> bool {
+    let Shape::One(named) = result else {
+        return false;
+    };
+    let asked = match (tag, about) {
+        (Tag::Head { number, .. }, _) => *number,
+        (_, About::Number(n)) => n,
+        _ => return false,
+    };
+    named.newest_fee_block() == Some(asked)
+}
+
+/// Whether a block object `result` is the block tagged `tag` (its number and hash, for a
+/// [`Tag::Block`] or [`Tag::Head`]) and the one asked by number `about`; an answer with no block
+/// header ([`Shape::header`]) passes.
+fn block_is_the_tags(tag: &Tag, about: About, result: &Shape) -> bool {
+    match (tag, about, result.header()) {
         (Tag::Block { number, hash } | Tag::Head { number, hash }, _, Some(block))
             if block.number != *number || block.hash != *hash =>
         {
-            None
+            false
         }
-        (_, About::Number(n), Some(block)) if block.number != n => None,
-        _ => Some(tag),
+        (_, About::Number(n), Some(block)) if block.number != n => false,
+        _ => true,
     }
 }
