@@ -1,4 +1,4 @@
-// viem over the relay's WebSocket: watch new blocks, and send a burst of three on the same socket
+// viem over the relay's WebSocket: watch new block numbers, and send a burst of three on the same socket
 // (the relay keeps them in nonce order, as over HTTP).
 import { createPublicClient, createWalletClient, webSocket } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -13,7 +13,9 @@ const publicClient = createPublicClient({ chain: foundry, transport });
 const wallet = createWalletClient({ account, chain: foundry, transport });
 
 const blocks = [];
-const unwatch = publicClient.watchBlocks({ onBlock: (block) => blocks.push(block.number) });
+// Numbers, not blocks: watchBlocks fetches each block, and viem retries a fetch that close() cuts
+// off on a new socket of its own, which then keeps the script running.
+const unwatch = publicClient.watchBlockNumber({ onBlockNumber: (number) => blocks.push(number) });
 const nonce = await publicClient.getTransactionCount({ address: account.address, blockTag: "pending" });
 const hashes = await Promise.all(
   [0, 1, 2].map((i) =>

@@ -68,16 +68,14 @@ test("ethers v6: network, block, balance, a transaction mined", async () => {
   }
 });
 
-test("viem over the WebSocket: watchBlocks, and a burst of three on the same socket, mined in order", async () => {
+test("viem over the WebSocket: watchBlockNumber, and a burst of three on the same socket, mined in order", async () => {
   const s = await stack({ anvil: { extraArgs: ["--block-time", "1"] } });
   try {
     const started = performance.now();
-    // 60 s: in 2 of 8 full suites (2026-11-26) the example printed both lines, then its socket's
-    // close did not complete within 30 s (never alone: 10 of 10 ended in 5-9 s); the lines below
-    // say what the relay saw when it does not end.
+    // It ends on its own: it watches block numbers (watchBlocks' fetch of a block, cut off by
+    // close(), was retried by viem on a second socket that kept the script alive, 2 of 8 full
+    // suites before 2026-11-28). The lines below say what the relay saw if it ever does not end.
     const { stdout } = await run(process.execPath, [path.join(ROOT, "examples/viem-websocket.mjs")], { env: env(s.relay.url), timeout: 60_000 }).catch((e) => {
-      // What the relay saw of the sockets, for a run that did not end (it hung once in a full
-      // suite after printing both lines: its socket's close never completed).
       console.log(`# viem-websocket did not end after ${(performance.now() - started).toFixed(0)} ms; relay's socket lines:`);
       for (const line of s.relay.logs.filter((l) => /"event":"ws_/.test(l))) console.log(`# ${line.slice(0, 300)}`);
       throw e;
