@@ -27,13 +27,17 @@ build: setup
 test-native: setup
 	$(NATIVE) cargo test
 
-# The e2e tests also run build-faults/: the same worker with the test-faults feature. Node 22's test
-# runner takes file globs, not a folder.
+# The e2e tests also run build-faults/: the same worker with the test-faults feature. The files run
+# side by side, E2E_JOBS at a time (scripts/e2e.mjs; default 3), each file's time printed at the end;
+# FILES picks some (`make test-e2e FILES="tests/relay.test.mjs tests/cache.test.mjs"`).
 test-e2e: build
 	@bash scripts/build.sh --out-dir build-faults . --features test-faults
-	@. scripts/env.sh && "$$NODE_BIN" --test --test-reporter=spec --test-concurrency=1 "tests/*.test.mjs"
+	@. scripts/env.sh && "$$NODE_BIN" scripts/e2e.mjs $(FILES)
 
-test: test-native test-e2e
+# Both, with the native build and tests beside the wasm build, and the end-to-end files beside the
+# test-faults build (scripts/test.sh); each step's time at the end.
+test: setup
+	@bash scripts/test.sh
 
 dev: build
 	@bash scripts/dev.sh
@@ -74,7 +78,7 @@ soak: build
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/soak.mjs
 
 # The read cache through many reorgs (tests/bench/cache-soak.mjs): `make test` has one
-# (tests/cache.test.mjs). DURATION_S, READERS, SEED.
+# (tests/cache-reorg.test.mjs). DURATION_S, READERS, SEED.
 soak-cache: build
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/cache-soak.mjs
 

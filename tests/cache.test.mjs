@@ -2,111 +2,13 @@
 // block a second, behind a recording test proxy. A dapp's read trace (1,000 reads of the head, of
 // old blocks, receipts and logs, over 30 s): the upstream gets at most a quarter, and every answer
 // is the node's for a block it had then (a watcher asks anvil straight every 100 ms and keeps each
-// head's answers). The same trace through an `anvil_reorg` of depth 3: no answer names a block
-// that was not canonical when it was given. Then what is never kept, the bypass, identical reads
+// head's answers); the same through a reorg is tests/cache-reorg.test.mjs. Then what is never kept, the bypass, identical reads
 // in flight, and CACHE=off.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { startProxy, startRelay, post, rpc, sleep, until, devAccount, signTransfer, sendRaw } from "./support/harness.mjs";
 
-import { call, from, recipient, quantity, chain, watch, trace } from "./support/dapp-trace.mjs";
-
-/** How long the relay believes a head it asked (CACHE_HEAD_MS, its default), ms. */
-const HEAD_MS = 1000;
-/** How late the watcher may see a block the relay already has (it asks every 100 ms, and four
- * questions of each new head), and a read's way through the relay, ms. */
-const MARGIN_MS = 500;
-
-/** The heads a read at the head begun at `start` and answered at `end` may be answered from: those
- * seen from CACHE_HEAD_MS (and a margin) before it began until it was answered (and a margin: the
- * watcher sees a block after the relay may have), and the one current then. */
-function headsFor(heads, start, end) {
-  const from = start - HEAD_MS - MARGIN_MS;
-  const before = heads.filter((h) => h.seen <= from).at(-1);
-  return heads.filter((h) => (h.seen > from && h.seen <= end + MARGIN_MS) || h === before);
-}
-
-/** Every answer against what the node said: at the head, one of the heads it may be from; by
- * number or hash, the node's own answer (asked straight at the end); each block hash named was
- * canonical when the answer was given (`canonicalAt(number, start, end)` says which hashes). */
-async function check(c, heads, done, canonicalAt) {
-  const wrong = [];
-  const node = new Map();
-  const straight = async (req) => {
-    const key = JSON.stringify([req.method, req.params]);
-    if (!node.has(key)) node.set(key, (await rpc(c.anvil.url, req.method, req.params)).result);
-    return node.get(key);
-  };
-  for (const { req, start, end, json } of done) {
-    const result = json?.result;
-    if (result === undefined) {
-      wrong.push({ req, why: "no result", json });
-      continue;
-    }
-    const may = headsFor(heads, start, end);
-    const named = (number, hash) => {
-      const ok = canonicalAt(number, start, end);
-      if (!ok.includes(hash)) wrong.push({ req, why: `names ${hash} at ${number}, canonical then: ${ok}` });
-    };
-    switch (req.method) {
-      case "eth_blockNumber":
-        if (!may.some((h) => h.number === Number(result))) wrong.push({ req, why: `head ${Number(result)} not among ${may.map((h) => h.number)}` });
-        break;
-      case "eth_getBlockByNumber":
-        if (req.params[0] === "latest") {
-          if (!may.some((h) => h.hash === result.hash)) wrong.push({ req, why: `latest ${Number(result.number)} not among ${may.map((h) => h.number)}` });
-        }
-        named(Number(result.number), result.hash);
-        if (Number(result.number) < 40) assert.deepEqual(result, await straight(req), "an old block as the node has it");
-        break;
-      case "eth_call":
-        if (req.params[1] !== "latest") {
-          // The number contract at a block by number answers that number.
-          if (Number(result) !== Number(req.params[1])) wrong.push({ req, why: `eth_call at ${req.params[1]} said ${result}` });
-        } else if (!may.some((h) => h.callResult === result)) wrong.push({ req, why: `eth_call ${Number(result)} not among ${may.map((h) => h.number)}` });
-        break;
-      case "eth_getBalance":
-        if (!may.some((h) => h.balance === result)) wrong.push({ req, why: `balance ${BigInt(result)} not among heads ${may.map((h) => h.number)}` });
-        break;
-      case "eth_gasPrice":
-        if (!may.some((h) => h.gasPrice === result)) wrong.push({ req, why: `gas price ${result} not among ${may.map((h) => h.gasPrice)}` });
-        break;
-      case "eth_chainId":
-        if (result !== "0x7a69") wrong.push({ req, why: result });
-        break;
-      case "eth_getTransactionReceipt":
-        if (!c.old.includes(req.params[0])) {
-          // A recent transfer's: null while pending (or dropped by a reorg), else in a block
-          // canonical then.
-          if (result !== null) named(Number(result.blockNumber), result.blockHash);
-          break;
-        }
-      // falls through
-      case "eth_getLogs":
-        assert.deepEqual(result, await straight(req), `${req.method} as the node has it`);
-        break;
-      default:
-        wrong.push({ req, why: "unexpected" });
-    }
-  }
-  return wrong;
-}
-
-/** The canonical hashes at `number` between `start` and `end` when no reorg happens: the node's. */
-const noReorg = (c) => {
-  const final = new Map();
-  return {
-    load: async (numbers) => {
-      for (const n of numbers) final.set(n, (await rpc(c.anvil.url, "eth_getBlockByNumber", [quantity(n), false])).result?.hash);
-    },
-    at: (number) => [final.get(number)],
-  };
-};
-
-/** The block an answer names: a block's number and hash, or a receipt's block. */
-const blockOf = (result) =>
-  result?.hash && result?.number ? { number: Number(result.number), hash: result.hash } : result?.blockHash ? { number: Number(result.blockNumber), hash: result.blockHash } : null;
-const numbersNamed = (done) => [...new Set(done.map((d) => blockOf(d.json?.result)?.number).filter((n) => n !== undefined))];
+import { call, from, recipient, quantity, chain, watch, trace, check, noReorg, numbersNamed } from "./support/dapp-trace.mjs";
 
 test("a dapp's read trace, 1,000 reads over 30 s through the relay: the upstream gets at most a quarter, and every answer is the node's for its block", async () => {
   const c = await chain();
@@ -145,73 +47,6 @@ test("a dapp's read trace, 1,000 reads over 30 s through the relay: the upstream
  * still be answered from the old chain (the relay cannot know of it sooner), counted; none begun
  * later names a replaced block.
  */
-async function reorgTrace(vars, windowMs) {
-  const c = await chain(vars);
-  const watcher = watch(c);
-  try {
-    await until(() => watcher.heads.length > 0, 5000);
-    let before;
-    let reorgAt;
-    const { done, upstream } = await trace(c, watcher, {
-      midway: async () => {
-        const head = Number(await c.ask("eth_blockNumber", []));
-        before = new Map();
-        for (let n = head - 8; n <= head; n++) before.set(n, (await c.ask("eth_getBlockByNumber", [quantity(n), false])).hash);
-        const started = performance.now();
-        await c.ask("anvil_reorg", [3, []]);
-        reorgAt = { started, done: performance.now(), fork: head - 2 };
-        return reorgAt;
-      },
-    });
-    await watcher.stop();
-    const after = new Map();
-    for (const n of numbersNamed(done)) after.set(n, (await rpc(c.anvil.url, "eth_getBlockByNumber", [quantity(n), false])).result?.hash);
-    // Canonical when the answer was given: before the reorg began, the old chain's (where it
-    // differs); once the relay had to know of it (`windowMs` after the reorg), the node's now;
-    // between, either.
-    const learned = () => reorgAt.done + windowMs;
-    const canonicalAt = (number, start, end) => {
-      const old = before.get(number) ?? after.get(number);
-      if (end < reorgAt.started) return [old];
-      if (start > learned()) return [after.get(number)];
-      return [old, after.get(number)];
-    };
-    const replaced = [...before.entries()].filter(([n, h]) => after.has(n) && after.get(n) !== h).map(([n]) => n);
-    const wrong = await check(c, watcher.heads, done, canonicalAt);
-    const afterReorg = done.filter((d) => d.start > reorgAt.done);
-    const replacedBlock = (d) => {
-      const b = blockOf(d.json?.result);
-      return b && b.number >= reorgAt.fork && before.get(b.number) === b.hash && after.get(b.number) !== b.hash;
-    };
-    const stale = afterReorg.filter((d) => d.start > learned()).filter(replacedBlock);
-    const window = afterReorg.filter((d) => d.start <= learned()).filter(replacedBlock);
-    const lastInWindow = Math.max(0, ...window.map((d) => d.end - reorgAt.done));
-    const reorgLines = c.relay.logs.filter((l) => l.includes('"event":"cache_reorg"'));
-    const heard = c.relay.logs.filter((l) => l.includes('"event":"cache"')).reduce((a, l) => a + JSON.parse(l.slice(l.indexOf("{"))).heads_heard, 0);
-    console.log(`cache reorg trace (${JSON.stringify(vars)}): ${done.length} reads, ${upstream} upstream, fork ${reorgAt.fork}, blocks replaced ${replaced}, ${afterReorg.length} reads after it, ${window.length} of them naming a replaced block within ${windowMs} ms (the last ${lastInWindow.toFixed(0)} ms after the reorg), ${stale.length} after, cache_reorg lines ${reorgLines.length}, heads heard ${heard}`);
-    assert.ok(replaced.length >= 1, "the reorg replaced blocks the trace read");
-    assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} answers not canonical or not the node's`);
-    assert.deepEqual(stale, [], `no answer from before the reorg above the fork point once the relay knew of it`);
-    assert.ok(reorgLines.length >= 1, "the relay saw the reorg");
-    return { heard };
-  } finally {
-    await watcher.stop();
-    await c.stop();
-  }
-}
-
-test("a reorg of depth 3 while the trace runs: the relay hears it on its own newHeads socket, and no read begun after the reorg names a block it replaced", async () => {
-  // A window of 0: every read begun after anvil_reorg answered is checked as the node answers now.
-  const { heard } = await reorgTrace({}, 0);
-  // The `cache` lines of the first 20 s at least (written every 10 s while reads come).
-  assert.ok(heard >= 10, `the head watch heard the chain's heads: ${heard}`);
-});
-
-test("the same with CACHE_HEAD_WATCH=off: the head is only asked, so reads within CACHE_HEAD_MS of the reorg may name a replaced block, none after", async () => {
-  const { heard } = await reorgTrace({ CACHE_HEAD_WATCH: "off" }, HEAD_MS + MARGIN_MS);
-  assert.equal(heard, 0, "no head heard without the watch");
-});
-
 test("what is never kept (errors, null, pending), Cache-Control: no-cache, identical reads in flight as one, and CACHE=off", async () => {
   const c = await chain();
   try {

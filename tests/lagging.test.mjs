@@ -1,3 +1,5 @@
+// e2e: alone (scripts/e2e.mjs): it bounds how far behind the chain the relay's head may be, in
+// real time, which a busy machine moves.
 // Upstreams that lag must not poison the read cache. The compiled relay on workerd in front of anvil
 // mining a block a second, behind the provider profiles of tests/support/providers.mjs: a
 // load-balanced URL over nodes a block apart (one answering eth_getLogs past its head with `[]`, as

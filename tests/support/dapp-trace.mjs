@@ -1,4 +1,5 @@
-// The dapp's read trace (issue 43), shared by tests/cache.test.mjs and tests/bench/cache-proof.mjs:
+// The dapp's read trace (issue 43), shared by tests/cache.test.mjs, tests/cache-reorg.test.mjs
+// (with the checks of a trace's answers, at the end) and tests/bench/cache-proof.mjs:
 // anvil mining a block a second behind a recording test proxy, the relay on workerd in front, a
 // watcher that asks anvil straight, and 1,000 reads of the head, old blocks, receipts and logs.
 import { startAnvil, startProxy, startRelay, post, rpc, sleep, devAccount } from "./harness.mjs";
@@ -120,3 +121,100 @@ export async function trace(c, watcher, { count = 1000, everyMs = 30, midway } =
   await Promise.all(inFlight);
   return { done, upstream: c.proxy.requests.length - asked, midwayAt };
 }
+
+/** How long the relay believes a head it asked (CACHE_HEAD_MS, its default), ms. */
+export const HEAD_MS = 1000;
+/** How late the watcher may see a block the relay already has (it asks every 100 ms, and four
+ * questions of each new head), and a read's way through the relay, ms. */
+export const MARGIN_MS = 500;
+
+/** The heads a read at the head begun at `start` and answered at `end` may be answered from: those
+ * seen from CACHE_HEAD_MS (and a margin) before it began until it was answered (and a margin: the
+ * watcher sees a block after the relay may have), and the one current then. */
+export function headsFor(heads, start, end) {
+  const from = start - HEAD_MS - MARGIN_MS;
+  const before = heads.filter((h) => h.seen <= from).at(-1);
+  return heads.filter((h) => (h.seen > from && h.seen <= end + MARGIN_MS) || h === before);
+}
+
+/** Every answer against what the node said: at the head, one of the heads it may be from; by
+ * number or hash, the node's own answer (asked straight at the end); each block hash named was
+ * canonical when the answer was given (`canonicalAt(number, start, end)` says which hashes). */
+export async function check(c, heads, done, canonicalAt) {
+  const wrong = [];
+  const node = new Map();
+  const straight = async (req) => {
+    const key = JSON.stringify([req.method, req.params]);
+    if (!node.has(key)) node.set(key, (await rpc(c.anvil.url, req.method, req.params)).result);
+    return node.get(key);
+  };
+  for (const { req, start, end, json } of done) {
+    const result = json?.result;
+    if (result === undefined) {
+      wrong.push({ req, why: "no result", json });
+      continue;
+    }
+    const may = headsFor(heads, start, end);
+    const named = (number, hash) => {
+      const ok = canonicalAt(number, start, end);
+      if (!ok.includes(hash)) wrong.push({ req, why: `names ${hash} at ${number}, canonical then: ${ok}` });
+    };
+    switch (req.method) {
+      case "eth_blockNumber":
+        if (!may.some((h) => h.number === Number(result))) wrong.push({ req, why: `head ${Number(result)} not among ${may.map((h) => h.number)}` });
+        break;
+      case "eth_getBlockByNumber":
+        if (req.params[0] === "latest") {
+          if (!may.some((h) => h.hash === result.hash)) wrong.push({ req, why: `latest ${Number(result.number)} not among ${may.map((h) => h.number)}` });
+        }
+        named(Number(result.number), result.hash);
+        if (Number(result.number) < 40) assert.deepEqual(result, await straight(req), "an old block as the node has it");
+        break;
+      case "eth_call":
+        if (req.params[1] !== "latest") {
+          // The number contract at a block by number answers that number.
+          if (Number(result) !== Number(req.params[1])) wrong.push({ req, why: `eth_call at ${req.params[1]} said ${result}` });
+        } else if (!may.some((h) => h.callResult === result)) wrong.push({ req, why: `eth_call ${Number(result)} not among ${may.map((h) => h.number)}` });
+        break;
+      case "eth_getBalance":
+        if (!may.some((h) => h.balance === result)) wrong.push({ req, why: `balance ${BigInt(result)} not among heads ${may.map((h) => h.number)}` });
+        break;
+      case "eth_gasPrice":
+        if (!may.some((h) => h.gasPrice === result)) wrong.push({ req, why: `gas price ${result} not among ${may.map((h) => h.gasPrice)}` });
+        break;
+      case "eth_chainId":
+        if (result !== "0x7a69") wrong.push({ req, why: result });
+        break;
+      case "eth_getTransactionReceipt":
+        if (!c.old.includes(req.params[0])) {
+          // A recent transfer's: null while pending (or dropped by a reorg), else in a block
+          // canonical then.
+          if (result !== null) named(Number(result.blockNumber), result.blockHash);
+          break;
+        }
+      // falls through
+      case "eth_getLogs":
+        assert.deepEqual(result, await straight(req), `${req.method} as the node has it`);
+        break;
+      default:
+        wrong.push({ req, why: "unexpected" });
+    }
+  }
+  return wrong;
+}
+
+/** The canonical hashes at `number` between `start` and `end` when no reorg happens: the node's. */
+export const noReorg = (c) => {
+  const final = new Map();
+  return {
+    load: async (numbers) => {
+      for (const n of numbers) final.set(n, (await rpc(c.anvil.url, "eth_getBlockByNumber", [quantity(n), false])).result?.hash);
+    },
+    at: (number) => [final.get(number)],
+  };
+};
+
+/** The block an answer names: a block's number and hash, or a receipt's block. */
+export const blockOf = (result) =>
+  result?.hash && result?.number ? { number: Number(result.number), hash: result.hash } : result?.blockHash ? { number: Number(result.blockNumber), hash: result.blockHash } : null;
+export const numbersNamed = (done) => [...new Set(done.map((d) => blockOf(d.json?.result)?.number).filter((n) => n !== undefined))];
