@@ -35,7 +35,9 @@ fi
 mkdir -p "$TOOLS_DIR"
 # Host tools are built with the host's normal cargo (rustup's when present).
 host_cargo=$(command -v cargo)
-if [ "$("$TOOLS_DIR/bin/worker-build" --version 2>/dev/null || true)" != "worker-build $WORKER_BUILD_VERSION" ]; then
+# worker-build 0.8 prints its bare version (`0.8.7`); older ones printed `worker-build 0.x.y`.
+worker_build_version=$("$TOOLS_DIR/bin/worker-build" --version 2>/dev/null || true)
+if [ "${worker_build_version#worker-build }" != "$WORKER_BUILD_VERSION" ]; then
   log "building worker-build $WORKER_BUILD_VERSION (a few minutes, once)"
   "$host_cargo" install -q worker-build --version "=$WORKER_BUILD_VERSION" --locked --root "$TOOLS_DIR"
 fi
