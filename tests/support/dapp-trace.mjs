@@ -2,6 +2,7 @@
 // (with the checks of a trace's answers, at the end) and tests/bench/cache-proof.mjs:
 // anvil mining a block a second behind a recording test proxy, the relay on workerd in front, a
 // watcher that asks anvil straight, and 1,000 reads of the head, old blocks, receipts and logs.
+import assert from "node:assert/strict";
 import { startAnvil, startProxy, startRelay, post, rpc, sleep, devAccount } from "./harness.mjs";
 
 export const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
