@@ -28,14 +28,16 @@ test-native: setup
 	$(NATIVE) cargo test
 
 # The e2e tests also run build-faults/: the same worker with the test-faults feature. The files run
-# side by side, E2E_JOBS at a time (scripts/e2e.mjs; default 3), each file's time printed at the end;
+# side by side, E2E_JOBS at a time (scripts/e2e.mjs; default 4), each file's time printed at the end;
 # FILES picks some (`make test-e2e FILES="tests/relay.test.mjs tests/cache.test.mjs"`).
-test-e2e: build
+# build/ is built last: cargo's release artifact is then the one tests/deploy.test.mjs builds again.
+test-e2e: setup
 	@bash scripts/build.sh --out-dir build-faults . --features test-faults
+	@bash scripts/build.sh
 	@. scripts/env.sh && "$$NODE_BIN" scripts/e2e.mjs $(FILES)
 
-# Both, with the native build and tests beside the wasm build, and the end-to-end files beside the
-# test-faults build (scripts/test.sh); each step's time at the end.
+# Both (scripts/test.sh): the native build, the two wasm32 builds, the native tests beside the last
+# of them, then the end-to-end files; each step's time at the end.
 test: setup
 	@bash scripts/test.sh
 

@@ -4,13 +4,11 @@
 //
 // Each file is its own `node --test` process with its own anvil, workerd, ports (freePort) and
 // state directories, so files share nothing and run side by side: E2E_JOBS of them at a time
-// (default 3; the files wait on chains, timers and sockets far more than they compute). A file
+// (default 4; the files wait on chains, timers and sockets far more than they compute). A file
 // whose first lines carry the marker `e2e: alone` asserts something about timing that a busy
 // machine could move, and runs by itself, after the others. Files start longest first, by the
-// times of the last run (target/e2e-times.json), else by size; a file that runs build-faults/
-// waits for it when E2E_WAIT_FOR names the file that says it is built (scripts/test.sh). A file's
-// output is printed whole when it ends, so the files' lines never interleave. Exit status 1 when
-// any file failed.
+// times of the last run (target/e2e-times.json), else by size. A file's output is printed whole
+// when it ends, so the files' lines never interleave. Exit status 1 when any file failed.
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -18,7 +16,7 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const TIMES = path.join(ROOT, "target", "e2e-times.json");
-const JOBS = Math.max(1, Number(process.env.E2E_JOBS ?? 3));
+const JOBS = Math.max(1, Number(process.env.E2E_JOBS ?? 4));
 
 const files = process.argv.length > 2
   ? process.argv.slice(2).map((f) => path.relative(ROOT, path.resolve(f)))
@@ -45,41 +43,9 @@ const byWeight = (a, b) => weight(b) - weight(a);
 const shared = files.filter((f) => !alone(f)).sort(byWeight);
 const solo = files.filter(alone).sort(byWeight);
 
-/**
- * Whether a file waits for the test-faults build (build-faults/): it runs it, or it builds the
- * worker itself (marker `e2e: after build-faults`: cargo's release artifact is one file for both
- * feature sets, so a build of its own beside the test-faults build could hand that build the wrong
- * one).
- */
-const needsFaults = (file) => {
-  const text = readFileSync(path.join(ROOT, file), "utf8");
-  return text.includes('"build-faults"') || text.split("\n").slice(0, 10).some((l) => l.includes("e2e: after build-faults"));
-};
-
-/**
- * E2E_WAIT_FOR (scripts/test.sh): a file that appears when build-faults/ is built (its text
- * `failed` when the build failed); the files that need that build wait for it, the others start.
- * `true` when it is there (or nothing is awaited), `false` while it is not, an error once it failed.
- */
-function faultsBuild() {
-  const marker = process.env.E2E_WAIT_FOR;
-  if (!marker) return true;
-  try {
-    const text = readFileSync(path.resolve(ROOT, marker), "utf8");
-    return text.trim() === "failed" ? new Error("the test-faults build (build-faults/) failed") : true;
-  } catch {
-    return false;
-  }
-}
-
 /** One file in its own `node --test` process: { file, seconds, ok, tests, output }. */
 function runFile(file) {
   return new Promise((resolve) => {
-    const built = needsFaults(file) ? faultsBuild() : true;
-    if (built instanceof Error) {
-      resolve({ file, seconds: 0, ok: false, code: "not run", tests: 0, failed: 0, output: `${built.message}\n` });
-      return;
-    }
     const started = performance.now();
     const child = spawn(process.execPath, ["--test", "--test-reporter=spec", "--test-concurrency=1", file], {
       cwd: ROOT,
@@ -109,18 +75,8 @@ function runFile(file) {
 async function pool(list, jobs) {
   const results = [];
   const queue = [...list];
-  /** The next file to start: the first in line, passing over those whose build is not there yet. */
-  const next = async () => {
-    for (;;) {
-      if (!queue.length) return undefined;
-      const ready = faultsBuild() !== false;
-      const at = queue.findIndex((f) => ready || !needsFaults(f));
-      if (at >= 0) return queue.splice(at, 1)[0];
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  };
   const worker = async () => {
-    for (let file = await next(); file; file = await next()) {
+    for (let file = queue.shift(); file; file = queue.shift()) {
       const r = await runFile(file);
       process.stdout.write(`\n━━ ${r.file}: ${r.ok ? "pass" : `FAIL (${r.code})`}, ${r.tests} tests, ${r.seconds.toFixed(1)} s\n${r.output}`);
       results.push(r);

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # `make test`: every test, the native core's (`cargo test`) and the worker's on workerd
-# (tests/*.test.mjs through scripts/e2e.mjs), with the steps that can overlap overlapped:
-#   1. the native build and tests (target/native) beside the wasm32 build (build/): the wasm
-#      build's last step, the release crate under LTO in one codegen unit, uses one core;
-#   2. the end-to-end files start once build/ is there, beside the test-faults build
-#      (build-faults/), which again uses one core; the files that run it wait for it
-#      (E2E_WAIT_FOR).
-# The native output is printed once it ends; each step's time at the end. Run scripts/setup.sh
-# first (make does). Exit status: the first step that failed.
+# (tests/*.test.mjs through scripts/e2e.mjs), in this order:
+#   1. the native build (target/native: `cargo test --no-run`);
+#   2. the wasm32 build with the test-faults feature (build-faults/);
+#   3. the production wasm32 build (build/), last, so that cargo's release artifact is the one
+#      tests/deploy.test.mjs builds again (it then only optimizes it); beside it the native tests
+#      run, as its last step (the crate under LTO in one codegen unit) uses one core;
+#   4. the end-to-end files (scripts/e2e.mjs; E2E_JOBS at a time, each file's time at the end).
+# On 2 cores, two builds side by side took longer than one after the other. The native tests'
+# output is printed once they end; each step's time at the end. Run scripts/setup.sh first (make
+# does). Exit status: the first step that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -16,59 +18,47 @@ mkdir -p target
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 started=$(date +%s)
 times=()
-mark() { times+=("$(printf '  %-44s %5d s' "$1" $(($(date +%s) - $2)))"); }
+mark() { times+=("$(printf '  %-40s %5d s' "$1" $(($(date +%s) - $2)))"); }
+report() {
+  echo
+  echo "make test step times:"
+  printf '%s\n' "${times[@]}"
+}
 
+step=$(date +%s)
+CARGO_TARGET_DIR=target/native cargo test --no-run
+mark "native build" "$step"
+
+step=$(date +%s)
+bash scripts/build.sh --out-dir build-faults . --features test-faults
+mark "wasm32 build, test-faults (build-faults/)" "$step"
+
+step=$(date +%s)
 native_log=target/test-native.log
-native_started=$(date +%s)
 (
-  # Built first, then run: the tests' own time is then theirs alone.
-  CARGO_TARGET_DIR=target/native cargo test --no-run
-  echo "[test] native build done in $(($(date +%s) - native_started)) s"
-  CARGO_TARGET_DIR=target/native cargo test
+  started_tests=$(date +%s)
+  status=0
+  CARGO_TARGET_DIR=target/native cargo test || status=$?
+  echo "[test] native tests: $(($(date +%s) - started_tests)) s"
+  exit "$status"
 ) >"$native_log" 2>&1 &
 native=$!
-
-wasm_started=$(date +%s)
 bash scripts/build.sh
-mark "wasm32 build (build/)" "$wasm_started"
-
-faults_started=$(date +%s)
-rm -f build-faults/.built
-(
-  mkdir -p build-faults
-  if bash scripts/build.sh --out-dir build-faults . --features test-faults; then
-    date +%s >build-faults/.built
-  else
-    echo failed >build-faults/.built
-    exit 1
-  fi
-) >target/test-faults-build.log 2>&1 &
-faults=$!
-
+mark "wasm32 build (build/)" "$step"
 native_status=0
 wait "$native" || native_status=$?
 cat "$native_log"
-mark "native build and tests (beside the wasm build)" "$native_started"
+mark "native tests (beside the build/ build)" "$step"
 if [ "$native_status" != 0 ]; then
-  kill "$faults" 2>/dev/null || true
+  report
   echo "[test] native tests failed" >&2
   exit "$native_status"
 fi
 
-e2e_started=$(date +%s)
+step=$(date +%s)
 e2e_status=0
-E2E_WAIT_FOR=build-faults/.built "$NODE_BIN" scripts/e2e.mjs || e2e_status=$?
-faults_status=0
-wait "$faults" || faults_status=$?
-cat target/test-faults-build.log
-if [ "$faults_status" = 0 ]; then
-  times+=("$(printf '  %-44s %5d s' "test-faults build (build-faults/)" $(($(cat build-faults/.built) - faults_started)))")
-fi
-mark "end-to-end (scripts/e2e.mjs)" "$e2e_started"
-mark "make test, all" "$started"
-
-echo
-echo "make test step times:"
-printf '%s\n' "${times[@]}"
-[ "$faults_status" = 0 ] || { echo "[test] the test-faults build failed" >&2; exit "$faults_status"; }
+"$NODE_BIN" scripts/e2e.mjs || e2e_status=$?
+mark "end-to-end (scripts/e2e.mjs)" "$step"
+mark "make test, after setup" "$started"
+report
 exit "$e2e_status"

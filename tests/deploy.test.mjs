@@ -1,7 +1,6 @@
 // `wrangler deploy --dry-run` on the release build (wasm-opt), as `wrangler deploy` would upload
 // it: the configuration is valid (bindings, vars, the Durable Object migration, the rate limits)
 // and the bundle fits the Workers size limits (3 MiB gzip on the free plan, 10 MiB on paid).
-// e2e: after build-faults (scripts/e2e.mjs): it builds the worker itself.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -17,7 +16,8 @@ const FREE_PLAN_GZIP = 3 * 1024 * 1024;
 /**
  * wrangler.toml as it is, but for its build's folder: build-deploy/ instead of build/, so that the
  * optimized build this test makes never replaces the build/ that the other end-to-end files, run
- * beside it (scripts/e2e.mjs), are starting relays from. Written beside wrangler.toml (its paths are
+ * beside it (scripts/e2e.mjs), are starting relays from. (Its cargo build is the one that made
+ * build/, last in scripts/test.sh: cargo has nothing to do, wasm-opt does the rest.) Written beside wrangler.toml (its paths are
  * read from the config's folder), removed after.
  */
 async function deployConfig() {

@@ -4,8 +4,6 @@
 //! docs/architecture.md (nothing imports upward, no import circle between modules or between the
 //! files of one), and no function in `src/` over 80 lines.
 
-use std::path::Path;
-
 /// The tree the rules read: this checkout, or `HOUSE_RULES_ROOT` (another checkout of the
 /// repository, to show a rule failing on a commit that breaks it without building that commit).
 fn root() -> std::path::PathBuf {
