@@ -1,11 +1,9 @@
-// e2e: alone (scripts/e2e.mjs): it bounds how far behind the chain the relay's head may be, in
-// real time, which a busy machine moves.
 // Upstreams that lag must not poison the read cache. The compiled relay on workerd in front of anvil
 // mining a block a second, behind the provider profiles of tests/support/providers.mjs: a
 // load-balanced URL over nodes a block apart (one answering eth_getLogs past its head with `[]`, as
-// Erigon does), Hedera's relay before a mirror node two blocks behind, and two upstreams, one stuck
-// 39 blocks back listed first and one with a slow tail (the relay's head watch on the proxies'
-// WebSockets, or on a WebSocket that never announces a head). A log emitter is called about every
+// Erigon does), Hedera's relay before a mirror node two blocks behind, and the head watch's own cases (the
+// two upstreams, one stuck 39 blocks back and one with a slow tail, are
+// tests/lagging-head.test.mjs, which runs alone). A log emitter is called about every
 // block; an event poller does what viem's watchEvent and ethers' polling subscriber do
 // (eth_blockNumber, then the logs of each new block); its first answers and the same reads asked
 // again once every node has the blocks ("late answers") are compared with anvil's, through a relay
@@ -20,53 +18,7 @@ import { keccak256, stringToHex } from "viem";
 import { startAnvil, startProxy, startRelay, post, rpc, sleep, until, devAccount, freePort, openSocket, followBlocks } from "./support/harness.mjs";
 import { loadBalanced, hederaMirror, stuck, lagging } from "./support/providers.mjs";
 
-const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
-const quantity = (n) => `0x${n.toString(16)}`;
-const from = devAccount(0).address;
-/** The emitter's one event: LOG1 with this topic and no data, on every call. */
-const TOPIC = keccak256(stringToHex("Ping()"));
-// Init code (PUSH1 37 DUP1 PUSH1 9 PUSH0 CODECOPY PUSH0 RETURN) returning the 37-byte runtime
-// PUSH32 topic PUSH0 PUSH0 LOG1 STOP.
-const EMITTER_INIT = `0x60258060095f395ff37f${TOPIC.slice(2)}5f5fa100`;
-/** An address no log comes from: a filter a bloom check answers `[]` for. */
-const NOWHERE = "0x000000000000000000000000000000000000dead";
-/** MAX_HEAD_LAG, the relay's default. */
-/** CACHE_HEAD_MS, its default, ms. */
-const HEAD_MS = 1000;
-const MAX_HEAD_LAG = 2;
-/** The slow tail's late answers in the two-upstream test, ms. */
-const LATE_MS = 1500;
-
-/** anvil (a block a second unless `instant`; 100 blocks mined first so that `finalized` is above
- * genesis), the emitter deployed, and a call to it about every block (eth_sendTransaction from dev
- * account 0 straight to anvil) until stop(). */
-async function chain({ chainId, instant = false } = {}) {
-  const args = [...(instant ? [] : ["--block-time", "1"]), ...(chainId ? ["--chain-id", String(chainId)] : [])];
-  const anvil = await startAnvil({ accounts: 2, extraArgs: args });
-  const ask = async (method, params = []) => (await rpc(anvil.url, method, params)).result;
-  const deploy = await ask("eth_sendTransaction", [{ from, data: EMITTER_INIT }]);
-  await ask("anvil_mine", ["0x1"]);
-  await ask("anvil_mine", ["0x64"]);
-  const emitter = (await ask("eth_getTransactionReceipt", [deploy])).contractAddress;
-  let running = !instant;
-  const calls = (async () => {
-    while (running) {
-      await ask("eth_sendTransaction", [{ from, to: emitter }]);
-      await sleep(900);
-    }
-  })();
-  return {
-    anvil,
-    ask,
-    emitter,
-    head: async () => Number(await ask("eth_blockNumber")),
-    stop: async () => {
-      running = false;
-      await calls;
-      anvil.stop();
-    },
-  };
-}
+import { call, quantity, from, TOPIC, NOWHERE, HEAD_MS, MAX_HEAD_LAG, LATE_MS, chain, silentWebSocket } from "./support/lagging.mjs";
 
 /**
  * An event poller on `url`, as viem's watchEvent and ethers' polling subscriber: every 250 ms
@@ -214,45 +166,6 @@ const summary = (name, r) =>
   (r.backwards ? `, head backwards ${r.backwards}` : "") +
   (r.heads ? `; the newHeads indexer (by blockHash): ${r.heads.seen} heads, first wrong ${r.heads.firstWrong.length} (${caches(r.heads.firstWrong, 0)}), late wrong ${r.heads.lateWrong.length} (${caches(r.heads.lateWrong, 0)})` : "");
 
-/**
- * A node's WebSocket that accepts eth_subscribe("newHeads") and never announces a head (a stuck
- * node's, or one whose subscription feed stalled while its socket stays open); every other request
- * on it is answered by `upstream` over HTTP. `subscriptions` records the params subscribed.
- */
-async function silentWebSocket(upstream) {
-  const port = await freePort();
-  const server = new WebSocketServer({ host: "127.0.0.1", port });
-  const subscriptions = [];
-  const one = async (m) => {
-    if (m?.method === "eth_subscribe") {
-      subscriptions.push(m.params);
-      return { jsonrpc: "2.0", id: m.id, result: `0x${randomBytes(16).toString("hex")}` };
-    }
-    if (m?.method === "eth_unsubscribe") return { jsonrpc: "2.0", id: m.id, result: true };
-    return (await post(upstream, m)).json;
-  };
-  server.on("connection", (socket) => {
-    socket.on("error", () => {});
-    socket.on("message", async (data) => {
-      let message;
-      try {
-        message = JSON.parse(String(data));
-      } catch {
-        return;
-      }
-      const answer = Array.isArray(message) ? await Promise.all(message.map(one)) : await one(message);
-      if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(answer));
-    });
-  });
-  await new Promise((resolve) => server.on("listening", resolve));
-  return {
-    url: `ws://127.0.0.1:${port}`,
-    subscriptions,
-    connections: () => server.clients.size,
-    stop: () => new Promise((resolve) => (server.clients.forEach((s) => s.terminate()), server.close(resolve))),
-  };
-}
-
 // ---- the profiles themselves, asked straight (no relay) -------------------------------------------
 
 test("profiles: loadBalanced answers as of two heads a block apart (Erigon's [] past its head), hederaMirror as of a mirror two behind, a silent WebSocket never announces", async () => {
@@ -380,87 +293,6 @@ test("behind Hedera's relay before a mirror node two blocks behind (chain 296: [
     assert.equal(poisoned.length, 0, `the indexer's late answers by blockHash through the cache not the chain's: ${poisoned.length} of ${r.on.heads.seen} (${poisoned.slice(0, 12).join(" ")})`);
   } finally {
     await proxy.stop();
-    await c.stop();
-  }
-});
-
-/**
- * A client polling eth_blockNumber through `url` every 100 ms for `ms`, anvil asked just before each
- * read (the highest head it had when the read began); each head announced is then read by number
- * through the relay. Counts heads that went backwards, the most a head was behind anvil's, heads
- * more than MAX_HEAD_LAG + 1 behind, and nulls for announced blocks.
- */
-async function headPoller(url, c, ms) {
-  const stats = { polls: 0, backwards: 0, worstLag: 0, tooFar: 0, nulls: 0, failed: 0, lags: {}, far: [], farAt: [], started: performance.now() };
-  let highest = -1;
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    const real = await c.head();
-    const answer = await rpc(url, "eth_blockNumber");
-    stats.polls += 1;
-    if (!answer?.result) {
-      stats.failed += 1;
-      continue;
-    }
-    const n = Number(answer.result);
-    if (n < highest) stats.backwards += 1;
-    highest = Math.max(highest, n);
-    const lag = real - n;
-    stats.lags[lag] = (stats.lags[lag] ?? 0) + 1;
-    stats.worstLag = Math.max(stats.worstLag, lag);
-    if (lag > MAX_HEAD_LAG + 1) {
-      const at = performance.now() - stats.started;
-      stats.tooFar += 1;
-      stats.far.push(`${lag}@${(at / 1000).toFixed(1)}s`);
-      stats.farAt.push(at);
-    }
-    const block = await rpc(url, "eth_getBlockByNumber", [answer.result, false]);
-    if (block?.result === null) stats.nulls += 1;
-    else if (Number(block?.result?.number) !== n) stats.failed += 1;
-    await sleep(100);
-  }
-  return stats;
-}
-
-test("two upstreams, one stuck 39 blocks back listed first, one with a slow tail: eth_blockNumber never goes backwards, is never more than MAX_HEAD_LAG + 1 behind the chain, and each head announced is there (head watch on the nodes' WebSockets, and on one that never announces)", async () => {
-  const c = await chain();
-  const behind = await startProxy({ upstream: c.anvil.url, profile: stuck({ behind: 39 }) });
-  const tail = await startProxy({ upstream: c.anvil.url, profile: lagging({ share: 0.15, lateMs: LATE_MS, seed: 40 }) });
-  const silent = await silentWebSocket(c.anvil.url);
-  const upstreams = `${behind.url},${tail.url}`;
-  const watched = await startRelay({ vars: { UPSTREAM_RPC_URL: upstreams, CACHE: "on" } });
-  const deaf = await startRelay({ vars: { UPSTREAM_RPC_URL: upstreams, UPSTREAM_WS_URL: silent.url, CACHE: "on" } });
-  try {
-    const [a, b] = await Promise.all([headPoller(watched.url, c, 20_000), headPoller(deaf.url, c, 20_000)]);
-    const line = (s) =>
-      `${s.polls} polls, ${s.backwards} backwards, worst lag ${s.worstLag} (lags ${JSON.stringify(s.lags)}), ${s.tooFar} more than ${MAX_HEAD_LAG + 1} behind${s.far.length ? ` (${s.far.slice(0, 6).join(" ")})` : ""}, ${s.nulls} nulls for announced blocks, ${s.failed} failed`;
-    console.log(`# stuck 39 + slow tail, head watch on the proxies (sockets ${behind.webSocketCount() + tail.webSocketCount()}): ${line(a)}`);
-    console.log(`# stuck 39 + slow tail, head watch on a silent WebSocket (subscriptions ${silent.subscriptions.length}): ${line(b)}`);
-    assert.ok(silent.subscriptions.length >= 1, "the second relay's head watch subscribed on the silent WebSocket");
-    for (const [name, s] of [["head watch", a], ["silent head watch", b]]) {
-      assert.ok(s.polls >= 15, `${name}: polls (${s.polls}; each waits for the slow tail now and then)`);
-      assert.equal(s.failed, 0, `${name}: every read answered`);
-      assert.equal(s.backwards, 0, `${name}: eth_blockNumber never went backwards`);
-      assert.equal(s.nulls, 0, `${name}: each announced block is there (${s.nulls} nulls of ${s.polls})`);
-    }
-    // With the head watch on the nodes' sockets: never more than MAX_HEAD_LAG + 1 behind (a fresh
-    // isolate's first heads wait for every upstream's answer, so the stuck node's alone never
-    // stands for the chain's).
-    assert.equal(a.tooFar, 0, `head watch: never more than ${MAX_HEAD_LAG + 1} behind (worst ${a.worstLag}: ${a.far.slice(0, 6).join(" ")})`);
-    // On a socket that announces nothing (one URL: the watch is left), the head is asked every
-    // CACHE_HEAD_MS, and an ask can wait for the slow tail (LATE_MS) of the one upstream that has
-    // the block: never more than MAX_HEAD_LAG + 1 blocks plus those of CACHE_HEAD_MS + LATE_MS
-    // behind (a block a second), never the stuck node's 39.
-    const bound = MAX_HEAD_LAG + 1 + Math.ceil((HEAD_MS + LATE_MS) / 1000);
-    assert.ok(b.worstLag <= bound, `silent head watch: at most ${bound} behind (worst ${b.worstLag}: ${b.far.slice(0, 6).join(" ")})`);
-    // The silent socket was found silent and logged so.
-    assert.ok(deaf.logs.some((l) => l.includes('"event":"head_watch_silent"')), "head_watch_silent logged");
-  } finally {
-    await watched.stop();
-    await deaf.stop();
-    await silent.stop();
-    await behind.stop();
-    await tail.stop();
     await c.stop();
   }
 });
