@@ -7,7 +7,7 @@ use nonce_relay::{hex, transaction};
 fn fixtures() -> Vec<(String, Vec<u8>)> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/typed-transactions.json"
+        "/../tests/fixtures/typed-transactions.json"
     );
     let all: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
