@@ -168,26 +168,6 @@ mod source {
             }
         }
 
-        fn use_tree(&mut self, prefix: &[String], tree: &syn::UseTree) {
-            let mut path = prefix.to_vec();
-            match tree {
-                syn::UseTree::Path(p) => {
-                    path.push(p.ident.to_string());
-                    self.use_tree(&path, &p.tree);
-                }
-                syn::UseTree::Name(n) => {
-                    path.push(n.ident.to_string());
-                    self.keep(path);
-                }
-                syn::UseTree::Rename(r) => {
-                    path.push(r.ident.to_string());
-                    self.keep(path);
-                }
-                syn::UseTree::Glob(_) => self.keep(path),
-                syn::UseTree::Group(g) => g.items.iter().for_each(|t| self.use_tree(prefix, t)),
-            }
-        }
-
         /// `crate::a::b` inside a macro's tokens (`format!`, `matches!`, ...), which syn leaves
         /// unparsed.
         fn tokens(&mut self, stream: proc_macro2::TokenStream) {
@@ -238,7 +218,9 @@ mod source {
             }
         }
         fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
-            self.use_tree(&[], &u.tree);
+            for (_, path) in use_paths(&u.tree) {
+                self.keep(path);
+            }
         }
         fn visit_path(&mut self, p: &'ast syn::Path) {
             self.keep(p.segments.iter().map(|s| s.ident.to_string()).collect());
@@ -285,13 +267,15 @@ mod source {
                 for item in &f.syntax.items {
                     if let syn::Item::Use(u) = item {
                         if !matches!(u.vis, syn::Visibility::Inherited) && !is_test(&u.attrs) {
-                            let mut n = Names(Vec::new());
-                            n.use_tree(&[], &u.tree);
-                            for path in n.0 {
-                                names.insert(path.last().unwrap().clone(), path);
+                            for (name, mut path) in use_paths(&u.tree) {
+                                // `pub use sub::Item;` names no root: `self::sub::Item`.
+                                if !matches!(path[0].as_str(), "crate" | "super" | "self") {
+                                    path.insert(0, "self".into());
+                                }
+                                if name != "*" && path.len() > 1 {
+                                    names.insert(name, path);
+                                }
                             }
-                            // `pub use sub::Item;` names no root: kept as `self::sub::Item`.
-                            collect_unrooted(&u.tree, &mut Vec::new(), &mut names);
                         }
                     }
                 }
@@ -341,41 +325,34 @@ mod source {
         }
     }
 
-    /// `pub use a::b::{C, D}` with no `crate`/`super`/`self`: the names as `self::a::b::C`.
-    fn collect_unrooted(
-        tree: &syn::UseTree,
-        prefix: &mut Vec<String>,
-        out: &mut BTreeMap<String, Vec<String>>,
-    ) {
-        match tree {
-            syn::UseTree::Path(p) => {
-                if prefix.is_empty()
-                    && matches!(p.ident.to_string().as_str(), "crate" | "super" | "self")
-                {
-                    return;
+    /// Every path a `use` tree names, with the name it brings in: `use a::{b::C, D as E}` gives
+    /// (`C`, a::b::C) and (`E`, a::D); a glob `a::*` gives (`*`, a).
+    fn use_paths(tree: &syn::UseTree) -> Vec<(String, Vec<String>)> {
+        fn walk(
+            tree: &syn::UseTree,
+            prefix: &mut Vec<String>,
+            out: &mut Vec<(String, Vec<String>)>,
+        ) {
+            let with = |prefix: &[String], last: &syn::Ident| {
+                let mut path = prefix.to_vec();
+                path.push(last.to_string());
+                path
+            };
+            match tree {
+                syn::UseTree::Path(p) => {
+                    prefix.push(p.ident.to_string());
+                    walk(&p.tree, prefix, out);
+                    prefix.pop();
                 }
-                prefix.push(p.ident.to_string());
-                collect_unrooted(&p.tree, prefix, out);
-                prefix.pop();
+                syn::UseTree::Name(n) => out.push((n.ident.to_string(), with(prefix, &n.ident))),
+                syn::UseTree::Rename(r) => out.push((r.rename.to_string(), with(prefix, &r.ident))),
+                syn::UseTree::Glob(_) => out.push(("*".into(), prefix.clone())),
+                syn::UseTree::Group(g) => g.items.iter().for_each(|t| walk(t, prefix, out)),
             }
-            syn::UseTree::Name(n) if !prefix.is_empty() => {
-                let mut path = vec!["self".to_string()];
-                path.extend(prefix.iter().cloned());
-                path.push(n.ident.to_string());
-                out.insert(n.ident.to_string(), path);
-            }
-            syn::UseTree::Rename(r) if !prefix.is_empty() => {
-                let mut path = vec!["self".to_string()];
-                path.extend(prefix.iter().cloned());
-                path.push(r.ident.to_string());
-                out.insert(r.rename.to_string(), path);
-            }
-            syn::UseTree::Group(g) => g
-                .items
-                .iter()
-                .for_each(|t| collect_unrooted(t, prefix, out)),
-            _ => {}
         }
+        let mut out = Vec::new();
+        walk(tree, &mut Vec::new(), &mut out);
+        out
     }
 }
 
