@@ -40,10 +40,10 @@ const last = lastTimes();
 /** Longest first: last run's seconds, else the file's size in bytes as its stand-in (scaled down). */
 const weight = (f) => last[f] ?? statSync(path.join(ROOT, f)).size / 1000;
 const byWeight = (a, b) => weight(b) - weight(a);
-const shared = files.filter((f) => !alone(f)).sort(byWeight);
 const solo = files.filter(alone).sort(byWeight);
+const shared = files.filter((f) => !solo.includes(f)).sort(byWeight);
 
-/** One file in its own `node --test` process: { file, seconds, ok, tests, output }. */
+/** One file in its own `node --test` process: { file, seconds, ok, code, tests, output }. */
 function runFile(file) {
   return new Promise((resolve) => {
     const started = performance.now();
@@ -64,7 +64,6 @@ function runFile(file) {
         ok: code === 0,
         code: code ?? signal,
         tests: count("tests"),
-        failed: count("fail"),
         output,
       });
     });

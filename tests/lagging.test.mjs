@@ -12,13 +12,9 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { isDeepStrictEqual } from "node:util";
-import { randomBytes } from "node:crypto";
-import { WebSocketServer } from "ws";
-import { keccak256, stringToHex } from "viem";
-import { startAnvil, startProxy, startRelay, post, rpc, sleep, until, devAccount, freePort, openSocket, followBlocks } from "./support/harness.mjs";
+import { startProxy, startRelay, post, rpc, sleep, until, openSocket, followBlocks } from "./support/harness.mjs";
 import { loadBalanced, hederaMirror, stuck, lagging } from "./support/providers.mjs";
-
-import { call, quantity, from, TOPIC, NOWHERE, HEAD_MS, MAX_HEAD_LAG, LATE_MS, chain, silentWebSocket } from "./support/lagging.mjs";
+import { call, quantity, from, NOWHERE, chain, silentWebSocket } from "./support/lagging.mjs";
 
 /**
  * An event poller on `url`, as viem's watchEvent and ethers' polling subscriber: every 250 ms
