@@ -70,6 +70,23 @@ function runFile(file) {
   });
 }
 
+/** A failed file's failing tests, from the spec reporter's "failing tests" section at its end:
+ * one line each, "file: test name: first line of the error" (the file's exit code when the
+ * section is missing: it crashed or was killed). */
+function failures(r) {
+  const section = r.output.split("\u2716 failing tests:")[1];
+  if (!section) return [`  ${r.file}: exited ${r.code}, no failing test named`];
+  const lines = section.split("\n");
+  const out = [];
+  lines.forEach((line, i) => {
+    const name = /^\u2716 (.*) \([\d.]+ms\)$/.exec(line);
+    if (!name) return;
+    const error = lines.slice(i + 1).find((l) => l.trim())?.trim() ?? "";
+    out.push(`  ${r.file}: ${name[1].slice(0, 100)}: ${error.slice(0, 200)}`);
+  });
+  return out.length ? out : [`  ${r.file}: exited ${r.code}`];
+}
+
 /** Runs `list` with at most `jobs` at a time, printing each file's output as it ends. */
 async function pool(list, jobs) {
   const results = [];
@@ -99,6 +116,15 @@ for (const r of rows) {
 const tests = results.reduce((n, r) => n + r.tests, 0);
 const failedFiles = results.filter((r) => !r.ok);
 console.log(`  ${"total".padEnd(width)}  ${wall.toFixed(1).padStart(6)} s  ${String(tests).padStart(3)} tests  ${failedFiles.length ? `${failedFiles.length} files FAILED: ${failedFiles.map((r) => r.file).join(", ")}` : "pass"}`);
+
+// What failed, short (each failing test's name and the first line of its error), last, and in
+// target/e2e-failures.txt (scripts/test.sh prints it again after its step times): a log cut to
+// its tail still says what failed.
+const FAILURES = path.join(ROOT, "target", "e2e-failures.txt");
+const summary = failedFiles.flatMap((r) => failures(r));
+mkdirSync(path.dirname(FAILURES), { recursive: true });
+writeFileSync(FAILURES, summary.length ? `end-to-end failures:\n${summary.join("\n")}\n` : "");
+if (summary.length) console.log(`\nend-to-end failures:\n${summary.join("\n")}`);
 
 if (process.argv.length <= 2) {
   mkdirSync(path.dirname(TIMES), { recursive: true });

@@ -61,4 +61,8 @@ e2e_status=0
 mark "end-to-end (scripts/e2e.mjs)" "$step"
 mark "make test, after setup" "$started"
 report
+if [ "$e2e_status" != 0 ]; then
+  echo
+  cat target/e2e-failures.txt 2>/dev/null || true
+fi
 exit "$e2e_status"

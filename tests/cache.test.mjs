@@ -99,6 +99,38 @@ test("what is never kept (errors, null, pending), Cache-Control: no-cache, ident
   }
 });
 
+test("an answer about a block finalized before its ask is kept though the head moved while it was asked (a block a second, the ask 2.5 s)", async () => {
+  const c = await chain();
+  const slowly = (req) => req?.method === "eth_getBlockByNumber" && req.params?.[0] === "0x8";
+  const slow = await startProxy({ upstream: c.anvil.url, strictNonce: false, latency: (req) => (slowly(req) ? 2_500 : 0) });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: slow.url, CACHE: "on" } });
+  try {
+    const number = async () => Number((await post(relay.url, call("eth_blockNumber"))).json.result);
+    // The head, genesis and finalized block learned first (block 9 is far below finalized).
+    assert.equal((await post(relay.url, call("eth_getBlockByNumber", ["0x9", false]))).cache, "MISS");
+    const before = await number();
+    const old = call("eth_getBlockByNumber", ["0x8", true]);
+    // Reads of the head while block 8 is asked: the cache's head moves on under the ask.
+    let asking = true;
+    const first = post(relay.url, old).finally(() => (asking = false));
+    const heads = [];
+    while (asking) {
+      heads.push(await number());
+      await sleep(300);
+    }
+    assert.ok(heads.at(-1) >= before + 2, `the head moved during the ask: ${before} then ${heads}`);
+    const second = await post(relay.url, old);
+    const answered = await first;
+    assert.deepEqual([answered.cache, second.cache], ["MISS", "HIT"]);
+    assert.deepEqual(second.json.result, answered.json.result);
+    assert.equal(slow.requests.filter((r) => r.body?.method === "eth_getBlockByNumber" && r.body.params?.[0] === "0x8").length, 1, "block 8 asked once");
+  } finally {
+    await relay.stop();
+    await slow.stop();
+    await c.stop();
+  }
+});
+
 test("the data centre's cache (Cache API) keeps answers that hold for good, beyond the isolate's bound, only under RELAY_SECRET; never one at the head", async () => {
   // Without RELAY_SECRET the Cache API is not used: an answer too large for the isolate's
   // memory is asked again.

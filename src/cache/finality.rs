@@ -215,3 +215,57 @@ fn block_is_the_tags(tag: &Tag, about: About, result: &Shape) -> bool {
         _ => true,
     }
 }
+
+/// What the cache knew of a chain when an ask of the upstream began ([`BeforeAsk::of`]): an
+/// answer that lands after the head moved is kept only when no head could change it
+/// ([`BeforeAsk::still_keeps`]). On a chain of 250 ms blocks most asks see a new head; a block
+/// finalized before the ask began holds through any of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BeforeAsk {
+    /// The head's hash.
+    head: Option<String>,
+    /// The finalized block's number.
+    finalized: Option<u64>,
+    /// The genesis block's hash (another one after the ask: the chain started anew).
+    genesis: Option<String>,
+}
+
+impl BeforeAsk {
+    /// What `view` (the chain as the cache sees it, `None`: nothing learned) says now.
+    pub fn of(view: Option<&ChainView>) -> BeforeAsk {
+        BeforeAsk {
+            head: view.and_then(ChainView::head).map(|h| h.hash.clone()),
+            finalized: view.and_then(ChainView::finalized),
+            genesis: view.and_then(ChainView::genesis).map(str::to_string),
+        }
+    }
+
+    /// Whether an answer (`result`, a JSON `result` text) to a read about `about`, asked since,
+    /// may still be offered to the cache on the chain now seen as `view`: the head the same as
+    /// before; or, the head moved, an answer no head can change: about a block by its hash, the
+    /// chain itself, or a block finalized before the ask began (asked by number, or named by the
+    /// answer: a receipt's `blockNumber`), on the same chain (the same genesis known before and
+    /// after, and a finalized block still known).
+    pub fn still_keeps(&self, view: Option<&ChainView>, about: About, result: &str) -> bool {
+        if BeforeAsk::of(view).head == self.head {
+            return true;
+        }
+        // The same chain: its genesis known before and after, the same (a chain started anew
+        // forgets the genesis and the finalized block known, [`crate::cache::ReadCache::adopt`]).
+        let same_chain = view.is_some_and(|v| {
+            v.finalized().is_some()
+                && v.genesis().is_some()
+                && v.genesis().map(str::to_string) == self.genesis
+        });
+        let finalized = |n: u64| same_chain && self.finalized.is_some_and(|f| n <= f);
+        match about {
+            About::BlockHash | About::Chain => true,
+            About::Number(n) => finalized(n),
+            About::Answer => match Shape::read(result) {
+                Some(Shape::One(named)) => named.in_block().is_some_and(|(n, _)| finalized(n)),
+                _ => false,
+            },
+            About::Never | About::HeadNumber | About::Head => false,
+        }
+    }
+}

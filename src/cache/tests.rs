@@ -1117,3 +1117,50 @@ fn eth_block_number_says_the_upstreams_best_while_the_heads_block_is_on_its_way(
     assert!(cache.needs_head(C, About::HeadNumber, 2_200, &S));
     assert_eq!(number(&mut cache, 2_200), None);
 }
+
+#[test]
+fn an_answer_no_head_changes_is_kept_though_the_head_moved_during_its_ask() {
+    use super::finality::BeforeAsk;
+    let mut cache = cache_at(10, 5, 0);
+    cache.set_genesis(C, &hash(0, 0));
+    let before = BeforeAsk::of(cache.view(C));
+    let receipt = |n: u64| {
+        json!({"transactionHash": hash(1, 9), "blockNumber": format!("{n:#x}"), "blockHash": hash(n, 0)})
+            .to_string()
+    };
+    let still = |cache: &ReadCache, about: About, result: &str| {
+        before.still_keeps(cache.view(C), about, result)
+    };
+    // The head the same: anything the rules keep.
+    assert!(still(&cache, About::Number(8), &block(8, 0)));
+    assert!(still(&cache, About::Head, &block(10, 0)));
+    // Two heads on, and the finalized block up to 7, while the ask ran.
+    cache.adopt(C, &[header(11, 0, 0)], 10, 10, 2);
+    cache.adopt(C, &[header(12, 0, 0)], 20, 20, 2);
+    cache.set_finalized(C, 7, 20);
+    assert!(still(&cache, About::Number(5), &block(5, 0)));
+    assert!(still(&cache, About::Number(1), &block(1, 0)));
+    assert!(
+        !still(&cache, About::Number(6), &block(6, 0)),
+        "finalized only during the ask: it may be a block of a fork then"
+    );
+    assert!(!still(&cache, About::Number(8), &block(8, 0)));
+    assert!(!still(&cache, About::Head, &block(10, 0)));
+    assert!(still(&cache, About::BlockHash, &block(9, 0)));
+    assert!(still(&cache, About::Chain, "\"0x7a69\""));
+    assert!(still(&cache, About::Answer, &receipt(4)));
+    assert!(!still(&cache, About::Answer, &receipt(9)));
+    assert!(!still(&cache, About::Answer, "null"));
+    // The chain started anew (another genesis) while the ask ran: nothing of the old one.
+    cache.set_genesis(C, &hash(0, 1));
+    cache.adopt(C, &[header(3, 1, 1)], 30, 30, 2);
+    cache.set_finalized(C, 2, 30);
+    assert!(!still(&cache, About::Number(1), &block(1, 0)));
+    assert!(!still(&cache, About::Answer, &receipt(1)));
+    // No genesis known before the ask (its ask failed): only the head the same keeps it.
+    let mut unknown = cache_at(10, 5, 0);
+    let before = BeforeAsk::of(unknown.view(C));
+    unknown.adopt(C, &[header(11, 0, 0)], 10, 10, 2);
+    assert!(!before.still_keeps(unknown.view(C), About::Number(3), &block(3, 0)));
+    assert!(before.still_keeps(unknown.view(C), About::BlockHash, &block(3, 0)));
+}

@@ -7,7 +7,7 @@
 
 use super::{Backend, Relay};
 use crate::cache::chain::Adopted;
-use crate::cache::finality::Finalized;
+use crate::cache::finality::{BeforeAsk, Finalized};
 use crate::cache::flight::Wake;
 use crate::cache::header::Header;
 use crate::cache::pin::{probe_params, Refusal};
@@ -240,10 +240,11 @@ impl<B: Backend> Relay<'_, B> {
             since_ms: started_ms,
             landed: false,
         };
-        // The head before the ask: an answer is kept only if the head is still the same after.
-        let head_before = head_hash(cache, chain);
+        // The head before the ask: an answer is kept only if the head is still the same after,
+        // or no head could change it.
+        let before = BeforeAsk::of(cache.borrow().view(chain));
         let mut asked = self.ask_read(req, cache, about).await;
-        let mut stored = self.keep(cache, key, req, about, &asked, &head_before);
+        let mut stored = self.keep(cache, key, req, about, &asked, &before);
         if let Some(again) = self.suspect(cache, req, about, &asked, stored.as_ref()) {
             if let Some(end) = again {
                 let other = self.ask_elsewhere(&asked, end).await;
@@ -251,7 +252,7 @@ impl<B: Backend> Relay<'_, B> {
                 // the first: the client gets no worse than without the cache.
                 if matches!(other.answer, Some(Answer::Result(_))) {
                     asked = other;
-                    stored = self.keep(cache, key, req, about, &asked, &head_before);
+                    stored = self.keep(cache, key, req, about, &asked, &before);
                 }
             }
             let kept = stored.as_ref().is_some_and(|s| s.tag.is_some());
@@ -475,8 +476,9 @@ impl<B: Backend> Relay<'_, B> {
 
     /// Keeps `asked`'s answer to `req` (about `about`) as `key`'s when it may be kept: a result,
     /// not one asked again by number after a pinned ask failed, and the head the same as before
-    /// the ask (`head_before`; any head for a read by hash). `None` when it was not offered to
-    /// the cache.
+    /// the ask (`before`), or the answer one no head changes ([`BeforeAsk::still_keeps`]: by
+    /// hash, the chain's, about a block finalized before). `None` when it was not offered to the
+    /// cache.
     fn keep(
         &self,
         cache: &RefCell<ReadCache>,
@@ -484,14 +486,13 @@ impl<B: Backend> Relay<'_, B> {
         req: &Request,
         about: About,
         asked: &Asked,
-        head_before: &Option<String>,
+        before: &BeforeAsk,
     ) -> Option<Stored> {
         let chain = self.config.chain_key();
         let Some(Answer::Result(result)) = asked.answer.as_ref().filter(|_| asked.keep) else {
             return None;
         };
-        let stable = *head_before == head_hash(cache, chain) || about == About::BlockHash;
-        if !stable {
+        if !before.still_keeps(cache.borrow().view(chain), about, result) {
             return None;
         }
         let read = Read {

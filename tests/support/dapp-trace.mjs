@@ -97,8 +97,10 @@ export function reads(c, lastHead, watcher) {
   ];
 }
 
-/** Fires `count` reads, one every `everyMs`, each not waiting for the last; `midway` runs once
- * halfway. Returns each read's { req, start, end, json, cache } and the proxy's requests during it. */
+/** Fires `count` reads, one every `everyMs` on a fixed schedule (a read late on a busy machine is
+ * followed sooner, so the trace takes count x everyMs whatever the load), each not waiting for the
+ * last; `midway` runs once halfway (the schedule waits for it). Returns each read's { req, start,
+ * end, json, cache } and the proxy's requests during it. */
 export async function trace(c, watcher, { count = 1000, everyMs = 30, midway } = {}) {
   let lastHead = 0;
   const kinds = reads(c, () => lastHead, watcher);
@@ -106,8 +108,13 @@ export async function trace(c, watcher, { count = 1000, everyMs = 30, midway } =
   const done = [];
   const inFlight = [];
   let midwayAt;
+  let t0 = performance.now();
   for (let i = 0; i < count; i++) {
-    if (i === Math.floor(count / 2) && midway) midwayAt = await midway();
+    if (i === Math.floor(count / 2) && midway) {
+      const paused = performance.now();
+      midwayAt = await midway();
+      t0 += performance.now() - paused;
+    }
     const req = { ...kinds[i % kinds.length](i), id: i };
     const start = performance.now();
     inFlight.push(
@@ -117,7 +124,7 @@ export async function trace(c, watcher, { count = 1000, everyMs = 30, midway } =
         done.push({ req, start, end, json: r.json, cache: r.cache });
       }),
     );
-    await sleep(everyMs);
+    await sleep(Math.max(0, t0 + (i + 1) * everyMs - performance.now()));
   }
   await Promise.all(inFlight);
   return { done, upstream: c.proxy.requests.length - asked, midwayAt };
