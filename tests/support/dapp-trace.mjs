@@ -46,25 +46,44 @@ export async function chain(vars = {}, buildDir) {
 /**
  * Asks anvil straight every 100 ms for its head; each new head's answers (its number, hash,
  * eth_call of the number contract, the recipient's balance, eth_gasPrice) are kept with when it
- * was first seen. A transfer to the recipient goes in about every block.
+ * was first seen. A head the watcher missed between two looks (a busy machine slowed it past a
+ * block) is filled in from its block, as seen at the earlier look (the earliest it can have
+ * come): its eth_gasPrice is its base fee plus the tip anvil adds (the head's price less its base
+ * fee). A transfer to the recipient goes in about every block.
  */
 export function watch(c) {
   const heads = [];
   const sent = [];
   let running = true;
+  /** A block's answers as the watcher keeps them, first seen at `seen`. */
+  const answersOf = async (block, seen, tip) => {
+    const at = { blockHash: block.hash };
+    const [callResult, balance, gasPrice] = await Promise.all([
+      c.ask("eth_call", [{ to: c.contract }, at]),
+      c.ask("eth_getBalance", [recipient, at]),
+      tip === undefined ? c.ask("eth_gasPrice", []) : `0x${(BigInt(block.baseFeePerGas) + tip).toString(16)}`,
+    ]);
+    return { seen, number: Number(block.number), hash: block.hash, callResult, balance, gasPrice };
+  };
   const done = (async () => {
     let lastSend = 0;
+    let lastLook = performance.now();
     while (running) {
       const head = await c.ask("eth_getBlockByNumber", ["latest", false]);
+      const now = performance.now();
       if (head && heads.at(-1)?.hash !== head.hash) {
-        const at = { blockHash: head.hash };
-        const [callResult, balance, gasPrice] = await Promise.all([
-          c.ask("eth_call", [{ to: c.contract }, at]),
-          c.ask("eth_getBalance", [recipient, at]),
-          c.ask("eth_gasPrice", []),
-        ]);
-        heads.push({ seen: performance.now(), number: Number(head.number), hash: head.hash, callResult, balance, gasPrice });
+        const kept = await answersOf(head, now);
+        const previous = heads.at(-1);
+        if (previous && kept.number > previous.number + 1) {
+          const tip = BigInt(kept.gasPrice) - BigInt(head.baseFeePerGas);
+          for (let n = previous.number + 1; n < kept.number; n++) {
+            const missed = await c.ask("eth_getBlockByNumber", [quantity(n), false]);
+            if (missed) heads.push(await answersOf(missed, lastLook, tip));
+          }
+        }
+        heads.push(kept);
       }
+      lastLook = now;
       if (performance.now() - lastSend > 900) {
         lastSend = performance.now();
         sent.push(await c.ask("eth_sendTransaction", [{ from, to: recipient, value: "0x1" }]));
