@@ -1241,3 +1241,63 @@ fn a_status_the_object_forgot_is_answered_from_the_upstream_when_the_transaction
     assert_eq!(code, 404, "{body}");
     assert!(body.contains("\"unknown\""));
 }
+
+#[test]
+fn a_keys_scope_refuses_each_member_out_of_it_and_the_rest_of_the_batch_goes_on() {
+    use nonce_relay::access::keys::scope::Scope;
+    let config = config(&[("CHAIN_ID", "31337"), ("ENABLE_NONCE_ORDERING", "false")]);
+    let (backend, cache) = (Recorder::default(), Rc::new(ChainIdCache::new()));
+    let (bot, stranger) = (legacy(7, 0, Some(31337)), legacy(8, 0, Some(31337)));
+    let sender = |raw: &str| {
+        let bytes = nonce_relay::hex::decode(raw).unwrap();
+        nonce_relay::transaction::decode(&bytes).unwrap().sender
+    };
+    let contract: Address = format!("0x{}", "de".repeat(20)).parse().unwrap();
+    let scope = Scope {
+        methods: vec![
+            "eth_call".into(),
+            "eth_getBalance".into(),
+            "eth_getLogs".into(),
+            "eth_sendRawTransaction".into(),
+        ],
+        contracts: vec![contract],
+        senders: vec![sender(&bot)],
+        ..Scope::default()
+    };
+    let body = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": [{"to": contract.to_string()}, "latest"]},
+        {"jsonrpc": "2.0", "id": 2, "method": "eth_getBalance", "params": [format!("0x{}", "ab".repeat(20)), "latest"]},
+        {"jsonrpc": "2.0", "id": 3, "method": "eth_getLogs", "params": [{"fromBlock": "0x1"}]},
+        send(json!(4), &bot),
+        send(json!(5), &stranger),
+        {"jsonrpc": "2.0", "id": 6, "method": "eth_blockNumber", "params": []},
+    ]);
+    let reply = block_on(
+        Relay::new(&config, &backend, &cache)
+            .with_key_scope(&scope)
+            .handle(body.to_string().as_bytes()),
+    );
+    assert_eq!(reply.status, 200);
+    let answers: Value = serde_json::from_str(&reply.body.unwrap().render()).unwrap();
+    let scope_of = |i: usize| answers[i]["error"]["data"]["scope"].clone();
+    assert_eq!(answers[0]["result"], "0x1");
+    assert_eq!(
+        (answers[1]["error"]["code"].clone(), scope_of(1)),
+        (json!(-32002), json!("contracts"))
+    );
+    assert_eq!(scope_of(2), "contracts", "eth_getLogs without an address");
+    assert!(answers[3]["result"].is_string(), "{}", answers[3]);
+    assert_eq!(scope_of(4), "senders");
+    assert_eq!(scope_of(5), "methods");
+    let sent: Vec<String> = backend
+        .upstream
+        .borrow()
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert_eq!(sent.len(), 2, "only the call and the bot's send: {sent:?}");
+    // By their signatures' last bytes (the rest of two transfers is the same).
+    let tail = |raw: &str| raw[raw.len() - 40..].to_string();
+    assert!(sent.iter().any(|r| r.contains(&tail(&bot))));
+    assert!(!sent.iter().any(|r| r.contains(&tail(&stranger))));
+}

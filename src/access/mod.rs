@@ -3,6 +3,7 @@
 //! [`request_id`] of each request.
 
 pub mod cors;
+pub mod keys;
 pub mod methods;
 pub mod rate_limit;
 pub mod request_id;

@@ -32,11 +32,20 @@ pub fn exceeded() -> RpcError {
 /// The answer body to a refused body: the error with each request's id (a batch answers each
 /// member, notifications included, since the whole body was refused).
 pub fn refusal(requests: &[&ParsedRequest], batch: bool) -> Body {
+    refusal_with(requests, batch, &exceeded())
+}
+
+/// [`refusal`] with `error` for each request (an API key's refusal); a body that is not
+/// JSON-RPC (no request) gets it once, with a null id.
+pub fn refusal_with(requests: &[&ParsedRequest], batch: bool, error: &RpcError) -> Body {
+    if requests.is_empty() {
+        return Body::One(Response::error(&Id::null(), error));
+    }
     let mut answers: Vec<Response> = requests
         .iter()
         .map(|e| {
             let id = e.as_ref().ok().map_or_else(Id::null, |r| r.response_id());
-            Response::error(&id, &exceeded())
+            Response::error(&id, error)
         })
         .collect();
     match (batch, answers.pop()) {

@@ -140,6 +140,8 @@ pub struct Config {
     /// `RELAY_SECRET` (a secret; unset: `None`): the key of the HMACs that name the read cache's
     /// answers in the data centre's Cache API ([`crate::relay::cached::shared_key`]).
     pub relay_secret: Option<RelaySecret>,
+    /// `KEYLESS` (default `open`): who may call without an API key, where keys are on.
+    pub keyless: crate::access::keys::Keyless,
     /// `CORS_ORIGINS` (default `*`): the origins whose pages may read the answers.
     pub cors_origins: CorsOrigins,
     /// `METHOD_ALLOWLIST` and `METHOD_DENYLIST`: the methods passed on (see
@@ -310,6 +312,7 @@ impl Config {
             sync_timeout_max_ms: s::SYNC_TIMEOUT_MAX_MS.read(get)?,
             admin_token: s::ADMIN_TOKEN.read(get)?,
             relay_secret: s::RELAY_SECRET.read(get)?,
+            keyless: s::KEYLESS.read(get)?,
             cors_origins: s::CORS_ORIGINS.read(get)?,
             methods: MethodPolicy {
                 allow: s::METHOD_ALLOWLIST.read(get)?,

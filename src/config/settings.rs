@@ -6,6 +6,7 @@
 
 use super::ConfigError;
 use crate::access::cors::CorsOrigins;
+use crate::access::keys::Keyless;
 use crate::access::methods::Patterns;
 use crate::cache::finality::Finality;
 use crate::cache::proof::Proof;
@@ -577,6 +578,15 @@ pub const RELAY_SECRET: Setting<Option<super::RelaySecret>> = Setting {
     parse: |v| Ok(Some(super::RelaySecret::new(v.trim()))),
 };
 
+/// `KEYLESS`: who may use the endpoint without an API key, where keys are on
+/// ([`crate::access::keys`]).
+pub const KEYLESS: Setting<Keyless> = Setting {
+    about: about!("KEYLESS", Deployment, "`open`",
+        "with API keys on (a `KEYS` KV binding and `RELAY_SECRET`, see [docs/keys.md](docs/keys.md)), who may call without a key: `open` (anyone, as without keys), `reads` (sends need a key), `closed` (everything needs a key); refused: HTTP 401, -32016"),
+    default: Some(|| Keyless::Open),
+    parse: |v| pick(v, &[("open", Keyless::Open), ("reads", Keyless::Reads), ("closed", Keyless::Closed)]),
+};
+
 /// `CORS_ORIGINS`: the origins whose pages may read the answers.
 pub const CORS_ORIGINS: Setting<CorsOrigins> = Setting {
     about: about!(
@@ -849,6 +859,7 @@ pub const SETTINGS: &[About] = &[
     SEND_WINDOW.about,
     ADMIN_TOKEN.about,
     RELAY_SECRET.about,
+    KEYLESS.about,
     CORS_ORIGINS.about,
     METHOD_ALLOWLIST.about,
     METHOD_DENYLIST.about,

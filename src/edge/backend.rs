@@ -43,6 +43,11 @@ pub struct WorkerBackend<'a> {
     /// The origin (`https://host`) the shared cache's keys are URLs of
     /// ([`Backend::shared_get`]); `None`: no shared cache (a WebSocket's messages).
     pub cache_origin: Option<String>,
+    /// The request's API key's hash, whose budget its members spend
+    /// ([`crate::edge::keys::spend`]); `None` without a key.
+    pub key: Option<crate::access::keys::key::KeyHash>,
+    /// The key's last refusal by [`Backend::over_key_budget`] (a WebSocket closes on it).
+    pub key_refused: std::cell::RefCell<Option<crate::access::keys::Refusal>>,
     /// The client's `x-test-fault` header, passed on to the Durable Object (test builds only).
     #[cfg(feature = "test-faults")]
     pub test_fault: Option<String>,
@@ -60,9 +65,21 @@ impl<'a> WorkerBackend<'a> {
             env,
             client_ip,
             cache_origin: None,
+            key: None,
+            key_refused: std::cell::RefCell::new(None),
             #[cfg(feature = "test-faults")]
             test_fault: None,
         }
+    }
+
+    /// The backend of a request with the API key `hash`: its members spend the key's budget,
+    /// and its rate limits are the key's (keyed by its id), not its IP's.
+    pub fn with_key(mut self, hash: Option<&crate::access::keys::key::KeyHash>) -> Self {
+        if let Some(hash) = hash {
+            self.client_ip = hash.id();
+            self.key = Some(hash.clone());
+        }
+        self
     }
 
     /// The shared cache's URL of `key` ([`crate::relay::cached::shared_key`]) under this
@@ -361,6 +378,31 @@ impl Backend for WorkerBackend<'_> {
         )
         .await;
         send || read
+    }
+
+    async fn over_key_budget(
+        &self,
+        sends: usize,
+        reads: usize,
+    ) -> Option<crate::access::keys::Refusal> {
+        let hash = self.key.as_ref()?;
+        // The key's usage, by its id (never the key): `key_usage`, label `ok` or the refusal.
+        let metric = |label: &str| {
+            Metric::new("key_usage", "", label.to_string())
+                .value("sends", sends as f64)
+                .value("reads", reads as f64)
+                .field("key_id", hash.id())
+        };
+        let refused = crate::edge::keys::spend(self.env, hash, sends as u64, reads as u64)
+            .await
+            .err();
+        self.emit(&metric(match &refused {
+            None => "ok",
+            Some(crate::access::keys::Refusal::OverBudget { .. }) => "over_budget",
+            Some(_) => "refused",
+        }));
+        self.key_refused.replace(refused.clone());
+        refused
     }
 
     /// The isolate's read cache ([`read_cache`]).

@@ -5,11 +5,15 @@
 //! [`race`] (the posts and timers of a call's race over several upstreams, chain checks,
 //! probes), [`platform`] (the core's platform over them), [`websocket`] (a
 //! client's WebSocket, held by the Worker, and the upstream's WebSocket for its subscriptions),
-//! [`head_watch`] (the read cache's `newHeads` socket per chain and isolate) and [`runtime`] (settings, clock and metrics shared by the Worker and the object).
+//! [`head_watch`] (the read cache's `newHeads` socket per chain and isolate), [`keys`] and
+//! [`key_authority`] (API keys: the isolate's leases, the key's Durable Object, the admin API) and [`runtime`] (settings, clock and metrics shared by the Worker and the object).
 
+pub mod admin_keys;
 pub mod backend;
 pub mod head_watch;
 pub mod http;
+pub mod key_authority;
+pub mod keys;
 pub mod platform;
 pub mod race;
 pub mod runtime;

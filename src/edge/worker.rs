@@ -8,12 +8,15 @@
 //! its alias); a chain not served gets HTTP 404 with the list, and `GET /evm` the list. Every answer, errors included,
 //! carries the CORS headers and the request's `X-Request-Id`.
 
+use crate::access::keys::key::{key_in, split_key_path};
+use crate::access::keys::Refusal;
 use crate::access::request_id::{self, request_id};
 use crate::admin;
 use crate::config::chains::Chains;
 use crate::config::{Config, ConfigError};
 use crate::edge::backend::{call_object, WorkerBackend};
 use crate::edge::head_watch::KeepAlive;
+use crate::edge::keys::Access;
 use crate::edge::runtime::{chain_ids, chains_from_env};
 use crate::edge::websocket;
 use crate::jsonrpc::{self, RpcError};
@@ -145,6 +148,7 @@ async fn tx_status(
     config: &Config,
     id: &str,
     path: &str,
+    access: &Access,
 ) -> worker::Result<Response> {
     let hash = match status::hash_of_path(path) {
         Some(Ok(hash)) => hash,
@@ -157,9 +161,12 @@ async fn tx_status(
         Some(Err(why)) => return bad_request(&why),
         None => None,
     };
-    let backend = WorkerBackend::new(config, env, id, client_ip(req));
+    let backend = WorkerBackend::new(config, env, id, client_ip(req)).with_key(access.hash());
     if backend.over_rate_limit(0, 1).await {
         return rate_limited(config);
+    }
+    if let Some(refusal) = backend.over_key_budget(0, 1).await {
+        return key_refused(&refusal);
     }
     let chain_ids = chain_ids();
     let (code, body) = Relay::new(config, &backend, &chain_ids)
@@ -200,6 +207,7 @@ async fn handle_rpc(
     config: &Config,
     id: &str,
     opened: &RefCell<Option<KeepAlive>>,
+    access: &Access,
 ) -> worker::Result<Response> {
     let too_large = || {
         let error = RpcError::new(
@@ -228,7 +236,7 @@ async fn handle_rpc(
             return json_response(400, error.response(&jsonrpc::Id::null()));
         }
     };
-    let mut backend = WorkerBackend::new(config, env, id, client_ip(&req));
+    let mut backend = WorkerBackend::new(config, env, id, client_ip(&req)).with_key(access.hash());
     backend.cache_origin = Some(url.origin().ascii_serialization());
     #[cfg(feature = "test-faults")]
     {
@@ -244,11 +252,10 @@ async fn handle_rpc(
             )
         })
     });
-    let reply = Relay::new(config, &backend, &chain_ids)
+    let relay = Relay::new(config, &backend, &chain_ids)
         .with_opt_in(opt_in)
-        .with_cache_bypass(bypass)
-        .handle(&body)
-        .await;
+        .with_cache_bypass(bypass);
+    let reply = access.on(relay).handle(&body).await;
     let response = match reply.body {
         Some(body) => json_response(reply.status, body.render())?,
         None => Response::empty()?.with_status(reply.status),
@@ -283,6 +290,7 @@ async fn websocket_upgrade(
     env: &Env,
     config: &Config,
     id: &str,
+    access: Access,
 ) -> worker::Result<Response> {
     if let Some(origin) = req.headers().get("origin")? {
         if !config.cors_origins.allows(&origin) {
@@ -293,9 +301,12 @@ async fn websocket_upgrade(
             );
         }
     }
-    let backend = WorkerBackend::new(config, env, id, client_ip(req));
+    let backend = WorkerBackend::new(config, env, id, client_ip(req)).with_key(access.hash());
     if backend.over_rate_limit(0, 1).await {
         return rate_limited(config);
+    }
+    if let Some(refusal) = backend.over_key_budget(0, 1).await {
+        return key_refused(&refusal);
     }
     // The opt-in of the URL it connected to holds for every private send on the socket.
     let opt_in = match private_terms::opt_in_of_query(req.url()?.query()) {
@@ -309,6 +320,7 @@ async fn websocket_upgrade(
         id.to_string(),
         client_ip(req),
         opt_in,
+        access,
     )?;
     if config.private_route() {
         let granted = private_terms::granted(opt_in, config.send_public_after_blocks);
@@ -381,6 +393,53 @@ fn misconfigured(e: &ConfigError, id: &str) -> worker::Result<Response> {
     json_response(500, error.response(&jsonrpc::Id::null()))
 }
 
+/// Admits a request on an RPC route (`POST /`, `GET /`, `GET /tx/…`, within its chain's `path`)
+/// by its key ([`crate::edge::keys::admit`]): from the path's `/k/{key}` (`path_key`), else its
+/// `Authorization` (`Basic` with the key as the password, or `Bearer`). Any other route: no key.
+async fn admit_request(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    path: &str,
+    path_key: Option<&str>,
+) -> worker::Result<Result<Access, Refusal>> {
+    let rpc_route = matches!(
+        (req.method(), path),
+        (Method::Post, "/") | (Method::Get, "/")
+    ) || path.starts_with(status::TX_PREFIX);
+    if !rpc_route {
+        return Ok(Ok(Access::default()));
+    }
+    let authorization = req.headers().get("authorization")?;
+    let key = key_in(path_key, authorization.as_deref());
+    let chain_id = config.chain_id.or_else(|| chain_ids().known()).unwrap_or(0);
+    let origin = req.headers().get("origin")?;
+    Ok(crate::edge::keys::admit(
+        env,
+        config,
+        key,
+        chain_id,
+        origin.as_deref(),
+        &client_ip(req),
+    )
+    .await)
+}
+
+/// The answer to a request refused for its key: the refusal's HTTP status and JSON-RPC error
+/// (null id), `Retry-After` over budget.
+fn key_refused(refusal: &Refusal) -> worker::Result<Response> {
+    let response = json_response(
+        refusal.status(),
+        refusal.error().response(&jsonrpc::Id::null()),
+    )?;
+    if let Some(seconds) = refusal.retry_after_s() {
+        response
+            .headers()
+            .set("retry-after", &seconds.to_string())?;
+    }
+    Ok(response)
+}
+
 /// `opened`: where a head watch the request opens is left for the fetch handler to keep alive
 /// ([`crate::edge::head_watch`]).
 async fn route(
@@ -397,7 +456,15 @@ async fn route(
         Ok(chains) => chains,
         Err(e) => return misconfigured(e, id),
     };
-    let full = req.path();
+    // `/k/{key}/…`: the key is taken out of the path before anything else sees it.
+    let whole = req.path();
+    let (path_key, full) = match split_key_path(&whole) {
+        Some((key, rest)) => (Some(key.to_string()), rest),
+        None => (None, whole.clone()),
+    };
+    if path_key.is_none() && full.starts_with(crate::edge::admin_keys::PREFIX) {
+        return crate::edge::admin_keys::route(req, env, chains, id).await;
+    }
     // `GET /evm`: the chains served, for a client (or an operator) to find its chain's path.
     if req.method() == Method::Get && (full == "/evm" || full == CHAIN_PREFIX) {
         return json_response(
@@ -422,17 +489,20 @@ async fn route(
         Err(e) => return misconfigured(e, id),
     };
     let upgrade = req.headers().get("upgrade")?;
+    let websocket = upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    let access = match admit_request(&req, env, config, &path, path_key.as_deref()).await? {
+        Ok(access) => access,
+        Err(refusal) => return key_refused(&refusal),
+    };
     match (req.method(), path.as_str()) {
-        (Method::Post, "/") => handle_rpc(req, env, config, id, opened).await,
-        (Method::Get, "/") if upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) => {
-            websocket_upgrade(&req, env, config, id).await
-        }
+        (Method::Post, "/") => handle_rpc(req, env, config, id, opened, &access).await,
+        (Method::Get, "/") if websocket => websocket_upgrade(&req, env, config, id, access).await,
         (Method::Get, "/health") => json_response(200, r#"{"status":"ok"}"#.into()),
         (Method::Get, path) if path.starts_with(admin::SENDERS_PREFIX) => {
             sender_view(&req, env, config, id, path).await
         }
         (Method::Get, path) if path.starts_with(status::TX_PREFIX) => {
-            tx_status(&req, env, config, id, path).await
+            tx_status(&req, env, config, id, path, &access).await
         }
         #[cfg(feature = "bench")]
         (Method::Post, "/__bench/decode") => bench_decode(req).await,

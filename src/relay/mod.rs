@@ -31,6 +31,10 @@ pub mod socket;
 pub mod status;
 pub mod wire;
 
+use crate::access::keys::{
+    self,
+    scope::{OutOfScope, Scope},
+};
 use crate::access::rate_limit;
 use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
@@ -105,6 +109,13 @@ pub trait Backend: Platform {
     /// transaction limit, `reads` against the other. True when the client is over either (the
     /// body is then refused). Without limits configured, always false.
     async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool;
+
+    /// Spends a body's `sends + reads` units of its API key's budget
+    /// ([`crate::access::keys::budget`]): the refusal when it cannot (over budget, the key
+    /// revoked since its lease). Without a key, `None`.
+    async fn over_key_budget(&self, _sends: usize, _reads: usize) -> Option<keys::Refusal> {
+        None
+    }
 
     /// `sender`'s cancel of private transaction `hash` as its object answers it (see [`wire`]):
     /// the route's answer.
@@ -202,6 +213,11 @@ pub struct Relay<'a, B: Backend> {
     bypass_cache: bool,
     /// What the cache did for this body's reads.
     cache_seen: Cell<cached::CacheSeen>,
+    /// The request's API key's scope: each member is checked against it
+    /// ([`crate::access::keys::scope`]); `None` without a key.
+    key_scope: Option<&'a Scope>,
+    /// Without a key under `KEYLESS=reads`: each send is refused (-32016).
+    sends_need_key: bool,
 }
 
 enum Plan {
@@ -295,6 +311,30 @@ impl<'a, B: Backend> Relay<'a, B> {
             opt_in: None,
             bypass_cache: false,
             cache_seen: Cell::new(cached::CacheSeen::default()),
+            key_scope: None,
+            sends_need_key: false,
+        }
+    }
+
+    /// The relay for a request with an API key whose scope is `scope`: a member out of it gets
+    /// its own error (-32002), the rest of the body goes on.
+    pub fn with_key_scope(mut self, scope: &'a Scope) -> Self {
+        self.key_scope = Some(scope);
+        self
+    }
+
+    /// The relay for a request without a key where sends need one (`KEYLESS=reads`): each send
+    /// gets -32016, the reads go on.
+    pub fn with_sends_needing_a_key(mut self) -> Self {
+        self.sends_need_key = true;
+        self
+    }
+
+    /// `why` as a member's error: -32002 with `data.scope` the scope it is out of.
+    fn out_of_scope(why: &OutOfScope) -> RpcError {
+        RpcError {
+            data: Some(serde_json::json!({ "scope": why.scope() })),
+            ..RpcError::new(keys::REJECTED_BY_KEY, why.to_string())
         }
     }
 
@@ -346,6 +386,16 @@ impl<'a, B: Backend> Relay<'a, B> {
         let reads = if entries.is_empty() { 1 } else { reads };
         if self.backend.over_rate_limit(sends, reads).await {
             return self.rate_limited(&parsed, &entries, batch);
+        }
+        if let Some(refusal) = self.backend.over_key_budget(sends, reads).await {
+            let error = refusal.error();
+            return Reply {
+                status: refusal.status(),
+                body: Some(rate_limit::refusal_with(&entries, batch, &error)),
+                retry_after_s: refusal.retry_after_s(),
+                public_after: None,
+                cache: None,
+            };
         }
         let (body, retry_after_s) = match parsed {
             Err(error) => (Some(Body::One(error.to_response())), None),
@@ -498,6 +548,17 @@ impl<'a, B: Backend> Relay<'a, B> {
                     format!("method not allowed: {}", req.method),
                 ),
             )),
+            Ok(req) if jsonrpc::is_send(&req.method) && self.sends_need_key => {
+                let error = RpcError::new(keys::UNAUTHORIZED, "a send needs an API key here");
+                Plan::Done(Response::error(&req.response_id(), &error))
+            }
+            Ok(req) if !jsonrpc::is_send(&req.method) && self.read_out_of_scope(&req).is_some() => {
+                let why = self.read_out_of_scope(&req).expect("just seen");
+                Plan::Done(Response::error(
+                    &req.response_id(),
+                    &Self::out_of_scope(&why),
+                ))
+            }
             Ok(req) if on_socket && is_subscription(&req.method) => Plan::Subscription(req),
             Ok(req) if req.method == jsonrpc::CANCEL_PRIVATE_TRANSACTION => Plan::Cancel(req),
             Ok(req) if !jsonrpc::is_send(&req.method) => {
@@ -655,6 +716,11 @@ impl<'a, B: Backend> Relay<'a, B> {
         self.chain_ids.current(self.config.chain_id)
     }
 
+    /// Why a read (any member that is not a send) is out of the key's scope, if it is.
+    fn read_out_of_scope(&self, req: &Request) -> Option<OutOfScope> {
+        self.key_scope?.check_read(&req.method, &req.params).err()
+    }
+
     /// Decodes and checks a send request (any of [`jsonrpc::is_send`]) against the chain id policy
     /// and the rules of `HARDFORK` ([`crate::hardfork`]; a transaction that breaks them is
     /// refused -32000 with geth's message and a `tx_refused` metric, never sent).
@@ -668,6 +734,11 @@ impl<'a, B: Backend> Relay<'a, B> {
         let tx = transaction::decode(&raw)
             .map_err(|e| RpcError::new(jsonrpc::INVALID_PARAMS, format!("invalid params: {e}")))?;
         self.check_chain_id(tx.chain_id, chain_id)?;
+        if let Some(scope) = self.key_scope {
+            scope
+                .check_send(&req.method, &tx.sender, tx.to.as_ref())
+                .map_err(|why| Self::out_of_scope(&why))?;
+        }
         // A refusal the operator counts (`tx_refused`, by `label`).
         let refused = |label: &str, error: RpcError| {
             self.backend.emit(

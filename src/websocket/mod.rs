@@ -78,6 +78,14 @@ pub enum Close {
     /// (ms) while the connection had subscriptions: 1013, try again later. A client that
     /// reconnects and subscribes again gets a fresh upstream socket.
     UpstreamLost(u64),
+    /// The connection's API key was refused at its lease (revoked, or its budget spent): 1008,
+    /// policy violation; the key's refusal (its JSON-RPC `code` and `message`) is sent first.
+    KeyRefused {
+        /// The refusal's JSON-RPC code (-32016, -32005).
+        code: i64,
+        /// Its message.
+        message: String,
+    },
 }
 
 impl Close {
@@ -85,7 +93,7 @@ impl Close {
     pub fn code(&self) -> u16 {
         match self {
             Close::TooBig(_) => 1009,
-            Close::TooManySubscriptions(_) => 1008,
+            Close::TooManySubscriptions(_) | Close::KeyRefused { .. } => 1008,
             Close::Idle(_) => 1000,
             Close::UpstreamLost(_) => 1013,
         }
@@ -100,6 +108,7 @@ impl Close {
             Close::UpstreamLost(ms) => {
                 format!("upstream WebSocket lost for {ms} ms; reconnect and subscribe again")
             }
+            Close::KeyRefused { message, .. } => message.chars().take(100).collect(),
         }
     }
 
@@ -108,6 +117,7 @@ impl Close {
     pub fn error(&self) -> RpcError {
         let code = match self {
             Close::UpstreamLost(_) => crate::jsonrpc::RESOURCE_UNAVAILABLE,
+            Close::KeyRefused { code, .. } => *code,
             _ => LIMIT_EXCEEDED,
         };
         RpcError::new(code, format!("closing the connection: {}", self.reason()))

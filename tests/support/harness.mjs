@@ -480,9 +480,10 @@ export function asGoReads(request) {
  * The tests' upstream is the strict-nonce proxy unless they say otherwise, an upstream that refuses
  * nonce gaps: the relay gets SEND_WINDOW=1 (one at a time, as under UPSTREAM_POOL=strict) unless
  * `vars` names SEND_WINDOW (undefined: the relay's default window).
+ * `keys`: a local Workers KV namespace bound as KEYS (API keys on, with RELAY_SECRET in `vars`).
  * Returns { url, logs, stop }; `logs` collects the runtime's stdout lines.
  */
-export async function startRelay({ vars: given, lockHost, lockHostBuild, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort } = {}) {
+export async function startRelay({ vars: given, lockHost, lockHostBuild, persist, buildDir = process.env.RELAY_BUILD_DIR ?? "build", ratelimits, inspectorPort, keys } = {}) {
   let vars = "SEND_WINDOW" in (given ?? {}) ? given : { SEND_WINDOW: "1", ...given };
   // RELAY_CACHE=off runs every relay of a suite with the read cache off (unless a test sets it).
   if (process.env.RELAY_CACHE && !("CACHE" in vars)) vars = { ...vars, CACHE: process.env.RELAY_CACHE };
@@ -499,7 +500,10 @@ export async function startRelay({ vars: given, lockHost, lockHostBuild, persist
       SENDER_LOCK: lockHost || lockHostBuild
         ? { className: "SenderLock", scriptName: "lock-host" }
         : { className: "SenderLock", useSQLite: true },
+      KEY_AUTHORITY: { className: "KeyAuthority", useSQLite: true },
     },
+    // API keys (docs/keys.md): a local Workers KV namespace bound as KEYS.
+    ...(keys ? { kvNamespaces: ["KEYS"] } : {}),
     // Workers Rate Limiting bindings, as wrangler.toml's [[ratelimits]] would give them:
     // { RATE_LIMIT_SEND: { simple: { limit, period } }, ... }. Miniflare 5 wants each binding's
     // namespace_id too (wrangler.toml's: 7001 send, 7002 read).

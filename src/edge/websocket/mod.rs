@@ -64,6 +64,9 @@ struct Connection {
     /// The opt-in to the public mempool of the URL it connected to (`?public_after_blocks=N`),
     /// for its private sends.
     opt_in: Option<u64>,
+    /// Its API key, admitted at the upgrade: each message spends its budget, and a refusal at
+    /// a lease closes the socket (1008).
+    access: crate::edge::keys::Access,
     /// Its subscriptions, and its memory (`WS_MAX_CONNECTION_BYTES`).
     subscriptions: RefCell<Subscriptions>,
     /// The missed `newHeads` being filled in.
@@ -103,6 +106,7 @@ pub fn upgrade(
     request_id: String,
     client_ip: String,
     opt_in: Option<u64>,
+    access: crate::edge::keys::Access,
 ) -> worker::Result<Response> {
     let pair = WebSocketPair::new()?;
     pair.server.accept()?;
@@ -116,6 +120,7 @@ pub fn upgrade(
         request_id,
         client_ip,
         opt_in,
+        access,
         subscriptions: RefCell::new(Subscriptions::new(memory)),
         backfill: RefCell::new(Backfill::default()),
         resubscribing: Cell::new(0),
@@ -244,9 +249,19 @@ impl Connection {
     async fn answer(self: Rc<Self>, body: Vec<u8>, n: u64) {
         let request_id = format!("{}.{n}", self.request_id);
         let backend =
-            WorkerBackend::new(&self.config, &self.env, &request_id, self.client_ip.clone());
+            WorkerBackend::new(&self.config, &self.env, &request_id, self.client_ip.clone())
+                .with_key(self.access.hash());
         let relay = Relay::new(&self.config, &backend, &self.chain_ids).with_opt_in(self.opt_in);
-        let answer = relay.handle_message(&body, &self).await;
+        let answer = self.access.on(relay).handle_message(&body, &self).await;
+        // The key refused at its lease (revoked, its budget spent): the socket closes, 1008.
+        let refused = backend.key_refused.borrow_mut().take();
+        if let Some(refusal) = refused {
+            let error = refusal.error();
+            self.close_after.replace(Some(Close::KeyRefused {
+                code: error.code,
+                message: error.message,
+            }));
+        }
         self.subscriptions.borrow().memory().give(body.len());
         drop(body);
         if let Some(body) = answer {

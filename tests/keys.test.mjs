@@ -1,0 +1,220 @@
+// API keys (issue 55, docs/keys.md): the compiled relay on workerd with a local Workers KV bound as
+// KEYS, RELAY_SECRET and ADMIN_TOKEN, in front of anvil behind a recording proxy. Keys made by
+// the operator's script (scripts/keys.mjs, `npm run keys`); each refusal as a client sees it;
+// revocation while KV still serves the old record; a budget spent by parallel requests; and the
+// raw key searched for in every log line, upstream request and stored file.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { mkdtemp, readdir, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createHash, createHmac } from "node:crypto";
+import { ethers } from "ethers";
+import { startAnvil, startProxy, startRelay, post, devAccount, signTransfer, sleep } from "./support/harness.mjs";
+
+const SECRET = "a-test-secret-of-the-deployment";
+const TOKEN = "admin-token-of-the-test";
+const DEAD = "0x000000000000000000000000000000000000dead";
+const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
+
+const anvil = await startAnvil({ accounts: 4 });
+const ten = await startAnvil({ accounts: 1, extraArgs: ["--chain-id", "10"] });
+const proxy = await startProxy({ upstream: anvil.url, strictNonce: false });
+const persist = await mkdtemp(`${tmpdir()}/nonce-relay-keys-`);
+const relay = await startRelay({
+  keys: true,
+  persist,
+  vars: {
+    UPSTREAM_RPC_URL: proxy.url,
+    RELAY_SECRET: SECRET,
+    ADMIN_TOKEN: TOKEN,
+    CHAINS: "10",
+    CHAIN_10_UPSTREAM_RPC_URL: ten.url,
+  },
+});
+/** Every key the tests made, searched for at the end. */
+const made = [];
+
+after(async () => {
+  await relay.stop();
+  await proxy.stop();
+  anvil.stop();
+  ten.stop();
+});
+
+/** `npm run keys -- args...` against the relay: its JSON output. */
+async function keys(...args) {
+  const { stdout } = await promisify(execFile)(process.execPath, ["scripts/keys.mjs", ...args], {
+    env: { ...process.env, RELAY_URL: relay.url, ADMIN_TOKEN: TOKEN },
+  });
+  return JSON.parse(stdout);
+}
+
+/** A key made by the script with `args`: { key, id }. */
+async function makeKey(...args) {
+  const { key, id } = await keys("create", ...args);
+  made.push(key);
+  return { key, id };
+}
+
+/** A well-formed key that was never made (its checksum right). */
+function unknownKey() {
+  const random = "0123456789abcdef".repeat(2);
+  const check = createHash("sha256").update(random).digest("hex").slice(0, 8);
+  return `nrk_${random}${check}`;
+}
+
+test("a key made by the script serves its chain at /k/{key}/evm/{id} and is refused on another; Basic and Bearer carry it too; a malformed or unknown one 401 -32016; no key: as today", async () => {
+  const { key, id } = await makeKey("--chains", "31337", "--per-day", "100000", "--label", "dapp");
+  assert.match(key, /^nrk_[0-9a-f]{40}$/);
+  assert.match(id, /^k_[0-9a-f]{16}$/);
+  const served = await post(`${relay.url}/k/${key}/evm/31337`, call("eth_chainId"));
+  assert.deepEqual([served.status, served.json.result], [200, "0x7a69"]);
+  const root = await post(`${relay.url}/k/${key}`, call("eth_chainId"));
+  assert.equal(root.json.result, "0x7a69", "/k/{key} alone is the default chain");
+  const other = await post(`${relay.url}/k/${key}/evm/10`, call("eth_chainId"));
+  assert.deepEqual([other.status, other.json.error.code, other.json.error.data.scope], [403, -32002, "chains"]);
+  // ethers takes https://:KEY@host and sends it as Authorization: Basic.
+  const provider = new ethers.JsonRpcProvider(relay.url.replace("://", `://:${key}@`), 31337, { staticNetwork: true });
+  assert.equal(await provider.getBlockNumber() >= 0, true);
+  provider.destroy();
+  const bearer = await post(relay.url, call("eth_chainId"), { authorization: `Bearer ${key}` });
+  assert.equal(bearer.json.result, "0x7a69");
+  for (const [url, headers, why] of [
+    [`${relay.url}/k/nrk_nope/evm/31337`, {}, "malformed API key"],
+    [`${relay.url}/k/${key.slice(0, -1)}${key.endsWith("0") ? "1" : "0"}`, {}, "checksum"],
+    [`${relay.url}/k/${unknownKey()}`, {}, "unknown API key"],
+    [relay.url, { authorization: `Bearer ${unknownKey()}` }, "unknown API key"],
+  ]) {
+    const refused = await post(url, call("eth_chainId"), headers);
+    assert.deepEqual([refused.status, refused.json.error.code], [401, -32016], url);
+    assert.match(refused.json.error.message, new RegExp(why));
+  }
+  // Without a key, KEYLESS=open: as without keys.
+  assert.equal((await post(relay.url, call("eth_chainId"))).json.result, "0x7a69");
+  assert.equal((await post(`${relay.url}/evm/10`, call("eth_chainId"))).json.result, "0xa");
+  // The admin API lists it, by id, never its text.
+  const listed = await keys("list");
+  assert.ok(listed.keys.some((k) => k.id === id && k.label === "dapp"));
+  assert.ok(!JSON.stringify(listed).includes(key.slice(4)));
+});
+
+test("scopes per member: a method, a contract, an override and a sender out of scope each refused (-32002) in a batch whose other members are answered; nothing refused reaches the upstream", async () => {
+  const bot = devAccount(1);
+  const stranger = devAccount(2);
+  const { key } = await makeKey(
+    "--methods", "eth_chainId,eth_call,eth_getBalance,eth_blockNumber,eth_sendRawTransaction",
+    "--contracts", DEAD,
+    "--senders", bot.address,
+  );
+  const before = proxy.requests.length;
+  const fromBot = await signTransfer(bot, 0);
+  const fromStranger = await signTransfer(stranger, 0);
+  const batch = [
+    call("eth_call", [{ to: DEAD, data: "0x" }, "latest"], 1),
+    call("eth_getBalance", [stranger.address, "latest"], 2),
+    call("eth_call", [{ to: DEAD }, "latest", { [DEAD]: { code: "0x00" } }], 3),
+    call("eth_getTransactionCount", [DEAD, "latest"], 4),
+    call("eth_sendRawTransaction", [fromStranger], 5),
+    call("eth_sendRawTransaction", [fromBot], 6),
+    call("eth_blockNumber", [], 7),
+  ];
+  const answer = await post(`${relay.url}/k/${key}`, batch);
+  assert.equal(answer.status, 200);
+  const byId = Object.fromEntries(answer.json.map((a) => [a.id, a]));
+  for (const [id, scope] of [[2, "contracts"], [3, "contracts"], [4, "methods"], [5, "senders"]]) {
+    assert.equal(byId[id].error?.code, -32002, `member ${id}: ${JSON.stringify(byId[id])}`);
+    assert.equal(byId[id].error.data.scope, scope);
+  }
+  assert.equal(byId[1].result, "0x");
+  assert.match(byId[6].result, /^0x[0-9a-f]{64}$/);
+  assert.match(byId[7].result, /^0x[0-9a-f]+$/);
+  const reached = proxy.requests.slice(before).map((r) => JSON.stringify(r.body));
+  // (The bot's send makes its object ask the bot's own count: only the member's is out of scope.)
+  assert.ok(!reached.some((r) => r.includes("eth_getTransactionCount") && r.includes(DEAD.slice(2))), "a method out of scope never asked");
+  assert.ok(!reached.some((r) => r.includes(stranger.address.slice(2).toLowerCase())), "a stranger's read never asked");
+  assert.ok(!reached.some((r) => r.includes(fromStranger.slice(-64))), "a stranger's send never sent");
+  assert.ok(reached.some((r) => r.includes(fromBot.slice(-64))), "the bot's send was sent");
+});
+
+test("revoked while KV still serves the old record (written back): every request begun 10 s (a lease's life) after the revocation is refused, 401 -32016", async () => {
+  const { key, id } = await makeKey("--per-day", "100000");
+  assert.equal((await post(`${relay.url}/k/${key}`, call("eth_chainId"))).json.result, "0x7a69", "a lease held");
+  const kv = await relay.mf.getKVNamespace("KEYS");
+  const name = `key/v1/${createHmac("sha256", SECRET).update("nonce-relay api key v1\0").update(key).digest("hex")}`;
+  assert.ok(name.includes(id.slice(2)), "the entry is named by the key's HMAC, its id the first 16 digits");
+  const old = await kv.get(name);
+  assert.ok(old && !JSON.parse(old).revoked);
+  const revoked = await keys("revoke", id);
+  assert.equal(revoked.record.revoked, true);
+  const revokedAt = performance.now();
+  await kv.put(name, old); // KV (a colo's cached copy) still says it is good
+  const answers = [];
+  while (performance.now() - revokedAt < 12_000) {
+    const start = performance.now();
+    const r = await post(`${relay.url}/k/${key}`, call("eth_chainId"));
+    answers.push({ since: start - revokedAt, status: r.status, code: r.json?.error?.code });
+    await sleep(250);
+  }
+  const late = answers.filter((a) => a.since >= 10_000);
+  assert.ok(late.length > 0);
+  assert.ok(late.every((a) => a.status === 401 && a.code === -32016), JSON.stringify(late));
+  const first = answers.find((a) => a.status === 401);
+  console.log(`# revoked: first refusal ${Math.round(first.since)} ms after, ${answers.filter((a) => a.status === 200).length} served before it`);
+  assert.ok(answers.slice(answers.indexOf(first)).every((a) => a.status === 401), "refused for good once refused");
+});
+
+test("a daily budget of 1,000 spent by parallel requests: at most 1,000 served, then 429 -32005 with the reset time (the next UTC midnight)", async () => {
+  const { key, id } = await makeKey("--per-day", "1000");
+  const results = [];
+  const queue = Array.from({ length: 1_100 }, (_, i) => i);
+  await Promise.all(
+    Array.from({ length: 20 }, async () => {
+      for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
+        const r = await post(`${relay.url}/k/${key}`, call("eth_chainId", [], i));
+        results.push(r);
+      }
+    }),
+  );
+  const served = results.filter((r) => r.status === 200).length;
+  const over = results.filter((r) => r.status === 429);
+  console.log(`# budget 1000: ${served} served, ${over.length} refused 429`);
+  assert.ok(served <= 1000, `served ${served}`);
+  assert.ok(served >= 900, `served ${served}`);
+  assert.equal(served + over.length, 1_100);
+  const refusal = over[0].json.error;
+  assert.equal(refusal.code, -32005);
+  const midnight = (Math.floor(Date.now() / 86_400_000) + 1) * 86_400_000;
+  assert.equal(refusal.data.reset_ms, midnight);
+  assert.ok(Number(over[0].retryAfter) >= 1 && Number(over[0].retryAfter) <= 3600, over[0].retryAfter);
+  const shown = await keys("show", id);
+  assert.ok(shown.budget.used_day <= 1000 && shown.budget.used_day >= served, JSON.stringify(shown.budget));
+});
+
+test("the raw key is in no log line, upstream request or stored file (KV, the objects' storage, the caches)", async () => {
+  assert.ok(made.length >= 4);
+  const files = [];
+  const walk = async (dir) => {
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) await walk(p);
+      else files.push(p);
+    }
+  };
+  await walk(persist);
+  assert.ok(files.length > 0, "the runtime stored files");
+  const stored = await Promise.all(files.map((f) => readFile(f)));
+  const upstream = proxy.requests.map((r) => r.text ?? JSON.stringify(r.body)).join("\n");
+  const logs = relay.logs.join("\n");
+  assert.ok(logs.includes("key_usage"), "the usage metric is logged, by id");
+  for (const key of made) {
+    const secretPart = key.slice(4, 36);
+    assert.ok(!logs.includes(secretPart), "not in a log line or metric");
+    assert.ok(!upstream.includes(secretPart), "not sent upstream");
+    for (const [i, bytes] of stored.entries()) {
+      assert.ok(!bytes.includes(secretPart), `not stored: ${files[i]}`);
+    }
+  }
+});
