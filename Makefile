@@ -47,7 +47,7 @@ dev: build
 # Decode + hash + recover per type: criterion natively, the bench-feature worker on workerd, and
 # the size of the optimized worker. The table goes into BENCHMARKS.md.
 bench: setup
-	$(NATIVE) cargo bench -p nonce-relay-bench --bench decode -- --noplot
+	$(NATIVE) cargo bench -p nonce-relay-bench --bench decode --bench keys -- --noplot
 	@WASM_OPT=1 bash scripts/build.sh --out-dir build-bench . --features bench
 	@WASM_OPT=1 bash scripts/build.sh --out-dir build-size
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/decode-report.mjs

@@ -193,6 +193,46 @@ test("a daily budget of 1,000 spent by parallel requests: at most 1,000 served, 
   assert.ok(shown.budget.used_day <= 1000 && shown.budget.used_day >= served, JSON.stringify(shown.budget));
 });
 
+test("a WebSocket opened with a key spends a unit a message and is closed 1008, its refusal first, once the budget is spent; one with an unknown key is never opened", async () => {
+  const { key } = await makeKey("--per-day", "8");
+  const socket = new WebSocket(`${relay.url.replace(/^http/, "ws")}/k/${key}`);
+  const messages = [];
+  const closed = new Promise((resolve) => (socket.onclose = (e) => resolve({ code: e.code, reason: e.reason })));
+  socket.onmessage = (e) => messages.push(JSON.parse(e.data));
+  await new Promise((resolve, reject) => ((socket.onopen = resolve), (socket.onerror = reject)));
+  for (let i = 0; i < 12 && socket.readyState === WebSocket.OPEN; i++) {
+    socket.send(JSON.stringify(call("eth_chainId", [], i)));
+    await sleep(100);
+  }
+  const close = await closed;
+  const answered = messages.filter((m) => m.result === "0x7a69").length;
+  console.log(`# keyed socket: ${answered} answered, then closed ${close.code} (${close.reason})`);
+  assert.equal(close.code, 1008);
+  assert.ok(answered >= 1 && answered <= 7, `${answered} answered (the upgrade took a unit of 8)`);
+  assert.ok(messages.some((m) => m.error?.code === -32005), "the refusal sent before the close");
+  const unknown = new WebSocket(`${relay.url.replace(/^http/, "ws")}/k/${unknownKey()}`);
+  const refused = await new Promise((resolve) => ((unknown.onerror = () => resolve(true)), (unknown.onopen = () => resolve(false))));
+  assert.ok(refused, "the upgrade refused (HTTP 401)");
+});
+
+test("KEYLESS=reads: a read without a key is served, a send without one refused -32016; KEYLESS=closed: every request without a key 401", async () => {
+  for (const keyless of ["reads", "closed"]) {
+    const strict = await startRelay({ keys: true, vars: { UPSTREAM_RPC_URL: proxy.url, RELAY_SECRET: SECRET, ADMIN_TOKEN: TOKEN, KEYLESS: keyless } });
+    try {
+      const read = await post(strict.url, call("eth_chainId"));
+      const send = await post(strict.url, call("eth_sendRawTransaction", [await signTransfer(devAccount(3), 0)]));
+      if (keyless === "reads") {
+        assert.equal(read.json.result, "0x7a69");
+        assert.deepEqual([send.status, send.json.error?.code], [200, -32016]);
+      } else {
+        assert.deepEqual([read.status, read.json.error.code, send.status], [401, -32016, 401]);
+      }
+    } finally {
+      await strict.stop();
+    }
+  }
+});
+
 test("the raw key is in no log line, upstream request or stored file (KV, the objects' storage, the caches)", async () => {
   assert.ok(made.length >= 4);
   const files = [];

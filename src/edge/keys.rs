@@ -96,8 +96,17 @@ pub async fn identify(env: &Env, config: &Config, key: &ApiKey) -> Result<Admitt
 /// [`Refusal::OverBudget`] with its reset time; [`identify`]'s.
 pub async fn spend(env: &Env, hash: &KeyHash, sends: u64, reads: u64) -> Result<(), Refusal> {
     let units = sends + reads;
-    if take(hash, sends, reads, units, now_ms()) {
+    let now = now_ms();
+    if take(hash, sends, reads, units, now) {
         return Ok(());
+    }
+    // A lease of no units (the budget was spent) is the answer until it ends: a client that
+    // keeps asking costs its key's object one ask per isolate and lease, not one per request.
+    if let Some(reset_ms) = spent_until(hash, now) {
+        return Err(Refusal::OverBudget {
+            reset_ms,
+            now_ms: now,
+        });
     }
     renew(env, hash, units.max(FIRST_WANT)).await?;
     let now = now_ms();
@@ -111,6 +120,19 @@ pub async fn spend(env: &Env, hash: &KeyHash, sends: u64, reads: u64) -> Result<
     Err(Refusal::OverBudget {
         reset_ms: reset_ms.unwrap_or(now + LEASE_MS),
         now_ms: now,
+    })
+}
+
+/// The reset time of the lease held for `hash` at `now_ms` when it was granted no units (the
+/// budget spent) and has not ended.
+fn spent_until(hash: &KeyHash, now_ms: u64) -> Option<u64> {
+    KNOWN.with(|k| match k.borrow().get(hash) {
+        Some(Known::Held { held, .. })
+            if held.lease.units == 0 && now_ms < held.lease.expires_ms =>
+        {
+            held.lease.reset_ms
+        }
+        _ => None,
     })
 }
 

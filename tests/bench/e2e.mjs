@@ -15,6 +15,7 @@
 // Prints Markdown for BENCHMARKS.md. Settings: SENDERS (default 1,20,50), TXS (20), LATENCY_MS (50);
 // RELAY_ONLY=1 skips the Redis design (for quick experiments on the relay; the limit, one stream per
 // sender, is still measured: efficiency needs it);
+// KEY=1 sends every burst through an API key's /k/{key} path (keys on, a local KV);
 // UPSTREAM=mempool puts a mempool proxy in front of anvil instead (nonces above a gap pass to anvil,
 // which queues them) and gives the relay its default send window (SEND_WINDOW, or as set); the
 // strict proxy (the default) gets SEND_WINDOW=1, one at a time. Under mempool the accounting also
@@ -111,15 +112,24 @@ const spare =
         senderOf: (raw) => senderOfRaw.get(raw),
       })
     : null;
+// KEY=1: the relay with API keys on (a local KV, issue 55), every send through /k/{key} of a key
+// made by the admin API (a daily budget far above the bench's use): what a key costs a send.
+const KEYED = process.env.KEY === "1";
 const relay = await startRelay({
+  keys: KEYED,
   vars: {
     UPSTREAM_RPC_URL: spare ? `${proxy.url},${spare.url}` : proxy.url,
     UPSTREAM_SEND_URL: route?.url,
     CHAIN_ID: "31337",
     SEND_WINDOW: WINDOW,
     MAX_QUEUE_PER_SENDER: process.env.MAX_QUEUE_PER_SENDER,
+    ...(KEYED ? { RELAY_SECRET: "bench-secret", ADMIN_TOKEN: "bench-token" } : {}),
   },
 });
+/** Where the bursts go: the relay's root, or its /k/{key} path. */
+const relayUrl = KEYED
+  ? `${relay.url}/k/${(await post(`${relay.url}/admin/keys`, { quota: { per_day: 100_000_000 } }, { authorization: "Bearer bench-token" })).json.key}`
+  : relay.url;
 const direct = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, UPSTREAM_SEND_URL: route?.url, CHAIN_ID: "31337", ENABLE_NONCE_ORDERING: "false" } });
 // The Redis design (not started under ROUTE=private).
 const redisPort = await freePort();
@@ -244,7 +254,7 @@ const rows = [];
 try {
   // Warm-up, not measured: both designs and the upstream see a few senders' transactions first
   // (wasm compiled and tiered up, Durable Objects and connections made).
-  for (const url of [relay.url, redisUrl, direct.url].filter(Boolean)) {
+  for (const url of [relayUrl, redisUrl, direct.url].filter(Boolean)) {
     const warm = fresh(5);
     await burst(url, await signAll(warm));
     await include(warm);
@@ -260,7 +270,7 @@ try {
     const cpuBefore = workerdCpu(relay);
     const allBefore = allCpu();
     const cappedBefore = proxy.capStats().capped;
-    const viaRelay = await burst(relay.url, relaySigned);
+    const viaRelay = await burst(relayUrl, relaySigned);
     viaRelay.capped = proxy.capStats().capped - cappedBefore;
     const relayCpu = workerdCpu(relay) - cpuBefore;
     // The wall time this machine's CPU alone needs for the burst: all its processes' CPU / cores.
