@@ -159,19 +159,28 @@ fn take(hash: &KeyHash, sends: u64, reads: u64, units: u64, now_ms: u64) -> bool
 /// not spend; the key's KV record goes with the first ask (the object takes it only when it has
 /// none). Returns the record.
 async fn renew(env: &Env, hash: &KeyHash, want: u64) -> Result<Rc<KeyRecord>, Refusal> {
-    let previous = KNOWN.with(|k| match k.borrow_mut().remove(hash) {
+    // The lease held stays (its record still admits the requests that come meanwhile, without
+    // a KV read each), emptied: what it did not spend goes back with this ask.
+    let previous = KNOWN.with(|k| match k.borrow_mut().get_mut(hash) {
         Some(Known::Held {
             held, sends, reads, ..
-        }) => Some((held.unspent(), held.lease.granted_ms, sends, reads)),
+        }) => {
+            let back = (held.unspent(), held.lease.granted_ms, *sends, *reads);
+            let used = held.spent;
+            held.spent = held.lease.units;
+            (*sends, *reads) = (0, 0);
+            Some((back, used))
+        }
         _ => None,
     });
-    let (returned, returned_from_ms, sends, reads) = previous.unwrap_or_default();
+    let ((returned, returned_from_ms, sends, reads), used) = previous.unwrap_or_default();
     let record = match previous {
         Some(_) => None,
         None => Some(kv_record(env, hash).await?),
     };
     let ask = LeaseAsk {
-        want,
+        // Twice what the last lease served: a burst gets leases that grow with it.
+        want: want.max(used.saturating_mul(2)),
         returned,
         returned_from_ms,
         sends,
@@ -212,12 +221,13 @@ async fn renew(env: &Env, hash: &KeyHash, want: u64) -> Result<Rc<KeyRecord>, Re
 
 /// `new` with the lease of `hash` another request of this isolate got while this one asked
 /// (two renewals at once): their units together, ending with the sooner, given back as of the
-/// older grant, so that no unit granted is lost; and that lease's sends and reads.
+/// older grant, so that no unit granted is lost; and that lease's sends and reads. A lease held
+/// with no unit left (the one this ask emptied) is replaced.
 fn merged(hash: &KeyHash, new: Held) -> (Held, u64, u64) {
     KNOWN.with(|k| match k.borrow().get(hash) {
         Some(Known::Held {
             held, sends, reads, ..
-        }) => {
+        }) if held.unspent() > 0 => {
             let lease = crate::access::keys::budget::Lease {
                 units: held.unspent() + new.lease.units,
                 expires_ms: held.lease.expires_ms.min(new.lease.expires_ms),
@@ -226,6 +236,8 @@ fn merged(hash: &KeyHash, new: Held) -> (Held, u64, u64) {
             };
             (Held { lease, spent: 0 }, *sends, *reads)
         }
+        // An emptied one (its units given back): the new lease alone, with its counts.
+        Some(Known::Held { sends, reads, .. }) => (new, *sends, *reads),
         _ => (new, 0, 0),
     })
 }
