@@ -6,7 +6,9 @@
 //! `GET /senders/{address}` (with `ADMIN_TOKEN`), `OPTIONS` (CORS preflight) on any of them: the
 //! default chain's. Each chain served ([`Chains`]) has the same routes under `/evm/{chainId}` (or
 //! its alias); a chain not served gets HTTP 404 with the list, and `GET /evm` the list. Every answer, errors included,
-//! carries the CORS headers and the request's `X-Request-Id`.
+//! carries the CORS headers and the request's `X-Request-Id`. Any of these paths may follow an API
+//! key's `/k/{key}`, taken out first; the RPC routes admit a request by its key
+//! ([`crate::edge::keys`]); `/admin/keys` is the keys' admin API ([`crate::edge::admin_keys`]).
 
 use crate::access::keys::key::{key_in, split_key_path};
 use crate::access::keys::Refusal;
