@@ -40,7 +40,8 @@ impl Patterns {
     }
 }
 
-fn matches(pattern: &str, method: &str) -> bool {
+/// Whether `method` matches one `pattern`: an exact name, or a prefix ending in `*`.
+pub fn matches(pattern: &str, method: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => method.starts_with(prefix),
         None => method == pattern,

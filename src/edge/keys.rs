@@ -188,17 +188,6 @@ async fn renew(env: &Env, hash: &KeyHash, want: u64) -> Result<Rc<KeyRecord>, Re
         record,
     };
     let answer = ask_lease(env, hash, &ask).await?;
-    let now = now_ms();
-    let refused = |why: Refusal| {
-        remember(
-            hash,
-            Known::Refused {
-                until_ms: now + UNKNOWN_HOLD_MS,
-                why: why.clone(),
-            },
-        );
-        Err(why)
-    };
     match answer {
         LeaseAnswer::Granted { record, lease } => {
             let record = Rc::new(*record);
@@ -214,8 +203,8 @@ async fn renew(env: &Env, hash: &KeyHash, want: u64) -> Result<Rc<KeyRecord>, Re
             );
             Ok(record)
         }
-        LeaseAnswer::Revoked => refused(Refusal::Revoked),
-        LeaseAnswer::Unknown => refused(Refusal::Unknown),
+        LeaseAnswer::Revoked => Err(refused(hash, Refusal::Revoked)),
+        LeaseAnswer::Unknown => Err(refused(hash, Refusal::Unknown)),
     }
 }
 
@@ -240,6 +229,20 @@ fn merged(hash: &KeyHash, new: Held) -> (Held, u64, u64) {
         Some(Known::Held { sends, reads, .. }) => (new, *sends, *reads),
         _ => (new, 0, 0),
     })
+}
+
+/// `why`, remembered for `hash` [`UNKNOWN_HOLD_MS`] (the isolate asks nothing of that key
+/// meanwhile).
+fn refused(hash: &KeyHash, why: Refusal) -> Refusal {
+    let until_ms = now_ms() + UNKNOWN_HOLD_MS;
+    remember(
+        hash,
+        Known::Refused {
+            until_ms,
+            why: why.clone(),
+        },
+    );
+    why
 }
 
 /// Keeps what the isolate knows of `hash`, within [`MAX_KNOWN`] keys.
@@ -269,16 +272,7 @@ async fn kv_record(env: &Env, hash: &KeyHash) -> Result<KeyRecord, Refusal> {
     let kv = env.kv(KEYS_BINDING).map_err(|_| Refusal::Unavailable)?;
     match kv.get(&hash.kv_name()).json::<KeyRecord>().await {
         Ok(Some(record)) => Ok(record),
-        Ok(None) => {
-            remember(
-                hash,
-                Known::Refused {
-                    until_ms: now_ms() + UNKNOWN_HOLD_MS,
-                    why: Refusal::Unknown,
-                },
-            );
-            Err(Refusal::Unknown)
-        }
+        Ok(None) => Err(refused(hash, Refusal::Unknown)),
         Err(_) => Err(Refusal::Unavailable),
     }
 }

@@ -31,10 +31,7 @@ pub mod socket;
 pub mod status;
 pub mod wire;
 
-use crate::access::keys::{
-    self,
-    scope::{OutOfScope, Scope},
-};
+use crate::access::keys::{self, scope::Scope};
 use crate::access::rate_limit;
 use crate::address::Address;
 use crate::chain_id::{self, ChainIdCache, Claim};
@@ -330,14 +327,6 @@ impl<'a, B: Backend> Relay<'a, B> {
         self
     }
 
-    /// `why` as a member's error: -32002 with `data.scope` the scope it is out of.
-    fn out_of_scope(why: &OutOfScope) -> RpcError {
-        RpcError {
-            data: Some(serde_json::json!({ "scope": why.scope() })),
-            ..RpcError::new(keys::REJECTED_BY_KEY, why.to_string())
-        }
-    }
-
     /// The relay with the read cache passed by for this request's reads (`Cache-Control:
     /// no-cache`): they are asked of the upstream (and what they answer is kept).
     pub fn with_cache_bypass(mut self, bypass: bool) -> Self {
@@ -528,8 +517,8 @@ impl<'a, B: Backend> Relay<'a, B> {
         }
     }
 
-    /// What answers `entry` ([`Plan`]): a parse error, or a method the policy refuses (-32601),
-    /// at once; a subscription call on a WebSocket (`on_socket`), the connection; a cancel, its
+    /// What answers `entry` ([`Plan`]): a parse error, a method the policy refuses (-32601), or
+    /// a member its key refuses ([`Relay::key_refusal`]), at once; a subscription call on a WebSocket (`on_socket`), the connection; a cancel, its
     /// route ([`cancel`]); a pending count with ordering on, its sender's object; another read,
     /// the upstream; a send checked against `chain_id` ([`Relay::check`]), its sender's object,
     /// and one that fails the check, its refusal.
@@ -548,40 +537,47 @@ impl<'a, B: Backend> Relay<'a, B> {
                     format!("method not allowed: {}", req.method),
                 ),
             )),
-            Ok(req) if jsonrpc::is_send(&req.method) && self.sends_need_key => {
-                let error = RpcError::new(keys::UNAUTHORIZED, "a send needs an API key here");
-                Plan::Done(Response::error(&req.response_id(), &error))
-            }
-            Ok(req) if !jsonrpc::is_send(&req.method) && self.read_out_of_scope(&req).is_some() => {
-                let why = self.read_out_of_scope(&req).expect("just seen");
-                Plan::Done(Response::error(
-                    &req.response_id(),
-                    &Self::out_of_scope(&why),
-                ))
-            }
-            Ok(req) if on_socket && is_subscription(&req.method) => Plan::Subscription(req),
-            Ok(req) if req.method == jsonrpc::CANCEL_PRIVATE_TRANSACTION => Plan::Cancel(req),
-            Ok(req) if !jsonrpc::is_send(&req.method) => {
-                match pending::pending_count_of(&req).filter(|_| self.config.enable_nonce_ordering)
-                {
-                    Some(address) => Plan::PendingCount(req, address),
-                    None => Plan::Proxy(req),
-                }
-            }
-            Ok(req) => match chain_id
-                .clone()
-                .and_then(|chain_id| self.check(&req, chain_id))
-            {
-                Ok((sender, tx)) => Plan::Send(
-                    sender,
-                    Member {
-                        index: 0,
-                        id: req.response_id(),
-                        tx,
-                    },
-                ),
-                Err(error) => Plan::Done(Response::error(&req.response_id(), &error)),
+            Ok(req) => match self.key_refusal(&req) {
+                Some(error) => Plan::Done(Response::error(&req.response_id(), &error)),
+                None => self.plan_checked(req, chain_id, on_socket),
             },
+        }
+    }
+
+    /// What answers `req`, a request the method policy and its key let through ([`Relay::plan`]).
+    fn plan_checked(
+        &self,
+        req: Request,
+        chain_id: &Result<u64, RpcError>,
+        on_socket: bool,
+    ) -> Plan {
+        if on_socket && is_subscription(&req.method) {
+            return Plan::Subscription(req);
+        }
+        if req.method == jsonrpc::CANCEL_PRIVATE_TRANSACTION {
+            return Plan::Cancel(req);
+        }
+        if !jsonrpc::is_send(&req.method) {
+            return match pending::pending_count_of(&req)
+                .filter(|_| self.config.enable_nonce_ordering)
+            {
+                Some(address) => Plan::PendingCount(req, address),
+                None => Plan::Proxy(req),
+            };
+        }
+        match chain_id
+            .clone()
+            .and_then(|chain_id| self.check(&req, chain_id))
+        {
+            Ok((sender, tx)) => Plan::Send(
+                sender,
+                Member {
+                    index: 0,
+                    id: req.response_id(),
+                    tx,
+                },
+            ),
+            Err(error) => Plan::Done(Response::error(&req.response_id(), &error)),
         }
     }
 
@@ -716,9 +712,17 @@ impl<'a, B: Backend> Relay<'a, B> {
         self.chain_ids.current(self.config.chain_id)
     }
 
-    /// Why a read (any member that is not a send) is out of the key's scope, if it is.
-    fn read_out_of_scope(&self, req: &Request) -> Option<OutOfScope> {
-        self.key_scope?.check_read(&req.method, &req.params).err()
+    /// The error a member gets for its key before it is planned: a send without a key where
+    /// sends need one (-32016), a read out of the key's scope (-32002; a send's scope is checked
+    /// once it is decoded, [`Relay::check`]).
+    fn key_refusal(&self, req: &Request) -> Option<RpcError> {
+        if jsonrpc::is_send(&req.method) {
+            return self
+                .sends_need_key
+                .then(|| RpcError::new(keys::UNAUTHORIZED, "a send needs an API key here"));
+        }
+        let why = self.key_scope?.check_read(&req.method, &req.params).err()?;
+        Some(why.error())
     }
 
     /// Decodes and checks a send request (any of [`jsonrpc::is_send`]) against the chain id policy
@@ -737,7 +741,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         if let Some(scope) = self.key_scope {
             scope
                 .check_send(&req.method, &tx.sender, tx.to.as_ref())
-                .map_err(|why| Self::out_of_scope(&why))?;
+                .map_err(|why| why.error())?;
         }
         // A refusal the operator counts (`tx_refused`, by `label`).
         let refused = |label: &str, error: RpcError| {

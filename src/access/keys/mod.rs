@@ -93,10 +93,7 @@ impl Refusal {
                 jsonrpc::RESOURCE_UNAVAILABLE,
                 "the API key cannot be checked now; try again",
             ),
-            Refusal::OutOfScope(why) => RpcError {
-                data: Some(serde_json::json!({ "scope": why.scope() })),
-                ..RpcError::new(REJECTED_BY_KEY, why.to_string())
-            },
+            Refusal::OutOfScope(why) => why.error(),
         }
     }
 }

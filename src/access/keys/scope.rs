@@ -3,7 +3,7 @@
 //! [`Scope::check_send`]): one out of scope gets its own error (-32002, as Infura's "rejected due
 //! to project ID settings"), and the rest of the batch goes on. Pure.
 
-use crate::access::methods::Patterns;
+use crate::access::methods::matches;
 use crate::address::Address;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,6 +90,16 @@ impl OutOfScope {
     }
 }
 
+impl OutOfScope {
+    /// The JSON-RPC error it is answered with: -32002 (Infura's), `data.scope` the scope.
+    pub fn error(&self) -> crate::jsonrpc::RpcError {
+        crate::jsonrpc::RpcError {
+            data: Some(serde_json::json!({ "scope": self.scope() })),
+            ..crate::jsonrpc::RpcError::new(super::REJECTED_BY_KEY, self.to_string())
+        }
+    }
+}
+
 impl std::fmt::Display for OutOfScope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let cut = |s: &str| s.chars().take(80).collect::<String>();
@@ -124,9 +134,13 @@ impl std::fmt::Display for OutOfScope {
     }
 }
 
-/// `true` when `method` matches one of `patterns` ([`Patterns`]' rule).
-fn matches_any(patterns: &[String], method: &str) -> bool {
-    Patterns::parse(Some(&patterns.join(","))).matches(method)
+/// `true` when `method` matches one of `patterns` (the method lists' rule,
+/// [`crate::access::methods::Patterns`]: trimmed, empty ones ignored).
+fn matches_any<S: AsRef<str>>(patterns: &[S], method: &str) -> bool {
+    patterns
+        .iter()
+        .map(|p| p.as_ref().trim())
+        .any(|p| !p.is_empty() && matches(p, method))
 }
 
 /// The addresses a value names: one `0x…` string, or an array of them; `None` when it is
@@ -184,13 +198,7 @@ impl Scope {
         if self.contracts.is_empty() {
             return Ok(());
         }
-        if matches_any(
-            &ARBITRARY_CALLS
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>(),
-            method,
-        ) {
+        if matches_any(ARBITRARY_CALLS, method) {
             return Err(OutOfScope::Arbitrary(format!("method {method}")));
         }
         let named = match method {
