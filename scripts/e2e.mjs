@@ -2,13 +2,20 @@
 //
 //   node scripts/e2e.mjs [file ...]      (make test-e2e; default: every tests/*.test.mjs)
 //
-// Each file is its own `node --test` process with its own anvil, workerd, ports (freePort) and
-// state directories, so files share nothing and run side by side: E2E_JOBS of them at a time
+// Each file is its own `node --test` process with its own anvil, workerd, ports and state
+// directories, so files share nothing and run side by side: E2E_JOBS of them at a time
 // (default 4; the files wait on chains, timers and sockets far more than they compute). A file
 // whose first lines carry the marker `e2e: alone` asserts something about timing that a busy
 // machine could move, and runs by itself, after the others. Files start longest first, by the
 // times of the last run (target/e2e-times.json), else by size. A file's output is printed whole
 // when it ends, so the files' lines never interleave. Exit status 1 when any file failed.
+//
+// Ports: each file gets a block of its own (`E2E_PORTS=first-last`, the harness's freePort takes
+// them in turn and never twice), all below the kernel's ephemeral range, so a port one file's
+// test stopped listening on (an upstream made to refuse, an outage) is never another file's
+// server: a relay still calling it reaches nothing, never another file's chain. (With ports the
+// kernel picked, a file's stale upstream URL could land on another file's proxy or anvil, whose
+// dev accounts and chain id are the same: a foreign transaction taking a nonce.)
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -43,13 +50,24 @@ const byWeight = (a, b) => weight(b) - weight(a);
 const solo = files.filter(alone).sort(byWeight);
 const shared = files.filter((f) => !solo.includes(f)).sort(byWeight);
 
+/** The first port of the blocks, and the end of the range they share (below Linux's ephemeral
+ * range, 32768-60999 by default, which outgoing connections take their ports from). */
+const PORTS_FROM = 10_000;
+const PORTS_TO = 32_000;
+/** Each file's block of ports, by its place in `files`: `first-last`. */
+const PORT_BLOCK = Math.min(1_000, Math.floor((PORTS_TO - PORTS_FROM) / Math.max(1, files.length)));
+const portsOf = (file) => {
+  const first = PORTS_FROM + files.indexOf(file) * PORT_BLOCK;
+  return `${first}-${first + PORT_BLOCK - 1}`;
+};
+
 /** One file in its own `node --test` process: { file, seconds, ok, code, tests, output }. */
 function runFile(file) {
   return new Promise((resolve) => {
     const started = performance.now();
     const child = spawn(process.execPath, ["--test", "--test-reporter=spec", "--test-concurrency=1", file], {
       cwd: ROOT,
-      env: process.env,
+      env: { ...process.env, E2E_PORTS: portsOf(file) },
       stdio: ["ignore", "pipe", "pipe"],
     });
     const chunks = [];
@@ -71,7 +89,7 @@ function runFile(file) {
 }
 
 /** A failed file's failing tests, from the spec reporter's "failing tests" section at its end:
- * one line each, "file: test name: first line of the error" (the file's exit code when the
+ * one line each, "file: test name: the error's first lines" (the file's exit code when the
  * section is missing: it crashed or was killed). */
 function failures(r) {
   const section = r.output.split("\u2716 failing tests:")[1];
@@ -81,8 +99,12 @@ function failures(r) {
   lines.forEach((line, i) => {
     const name = /^\u2716 (.*) \([\d.]+ms\)$/.exec(line);
     if (!name) return;
-    const error = lines.slice(i + 1).find((l) => l.trim())?.trim() ?? "";
-    out.push(`  ${r.file}: ${name[1].slice(0, 100)}: ${error.slice(0, 200)}`);
+    // The error's first lines up to the stack (an assertion's message may carry what the test
+    // saw), on one line.
+    const after = lines.slice(i + 1);
+    const end = after.findIndex((l, j) => j > 0 && (/^\s+at /.test(l) || /^\u2716 /.test(l) || /^\s+(generatedMessage|code|actual|expected|operator):/.test(l)));
+    const error = after.slice(0, end < 0 ? 8 : Math.min(end, 8)).map((l) => l.trim()).filter(Boolean).join(" | ");
+    out.push(`  ${r.file}: ${name[1].slice(0, 100)}: ${error.slice(0, 600)}`);
   });
   return out.length ? out : [`  ${r.file}: exited ${r.code}`];
 }

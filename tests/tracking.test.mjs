@@ -217,7 +217,8 @@ test("sync and plain sends mixed, shuffled: 6/6 mined in nonce order; a sync cal
     );
     for (const a of answers) {
       const want = keccak256(raws[a.json.id]);
-      assert.equal(a.json.id % 2 ? a.json.result?.transactionHash : a.json.result, want, a.text);
+      const upstream = s.proxy.seen.map((r) => [r.nonce, r.hash.slice(0, 10), r.accepted]);
+      assert.equal(a.json.id % 2 ? a.json.result?.transactionHash : a.json.result, want, `${a.text} | at the upstream: ${JSON.stringify(upstream)}`);
     }
     assert.equal(await minedCount(s.anvil.url, account.address), 6);
     assert.equal(s.proxy.seen.filter((r) => !r.accepted).length, 0);

@@ -206,7 +206,11 @@ test("a window whose answers are lost (one member dropped before it reached the 
 for (const broadcast of ["all", "none"]) {
   test(`two upstreams, SEND_BROADCAST=${broadcast}: the window goes to ${broadcast === "all" ? "each upstream, whole" : "the preferred upstream"}, every transaction mined once`, async () => {
     const anvil = await startAnvil();
-    const [a, b] = await Promise.all([0, 1].map(() => startProxy({ upstream: anvil.url, strictNonce: false, latency: () => 40 })));
+    // Under `none` the second is clearly slower (400 ms), so the first stays the best whatever a
+    // busy machine does to one early latency (an upstream whose median is over twice another's
+    // and 50 ms more goes behind it: src/upstream/rotation.rs), and "the preferred" is the first.
+    const slowSecond = broadcast === "none" ? 400 : 40;
+    const [a, b] = await Promise.all([40, slowSecond].map((ms) => startProxy({ upstream: anvil.url, strictNonce: false, latency: () => ms })));
     const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: `${a.url},${b.url}`, SEND_BROADCAST: broadcast, SEND_WINDOW: undefined } });
     try {
       const account = devAccount(6);

@@ -29,16 +29,42 @@ export function devAccount(index) {
   return mnemonicToAccount(MNEMONIC, { addressIndex: index });
 }
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
+/**
+ * This process's ports: a block of its own, `{ next, last }`. scripts/e2e.mjs gives each file one
+ * (`E2E_PORTS=first-last`, below the kernel's ephemeral range, so no outgoing connection takes one
+ * either); a process started otherwise takes a block by its process id, in the same range.
+ */
+const PORTS = (() => {
+  const given = /^(\d+)-(\d+)$/.exec(process.env.E2E_PORTS ?? "");
+  if (given) return { next: Number(given[1]), last: Number(given[2]) };
+  const first = 10_000 + (process.pid % 44) * 500;
+  return { next: first, last: first + 499 };
+})();
+
+/** Whether nothing listens on `port` of 127.0.0.1 now. */
+function listenable(port) {
+  return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
+    srv.on("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
   });
+}
+
+/**
+ * A port for a server of this process (anvil, workerd, a proxy, a route), from its block
+ * (`PORTS`), each at most once: a port a test stopped listening on (an upstream made to refuse,
+ * an outage, a stopped relay) is never given again, so whatever still calls it (a relay's retries,
+ * a stale URL) reaches nothing, never another test's server. Ports the kernel picked (`listen(0)`)
+ * were given again to other files run beside this one, whose chains have the same dev accounts
+ * and chain id: a stale upstream URL could put a transaction in another file's chain.
+ */
+export async function freePort() {
+  while (PORTS.next <= PORTS.last) {
+    const port = PORTS.next++;
+    if (await listenable(port)) return port;
+  }
+  throw new Error(`no port left in this process's block (E2E_PORTS=${process.env.E2E_PORTS ?? "unset"})`);
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
