@@ -4,6 +4,7 @@
 //   npm run keys -- create --chains 1,8453 --per-day 100000 [--label "dapp"] [--methods eth_call,eth_get*]
 //                          [--deny-methods eth_getLogs] [--contracts 0x…,0x…] [--senders 0x…]
 //                          [--origins https://app.example] [--ips 203.0.113.7] [--per-month N]
+//                          [--tier pro] [--publish never|client|N]
 //   npm run keys -- list
 //   npm run keys -- show k_0123456789abcdef
 //   npm run keys -- update k_0123456789abcdef --per-day 5000     (what it names changes; the rest stays)
@@ -28,6 +29,8 @@ const { values, positionals } = parseArgs({
     ips: { type: "string" },
     "per-day": { type: "string" },
     "per-month": { type: "string" },
+    tier: { type: "string" },
+    publish: { type: "string" },
   },
 });
 const [command, id] = positionals;
@@ -60,6 +63,12 @@ function change() {
   const quota = { per_day: count(values["per-day"]), per_month: count(values["per-month"]) };
   const body = {};
   if (values.label !== undefined) body.label = values.label;
+  // The tier's bindings are RATE_LIMIT_SEND_{TIER} and RATE_LIMIT_READ_{TIER} ("" for the default).
+  if (values.tier !== undefined) body.tier = values.tier;
+  // Behind a private route: never published, the client's ?public_after_blocks=N, or after N blocks.
+  if (values.publish !== undefined) {
+    body.publish = ["never", "client"].includes(values.publish) ? values.publish : { after_blocks: count(values.publish) };
+  }
   if (Object.values(scope).some((v) => v !== undefined)) body.scope = Object.fromEntries(Object.entries(scope).filter(([, v]) => v !== undefined));
   if (Object.values(quota).some((v) => v !== undefined)) body.quota = Object.fromEntries(Object.entries(quota).filter(([, v]) => v !== undefined));
   return body;

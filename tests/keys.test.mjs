@@ -13,6 +13,7 @@ import path from "node:path";
 import { createHash, createHmac } from "node:crypto";
 import { ethers } from "ethers";
 import { startAnvil, startProxy, startRelay, post, devAccount, signTransfer, sleep } from "./support/harness.mjs";
+import { startPrivateStack } from "./support/private-route.mjs";
 
 const SECRET = "a-test-secret-of-the-deployment";
 const TOKEN = "admin-token-of-the-test";
@@ -44,20 +45,24 @@ after(async () => {
   ten.stop();
 });
 
-/** `npm run keys -- args...` against the relay: its JSON output. */
-async function keys(...args) {
+/** `npm run keys -- args...` against the relay at `url`: its JSON output. */
+async function keysAt(url, ...args) {
   const { stdout } = await promisify(execFile)(process.execPath, ["scripts/keys.mjs", ...args], {
-    env: { ...process.env, RELAY_URL: relay.url, ADMIN_TOKEN: TOKEN },
+    env: { ...process.env, RELAY_URL: url, ADMIN_TOKEN: TOKEN },
   });
   return JSON.parse(stdout);
 }
 
-/** A key made by the script with `args`: { key, id }. */
-async function makeKey(...args) {
-  const { key, id } = await keys("create", ...args);
+/** `npm run keys -- args...` against the relay: its JSON output. */
+const keys = (...args) => keysAt(relay.url, ...args);
+
+/** A key made by the script with `args` at the relay at `url` (default: the file's): { key, id }. */
+async function makeKeyAt(url, ...args) {
+  const { key, id } = await keysAt(url, "create", ...args);
   made.push(key);
   return { key, id };
 }
+const makeKey = (...args) => makeKeyAt(relay.url, ...args);
 
 /** A well-formed key that was never made (its checksum right). */
 function unknownKey() {
@@ -213,6 +218,120 @@ test("a WebSocket opened with a key spends a unit a message and is closed 1008, 
   const unknown = new WebSocket(`${relay.url.replace(/^http/, "ws")}/k/${unknownKey()}`);
   const refused = await new Promise((resolve) => ((unknown.onerror = () => resolve(true)), (unknown.onopen = () => resolve(false))));
   assert.ok(refused, "the upgrade refused (HTTP 401)");
+});
+
+test("a WebSocket that only listens is checked at each lease: closed 1008 within a lease's life once its key is revoked, and once its notifications spent the budget (-32005), with no message sent", async () => {
+  const ws = (key) => {
+    const socket = new WebSocket(`${relay.url.replace(/^http/, "ws")}/k/${key}`);
+    const seen = { notifications: 0, errors: [] };
+    socket.onmessage = (e) => {
+      const m = JSON.parse(e.data);
+      if (m.method === "eth_subscription") seen.notifications += 1;
+      else if (m.error) seen.errors.push(m.error.code);
+    };
+    // Not closed within 15 s (a lease and more): code null, and the socket closed by the test.
+    seen.closed = Promise.race([
+      new Promise((resolve) => (socket.onclose = (e) => resolve({ code: e.code, at: performance.now() }))),
+      sleep(15_000).then(() => (socket.close(), { code: null, at: performance.now() })),
+    ]);
+    seen.open = new Promise((resolve, reject) => ((socket.onopen = resolve), (socket.onerror = reject)));
+    return { socket, seen };
+  };
+  const revoked = await makeKey("--per-day", "100000");
+  const spent = await makeKey("--per-day", "30");
+  const [a, b] = [ws(revoked.key), ws(spent.key)];
+  await Promise.all([a.seen.open, b.seen.open]);
+  for (const { socket } of [a, b]) socket.send(JSON.stringify(call("eth_subscribe", ["newHeads"])));
+  await sleep(500);
+  for (let i = 0; i < 40; i++) await post(anvil.url, call("evm_mine")); // 40 notifications each
+  await keys("revoke", revoked.id);
+  const revokedAt = performance.now();
+  const [closedA, closedB] = await Promise.all([a.seen.closed, b.seen.closed]);
+  console.log(`# listening sockets: the revoked key's closed ${closedA.code} ${Math.round(closedA.at - revokedAt)} ms after the revocation; the spent one's ${closedB.code} after ${b.seen.notifications} notifications (budget 30)`);
+  assert.equal(closedA.code, 1008);
+  assert.ok(closedA.at - revokedAt <= 11_000, `closed ${Math.round(closedA.at - revokedAt)} ms after: within a lease (10 s)`);
+  assert.ok(a.seen.errors.includes(-32016), "the revocation's error before the close");
+  assert.equal(closedB.code, 1008);
+  assert.ok(b.seen.notifications >= 29, `${b.seen.notifications} notifications delivered`);
+  assert.ok(b.seen.errors.includes(-32005), `over budget before the close: ${b.seen.errors}`);
+  const shown = await keys("show", spent.id);
+  assert.ok(shown.budget.used_day <= 30, JSON.stringify(shown.budget));
+});
+
+test("a key's rate-limit tier: its requests count on RATE_LIMIT_READ_{TIER}, keyed by its id; a key without one on RATE_LIMIT_READ; a tier with no binding refused at creation", async () => {
+  const tiered = await startRelay({
+    keys: true,
+    vars: { UPSTREAM_RPC_URL: proxy.url, RELAY_SECRET: SECRET, ADMIN_TOKEN: TOKEN },
+    ratelimits: { RATE_LIMIT_READ: { simple: { limit: 1000, period: 60 } }, RATE_LIMIT_READ_PRO: { simple: { limit: 5, period: 60 } } },
+  });
+  try {
+    const pro = await makeKeyAt(tiered.url, "--tier", "pro");
+    const plain = await makeKeyAt(tiered.url);
+    const statuses = async (key) => {
+      const out = [];
+      for (let i = 0; i < 8; i++) out.push((await post(`${tiered.url}/k/${key}`, call("eth_chainId", [], i))).status);
+      return out;
+    };
+    const [proStatuses, plainStatuses] = [await statuses(pro.key), await statuses(plain.key)];
+    console.log(`# tiers: pro (5 a minute) ${proStatuses.join(",")}; no tier (1000 a minute) ${plainStatuses.join(",")}`);
+    assert.deepEqual(proStatuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+    assert.ok(plainStatuses.every((s) => s === 200));
+    const refused = await keysAt(tiered.url, "create", "--tier", "gold").then(() => null, (e) => e);
+    assert.ok(refused && /RATE_LIMIT_SEND_GOLD/.test(refused.stderr), String(refused?.stderr));
+  } finally {
+    await tiered.stop();
+  }
+});
+
+test("RELAY_SECRET rotated: a key made under the old secret is served with RELAY_SECRET_PREVIOUS set (a new key under the new one too), and refused 401 once it is unset", async () => {
+  const dir = await mkdtemp(`${tmpdir()}/nonce-relay-keys-rotate-`);
+  const at = (vars) => startRelay({ keys: true, persist: dir, vars: { UPSTREAM_RPC_URL: proxy.url, ADMIN_TOKEN: TOKEN, ...vars } });
+  const chainId = async (url, key) => {
+    const r = await post(`${url}/k/${key}`, call("eth_chainId"));
+    return [r.status, r.json?.result ?? r.json?.error?.code];
+  };
+  let r = await at({ RELAY_SECRET: "the-old-secret" });
+  const old = await makeKeyAt(r.url);
+  await r.stop();
+  r = await at({ RELAY_SECRET: "the-new-secret", RELAY_SECRET_PREVIOUS: "the-old-secret" });
+  try {
+    const fresh = await makeKeyAt(r.url);
+    assert.deepEqual(await chainId(r.url, old.key), [200, "0x7a69"], "the old key, under the previous secret");
+    assert.deepEqual(await chainId(r.url, fresh.key), [200, "0x7a69"], "a new key, under the new secret");
+    assert.equal((await keysAt(r.url, "show", old.id)).record.id, old.id, "the admin API finds it by its id");
+  } finally {
+    await r.stop();
+  }
+  r = await at({ RELAY_SECRET: "the-new-secret" });
+  try {
+    assert.deepEqual(await chainId(r.url, old.key), [401, -32016], "the previous secret unset: unknown");
+  } finally {
+    await r.stop();
+  }
+});
+
+test("behind a private route, a key's choice of publishing wins over the URL's: never (the URL asked 2 blocks), or after 3 blocks (the URL asked nothing)", async () => {
+  const s = await startPrivateStack({ keys: true, vars: { RELAY_SECRET: SECRET, ADMIN_TOKEN: TOKEN, SEND_PUBLIC_AFTER_BLOCKS: "25" } });
+  try {
+    const never = await makeKeyAt(s.relay.url, "--publish", "never");
+    const three = await makeKeyAt(s.relay.url, "--publish", "3");
+    const client = await makeKeyAt(s.relay.url);
+    const account = devAccount(2);
+    const send = async (path, nonce) => {
+      const r = await post(`${s.relay.url}${path}`, call("eth_sendRawTransaction", [await signTransfer(account, nonce)]));
+      assert.match(r.json?.result ?? "", /^0x[0-9a-f]{64}$/, r.text);
+      return r.publicAfter;
+    };
+    const granted = [
+      await send(`/k/${never.key}/?public_after_blocks=2`, 0),
+      await send(`/k/${three.key}/`, 1),
+      await send(`/k/${client.key}/?public_after_blocks=2`, 2),
+    ];
+    console.log(`# a key's publishing: never, 3, the client's: ${granted.join(", ")}`);
+    assert.deepEqual(granted, ["never", "3", "2"]);
+  } finally {
+    await s.stop();
+  }
 });
 
 test("KEYLESS=reads: a read without a key is served, a send without one refused -32016; KEYLESS=closed: every request without a key 401", async () => {

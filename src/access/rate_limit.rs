@@ -1,7 +1,9 @@
 //! Per-client rate limits, counted per JSON-RPC request (each member of a batch counts): one limit
 //! for `eth_sendRawTransaction`, one for everything else. The counting is the platform's (the
 //! Workers Rate Limiting bindings `RATE_LIMIT_SEND` and `RATE_LIMIT_READ`, keyed by the client's
-//! IP); this is what is counted and what a client over a limit gets.
+//! IP, or by a valid API key's id); this is what is counted, which binding counts it
+//! ([`binding_name`]: an API key's tier has bindings of its own) and what a client over a limit
+//! gets.
 
 use crate::jsonrpc::{self, Body, Id, ParsedRequest, Response, RpcError, LIMIT_EXCEEDED};
 
@@ -13,6 +15,39 @@ pub enum Bucket {
     Send,
     /// Any other request, malformed ones included.
     Read,
+}
+
+/// The rate limit binding of sends (wrangler.toml `[[ratelimits]]`).
+pub const SEND_BINDING: &str = "RATE_LIMIT_SEND";
+/// The rate limit binding of every other request.
+pub const READ_BINDING: &str = "RATE_LIMIT_READ";
+
+/// The most characters of a tier's name.
+pub const TIER_MAX_CHARS: usize = 32;
+
+/// Whether `tier` may name a rate-limit tier: 1 to [`TIER_MAX_CHARS`] of `a-z`, `0-9` and `_`
+/// (its bindings' names are it in capitals).
+pub fn tier_name_ok(tier: &str) -> bool {
+    (1..=TIER_MAX_CHARS).contains(&tier.len())
+        && tier
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The binding that counts `bucket`: [`SEND_BINDING`] or [`READ_BINDING`], or for an API key of
+/// the tier `tier` (its record's `tier`, [`tier_name_ok`]) the same followed by `_` and the tier
+/// in capitals (`pro`: `RATE_LIMIT_SEND_PRO`, `RATE_LIMIT_READ_PRO`). A binding's limit and
+/// period are fixed at deploy (wrangler.toml), so a tier is a pair of bindings, and a key names
+/// its tier.
+pub fn binding_name(bucket: Bucket, tier: Option<&str>) -> String {
+    let base = match bucket {
+        Bucket::Send => SEND_BINDING,
+        Bucket::Read => READ_BINDING,
+    };
+    match tier {
+        Some(tier) => format!("{base}_{}", tier.to_ascii_uppercase()),
+        None => base.to_string(),
+    }
 }
 
 /// How many requests of a body count against each limit: `(sends, reads)`.
@@ -62,6 +97,26 @@ mod tests {
     use super::*;
     use crate::jsonrpc::{parse, Incoming};
     use serde_json::Value;
+
+    #[test]
+    fn a_tier_names_its_own_pair_of_bindings() {
+        assert_eq!(binding_name(Bucket::Send, None), "RATE_LIMIT_SEND");
+        assert_eq!(binding_name(Bucket::Read, None), "RATE_LIMIT_READ");
+        assert_eq!(
+            binding_name(Bucket::Send, Some("pro")),
+            "RATE_LIMIT_SEND_PRO"
+        );
+        assert_eq!(
+            binding_name(Bucket::Read, Some("partner_2")),
+            "RATE_LIMIT_READ_PARTNER_2"
+        );
+        for ok in ["pro", "a", "tier_1", &"x".repeat(32)] {
+            assert!(tier_name_ok(ok), "{ok}");
+        }
+        for bad in ["", "Pro", "pro-1", "pro tier", "é", &"x".repeat(33)] {
+            assert!(!tier_name_ok(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn a_batch_counts_each_member_in_its_bucket() {

@@ -140,6 +140,9 @@ pub struct Config {
     /// `RELAY_SECRET` (a secret; unset: `None`): the key of the HMACs that name the read cache's
     /// answers in the data centre's Cache API ([`crate::relay::cached::shared_key`]).
     pub relay_secret: Option<RelaySecret>,
+    /// `RELAY_SECRET_PREVIOUS` (a secret; unset: `None`): the secret `RELAY_SECRET` replaced;
+    /// an API key made under it is looked up under it when the current one does not know it.
+    pub relay_secret_previous: Option<RelaySecret>,
     /// `KEYLESS` (default `open`): who may call without an API key, where keys are on.
     pub keyless: crate::access::keys::Keyless,
     /// `CORS_ORIGINS` (default `*`): the origins whose pages may read the answers.
@@ -312,6 +315,7 @@ impl Config {
             sync_timeout_max_ms: s::SYNC_TIMEOUT_MAX_MS.read(get)?,
             admin_token: s::ADMIN_TOKEN.read(get)?,
             relay_secret: s::RELAY_SECRET.read(get)?,
+            relay_secret_previous: s::RELAY_SECRET_PREVIOUS.read(get)?,
             keyless: s::KEYLESS.read(get)?,
             cors_origins: s::CORS_ORIGINS.read(get)?,
             methods: MethodPolicy {

@@ -578,6 +578,15 @@ pub const RELAY_SECRET: Setting<Option<super::RelaySecret>> = Setting {
     parse: |v| Ok(Some(super::RelaySecret::new(v.trim()))),
 };
 
+/// `RELAY_SECRET_PREVIOUS`: the secret `RELAY_SECRET` replaced, kept while the API keys made
+/// under it are in use ([`crate::access::keys`]).
+pub const RELAY_SECRET_PREVIOUS: Setting<Option<super::RelaySecret>> = Setting {
+    about: about!(secret "RELAY_SECRET_PREVIOUS", Deployment, "unset",
+        "when `RELAY_SECRET` is rotated, the one it replaced: API keys made under it still work (each is looked up under the new secret, then this one); unset once they are revoked or re-issued ([docs/keys.md](docs/keys.md))"),
+    default: Some(|| None),
+    parse: |v| Ok(Some(super::RelaySecret::new(v.trim()))),
+};
+
 /// `KEYLESS`: who may use the endpoint without an API key, where keys are on
 /// ([`crate::access::keys`]).
 pub const KEYLESS: Setting<Keyless> = Setting {
@@ -859,6 +868,7 @@ pub const SETTINGS: &[About] = &[
     SEND_WINDOW.about,
     ADMIN_TOKEN.about,
     RELAY_SECRET.about,
+    RELAY_SECRET_PREVIOUS.about,
     KEYLESS.about,
     CORS_ORIGINS.about,
     METHOD_ALLOWLIST.about,

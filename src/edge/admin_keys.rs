@@ -96,10 +96,31 @@ pub async fn route(
     }
 }
 
+/// A change ([`KeyChange::parse`]) whose tier, when it names one, has a rate limit binding in
+/// this deployment (`RATE_LIMIT_SEND_{TIER}` or `RATE_LIMIT_READ_{TIER}`): a tier's limits are
+/// its bindings, fixed at deploy.
+fn parse(env: &Env, body: &[u8]) -> Result<KeyChange, String> {
+    use crate::access::rate_limit::{binding_name, Bucket};
+    let change = KeyChange::parse(body)?;
+    if let Some(tier) = change.tier.as_deref().filter(|t| !t.is_empty()) {
+        let names = [Bucket::Send, Bucket::Read].map(|b| binding_name(b, Some(tier)));
+        if !names
+            .iter()
+            .any(|name| crate::edge::backend::rate_limiter(env, name).is_some())
+        {
+            return Err(format!(
+                "tier {tier}: this deployment has no binding {} or {} (wrangler.toml [[ratelimits]])",
+                names[0], names[1]
+            ));
+        }
+    }
+    Ok(change)
+}
+
 /// `POST /admin/keys`: a new key under the body's label, scope and quota; HTTP 201 with its text
 /// (shown once: only its hash is kept), its id and record.
 async fn create(env: &Env, config: &Config, body: &[u8]) -> worker::Result<Response> {
-    let change = match KeyChange::parse(if body.is_empty() { b"{}" } else { body }) {
+    let change = match parse(env, if body.is_empty() { b"{}" } else { body }) {
         Ok(change) => change,
         Err(why) => return error(400, &why),
     };
@@ -161,7 +182,7 @@ async fn one(env: &Env, method: Method, id: &str, body: &[u8]) -> worker::Result
                 json!({ "record": record, "budget": state["budget"], "usage": state["usage"] }),
             );
         }
-        Method::Patch => match KeyChange::parse(body) {
+        Method::Patch => match parse(env, body) {
             Ok(change) => change,
             Err(why) => return error(400, &why),
         },

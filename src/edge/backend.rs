@@ -1,6 +1,7 @@
 //! The relay core's [`Backend`] in the Worker: the upstream over `fetch`, the senders' Durable
 //! Objects over their stubs, and the rate limit bindings.
 
+use crate::access::rate_limit::{self, Bucket};
 use crate::address::Address;
 use crate::config::Config;
 use crate::edge::platform::EdgePlatform;
@@ -23,10 +24,6 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response};
 pub const SENDER_LOCK_BINDING: &str = "SENDER_LOCK";
 /// Request header to the Durable Object: the sender's lowercase 0x address (for its logs).
 pub const SENDER_HEADER: &str = "x-sender";
-/// The rate limit binding for `eth_sendRawTransaction` (wrangler.toml `[[ratelimits]]`).
-pub const RATE_LIMIT_SEND: &str = "RATE_LIMIT_SEND";
-/// The rate limit binding for every other request.
-pub const RATE_LIMIT_READ: &str = "RATE_LIMIT_READ";
 
 /// Test builds only: the fault to inject (see the `test-faults` feature).
 #[cfg(feature = "test-faults")]
@@ -46,6 +43,8 @@ pub struct WorkerBackend<'a> {
     /// The request's API key's hash, whose budget its members spend
     /// ([`crate::edge::keys::spend`]); `None` without a key.
     pub key: Option<crate::access::keys::key::KeyHash>,
+    /// The key's rate-limit tier ([`crate::access::keys::KeyRecord::tier`]).
+    pub tier: Option<String>,
     /// The key's last refusal by [`Backend::over_key_budget`] (a WebSocket closes on it).
     pub key_refused: std::cell::RefCell<Option<crate::access::keys::Refusal>>,
     /// The client's `x-test-fault` header, passed on to the Durable Object (test builds only).
@@ -66,18 +65,21 @@ impl<'a> WorkerBackend<'a> {
             client_ip,
             cache_origin: None,
             key: None,
+            tier: None,
             key_refused: std::cell::RefCell::new(None),
             #[cfg(feature = "test-faults")]
             test_fault: None,
         }
     }
 
-    /// The backend of a request with the API key `hash`: its members spend the key's budget,
-    /// and its rate limits are the key's (keyed by its id), not its IP's.
-    pub fn with_key(mut self, hash: Option<&crate::access::keys::key::KeyHash>) -> Self {
-        if let Some(hash) = hash {
-            self.client_ip = hash.id();
-            self.key = Some(hash.clone());
+    /// The backend of a request with the API key `admitted`: its members spend the key's
+    /// budget, and its rate limits are the key's (keyed by its id, on its tier's bindings:
+    /// [`rate_limit::binding_name`]), not its IP's.
+    pub fn with_key(mut self, admitted: Option<&crate::edge::keys::Admitted>) -> Self {
+        if let Some(admitted) = admitted {
+            self.client_ip = admitted.hash.id();
+            self.key = Some(admitted.hash.clone());
+            self.tier = admitted.record.tier.clone();
         }
         self
     }
@@ -106,15 +108,24 @@ impl<'a> WorkerBackend<'a> {
         Ok(headers)
     }
 
-    /// Counts `n` requests against the rate limit binding `name`; true when over. A binding that
+    /// Counts `n` requests against the rate limit binding of `bucket` (the key's tier's, when it
+    /// has one and its binding is there; else the deployment's); true when over. A binding that
     /// is not configured limits nothing; one that fails is logged and lets the request through.
-    async fn over(&self, name: &str, n: usize) -> bool {
+    async fn over(&self, bucket: Bucket, n: usize) -> bool {
         if n == 0 {
             return false;
         }
-        let Some(binding) = rate_limiter(self.env, name) else {
+        let tiered = self.tier.as_deref().and_then(|tier| {
+            let name = rate_limit::binding_name(bucket, Some(tier));
+            rate_limiter(self.env, &name).map(|b| (b, name))
+        });
+        let Some((binding, name)) = tiered.or_else(|| {
+            let name = rate_limit::binding_name(bucket, None);
+            rate_limiter(self.env, &name).map(|b| (b, name))
+        }) else {
             return false;
         };
+        let name = name.as_str();
         let checks = (0..n).map(|_| limit(&binding, &self.client_ip));
         let outcomes = join_all(checks).await;
         if let Some(Err(e)) = outcomes.iter().find(|o| o.is_err()) {
@@ -129,7 +140,7 @@ impl<'a> WorkerBackend<'a> {
 }
 
 /// The rate limit binding `name`, when configured.
-fn rate_limiter(env: &Env, name: &str) -> Option<Object> {
+pub fn rate_limiter(env: &Env, name: &str) -> Option<Object> {
     let env: &JsValue = env.as_ref();
     Reflect::get(env, &JsValue::from_str(name))
         .ok()
@@ -373,8 +384,8 @@ impl Backend for WorkerBackend<'_> {
 
     async fn over_rate_limit(&self, sends: usize, reads: usize) -> bool {
         let (send, read) = futures_util::future::join(
-            self.over(RATE_LIMIT_SEND, sends),
-            self.over(RATE_LIMIT_READ, reads),
+            self.over(Bucket::Send, sends),
+            self.over(Bucket::Read, reads),
         )
         .await;
         send || read

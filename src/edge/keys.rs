@@ -67,13 +67,25 @@ pub struct Admitted {
 }
 
 /// Admits `key` (keys on: [`keys_on`]): the record of a lease held, else a new lease from the
-/// key's object once KV says the key exists.
+/// key's object once KV says the key exists. The key is looked up by its hash under
+/// `RELAY_SECRET`, then, unknown there, under `RELAY_SECRET_PREVIOUS` (a key made before the
+/// secret was rotated keeps its hash, its record and its object).
 ///
 /// # Errors
 /// [`Refusal::Unknown`], [`Refusal::Revoked`], [`Refusal::Unavailable`].
 pub async fn identify(env: &Env, config: &Config, key: &ApiKey) -> Result<Admitted, Refusal> {
     let secret = config.relay_secret.as_ref().ok_or(Refusal::Unavailable)?;
-    let hash = key.hash(secret.bytes());
+    let current = identify_hash(env, key.hash(secret.bytes())).await;
+    match (&current, &config.relay_secret_previous) {
+        (Err(Refusal::Unknown), Some(previous)) => {
+            identify_hash(env, key.hash(previous.bytes())).await
+        }
+        _ => current,
+    }
+}
+
+/// [`identify`] under one secret: the key's hash `hash`.
+async fn identify_hash(env: &Env, hash: KeyHash) -> Result<Admitted, Refusal> {
     let now = now_ms();
     let known = KNOWN.with(|k| match k.borrow().get(&hash) {
         Some(Known::Held { record, held, .. }) if now < held.lease.expires_ms => {
@@ -120,6 +132,15 @@ pub async fn spend(env: &Env, hash: &KeyHash, sends: u64, reads: u64) -> Result<
     Err(Refusal::OverBudget {
         reset_ms: reset_ms.unwrap_or(now + LEASE_MS),
         now_ms: now,
+    })
+}
+
+/// When the lease held for `hash` ends (Unix ms); `None` when none is held (a refusal is
+/// remembered, or nothing).
+pub fn lease_ends(hash: &KeyHash) -> Option<u64> {
+    KNOWN.with(|k| match k.borrow().get(hash) {
+        Some(Known::Held { held, .. }) => Some(held.lease.expires_ms),
+        _ => None,
     })
 }
 
@@ -340,6 +361,16 @@ impl Access {
     /// The key's hash, when there is one.
     pub fn hash(&self) -> Option<&KeyHash> {
         self.admitted.as_ref().map(|a| &a.hash)
+    }
+
+    /// The opt-in to the public mempool a send with this access carries, given the client's
+    /// (`?public_after_blocks=N`): the key's choice ([`crate::access::keys::Publish`]), or the
+    /// client's without a key.
+    pub fn opt_in(&self, client: Option<u64>) -> Option<u64> {
+        match &self.admitted {
+            Some(admitted) => admitted.record.publish.opt_in(client),
+            None => client,
+        }
     }
 }
 

@@ -163,7 +163,8 @@ async fn tx_status(
         Some(Err(why)) => return bad_request(&why),
         None => None,
     };
-    let backend = WorkerBackend::new(config, env, id, client_ip(req)).with_key(access.hash());
+    let backend =
+        WorkerBackend::new(config, env, id, client_ip(req)).with_key(access.admitted.as_ref());
     if backend.over_rate_limit(0, 1).await {
         return rate_limited(config);
     }
@@ -238,7 +239,8 @@ async fn handle_rpc(
             return json_response(400, error.response(&jsonrpc::Id::null()));
         }
     };
-    let mut backend = WorkerBackend::new(config, env, id, client_ip(&req)).with_key(access.hash());
+    let mut backend =
+        WorkerBackend::new(config, env, id, client_ip(&req)).with_key(access.admitted.as_ref());
     backend.cache_origin = Some(url.origin().ascii_serialization());
     #[cfg(feature = "test-faults")]
     {
@@ -254,8 +256,9 @@ async fn handle_rpc(
             )
         })
     });
+    // A key's choice for its private sends wins over the URL's (docs/keys.md).
     let relay = Relay::new(config, &backend, &chain_ids)
-        .with_opt_in(opt_in)
+        .with_opt_in(access.opt_in(opt_in))
         .with_cache_bypass(bypass);
     let reply = access.on(relay).handle(&body).await;
     let response = match reply.body {
@@ -303,16 +306,18 @@ async fn websocket_upgrade(
             );
         }
     }
-    let backend = WorkerBackend::new(config, env, id, client_ip(req)).with_key(access.hash());
+    let backend =
+        WorkerBackend::new(config, env, id, client_ip(req)).with_key(access.admitted.as_ref());
     if backend.over_rate_limit(0, 1).await {
         return rate_limited(config);
     }
     if let Some(refusal) = backend.over_key_budget(0, 1).await {
         return key_refused(&refusal);
     }
-    // The opt-in of the URL it connected to holds for every private send on the socket.
+    // The opt-in of the URL it connected to (or its key's choice) holds for every private send
+    // on the socket.
     let opt_in = match private_terms::opt_in_of_query(req.url()?.query()) {
-        Ok(blocks) => blocks,
+        Ok(blocks) => access.opt_in(blocks),
         Err(bad) => return bad_request(&bad.to_string()),
     };
     let response = websocket::upgrade(

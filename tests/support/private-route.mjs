@@ -246,7 +246,7 @@ export async function startPrivateRoute({ chain, latencyMs = 0, senderOf = () =>
  * restarted). Returns { anvil, read, route, link, relay, vars, stop }: a test may put the relay it
  * started in another's place in `relay`; `stop()` stops that relay and the rest.
  */
-export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0, route: routeOptions = {} } = {}) {
+export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0, route: routeOptions = {}, keys } = {}) {
   const anvil = await startAnvil({ extraArgs: ["--no-mining"] });
   const read = await startProxy({ upstream: anvil.url, strictNonce: false });
   const route = await startPrivateRoute({ chain: anvil.url, ...routeOptions });
@@ -256,7 +256,7 @@ export async function startPrivateStack({ vars = {}, persist, routeLatencyMs = 0
       ? await startProxy({ upstream: route.url, strictNonce: false, latency: (req) => ([req].flat().some(isSend) ? routeLatencyMs : 0) })
       : null;
   const all = { UPSTREAM_RPC_URL: read.url, UPSTREAM_SEND_URL: link?.url ?? route.url, ...vars };
-  const s = { anvil, read, route, link, vars: all, relay: await startRelay({ vars: all, persist }) };
+  const s = { anvil, read, route, link, vars: all, relay: await startRelay({ vars: all, persist, keys }) };
   s.stop = async () => {
     await s.relay.stop().catch(() => {}); // already stopped by a test that restarted it: fine
     await Promise.all([read.stop(), route.stop(), link?.stop()]);

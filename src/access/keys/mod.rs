@@ -127,6 +127,41 @@ pub struct KeyRecord {
     pub scope: Scope,
     /// Its budgets.
     pub quota: Quota,
+    /// Its rate-limit tier: the bindings `RATE_LIMIT_SEND_{TIER}` and `RATE_LIMIT_READ_{TIER}`
+    /// count its requests, keyed by its id ([`crate::access::rate_limit::binding_name`]); `None`:
+    /// the deployment's `RATE_LIMIT_SEND` and `RATE_LIMIT_READ`, keyed by its id. A tier whose
+    /// binding is gone (a later deploy) counts on the deployment's.
+    pub tier: Option<String>,
+    /// What becomes of its sends behind a private route ([`Publish`]).
+    pub publish: Publish,
+}
+
+/// What becomes of a key's sends behind a private route (`UPSTREAM_SEND_URL`): each goes to the
+/// route, and may go to the public mempool when the route has not had it included after some
+/// blocks ([`crate::ordering::private_terms`], at most the operator's
+/// `SEND_PUBLIC_AFTER_BLOCKS`). Serialized as `"client"`, `"never"` or `{"after_blocks": N}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Publish {
+    /// The client's choice, as without a key: its URL's `?public_after_blocks=N` (the default).
+    #[default]
+    Client,
+    /// Never published, whatever the URL asks (a key for order flow that must stay private).
+    Never,
+    /// Published after `N` blocks (N at least 1), whatever the URL asks.
+    AfterBlocks(u64),
+}
+
+impl Publish {
+    /// The opt-in a send with this key carries, given the client's (`?public_after_blocks=N`):
+    /// the client's, none, or the key's.
+    pub fn opt_in(self, client: Option<u64>) -> Option<u64> {
+        match self {
+            Publish::Client => client,
+            Publish::Never => None,
+            Publish::AfterBlocks(n) => Some(n),
+        }
+    }
 }
 
 /// What the admin API takes to make or change a key: a label, a scope and a quota, each
@@ -142,6 +177,10 @@ pub struct KeyChange {
     pub quota: Option<Quota>,
     /// [`KeyRecord::revoked`] (`true` revokes; a revoked key is not restored by `false`).
     pub revoked: Option<bool>,
+    /// [`KeyRecord::tier`]; `""` puts the key back on the deployment's bindings.
+    pub tier: Option<String>,
+    /// [`KeyRecord::publish`].
+    pub publish: Option<Publish>,
 }
 
 impl KeyChange {
@@ -154,6 +193,17 @@ impl KeyChange {
             .is_some_and(|l| l.chars().count() > 200)
         {
             return Err("label: at most 200 characters".into());
+        }
+        if let Some(tier) = change.tier.as_deref().filter(|t| !t.is_empty()) {
+            if !crate::access::rate_limit::tier_name_ok(tier) {
+                return Err(format!(
+                    "tier: 1 to {} of a-z, 0-9 and _, got {tier:?}",
+                    crate::access::rate_limit::TIER_MAX_CHARS
+                ));
+            }
+        }
+        if change.publish == Some(Publish::AfterBlocks(0)) {
+            return Err("publish: after_blocks is at least 1".into());
         }
         Ok(change)
     }
@@ -168,6 +218,12 @@ impl KeyChange {
         }
         if let Some(quota) = self.quota {
             record.quota = quota;
+        }
+        if let Some(tier) = self.tier {
+            record.tier = (!tier.is_empty()).then_some(tier);
+        }
+        if let Some(publish) = self.publish {
+            record.publish = publish;
         }
         record.revoked |= self.revoked.unwrap_or(false);
         record
@@ -226,5 +282,46 @@ mod tests {
             "unknown fields refused"
         );
         assert!(KeyChange::parse(br#"{"scope":{"contracts":["0x12"]}}"#).is_err());
+    }
+
+    #[test]
+    fn a_key_names_its_tier_and_what_becomes_of_its_private_sends() {
+        let pro = KeyChange::parse(br#"{"tier":"pro","publish":{"after_blocks":3}}"#)
+            .unwrap()
+            .apply(KeyRecord::default());
+        assert_eq!(pro.tier.as_deref(), Some("pro"));
+        assert_eq!(pro.publish, Publish::AfterBlocks(3));
+        assert_eq!(
+            pro.publish.opt_in(None),
+            Some(3),
+            "the key's, whatever the URL"
+        );
+        assert_eq!(pro.publish.opt_in(Some(10)), Some(3));
+        let back = KeyChange::parse(br#"{"tier":"","publish":"never"}"#)
+            .unwrap()
+            .apply(pro);
+        assert_eq!(back.tier, None, "an empty tier: the deployment's bindings");
+        assert_eq!(
+            back.publish.opt_in(Some(2)),
+            None,
+            "never, whatever the URL"
+        );
+        assert_eq!(Publish::Client.opt_in(Some(2)), Some(2));
+        assert_eq!(Publish::Client.opt_in(None), None);
+        for bad in [
+            &br#"{"tier":"Pro"}"#[..],
+            br#"{"tier":"a-b"}"#,
+            br#"{"publish":{"after_blocks":0}}"#,
+            br#"{"publish":"always"}"#,
+        ] {
+            assert!(
+                KeyChange::parse(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // A record written before these fields reads as the defaults.
+        let old: KeyRecord = serde_json::from_str(r#"{"id":"k_1","label":"x"}"#).unwrap();
+        assert_eq!((old.tier, old.publish), (None, Publish::Client));
     }
 }

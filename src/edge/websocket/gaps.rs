@@ -41,7 +41,7 @@ impl Connection {
                 )
             };
             for text in &out {
-                connection.send(text);
+                connection.send_notification(text);
             }
             log(
                 "ws_heads_gap",
@@ -176,7 +176,7 @@ impl Connection {
                 }
             };
             for text in &texts {
-                self.send(text);
+                self.send_notification(text);
             }
             sent += texts.len();
         }

@@ -64,9 +64,12 @@ struct Connection {
     /// The opt-in to the public mempool of the URL it connected to (`?public_after_blocks=N`),
     /// for its private sends.
     opt_in: Option<u64>,
-    /// Its API key, admitted at the upgrade: each message spends its budget, and a refusal at
-    /// a lease closes the socket (1008).
+    /// Its API key, admitted at the upgrade: each message spends its budget, and so does each
+    /// notification, counted at each lease's end ([`Connection::check_key`]); a refusal at a
+    /// lease closes the socket (1008), messages or none.
     access: crate::edge::keys::Access,
+    /// Notifications sent since the key's last check ([`Connection::send_notification`]).
+    notified: Cell<u64>,
     /// Its subscriptions, and its memory (`WS_MAX_CONNECTION_BYTES`).
     subscriptions: RefCell<Subscriptions>,
     /// The missed `newHeads` being filled in.
@@ -83,6 +86,10 @@ struct Connection {
     closed: Cell<bool>,
     opened_at: u64,
 }
+
+/// The most notification units one spend takes at a key's check: a lease grows with what the
+/// last one served, and a small step keeps a listener's spend within what a lease may grant.
+const NOTIFICATIONS_PER_SPEND: u64 = 10;
 
 /// Logs a WebSocket connection's `event` with its request id and its chain's id (`chain`).
 fn log(event: &str, request_id: &str, config: &Config, fields: &[(&str, Value)]) {
@@ -121,6 +128,7 @@ pub fn upgrade(
         client_ip,
         opt_in,
         access,
+        notified: Cell::new(0),
         subscriptions: RefCell::new(Subscriptions::new(memory)),
         backfill: RefCell::new(Backfill::default()),
         resubscribing: Cell::new(0),
@@ -153,7 +161,20 @@ impl Connection {
                 why = "idle".into();
                 break;
             }
-            let wait = limits.idle_timeout_ms - idle_ms;
+            if self.key_check_in() == Some(0) {
+                if let Some(refusal) = self.check_key().await {
+                    let error = refusal.error();
+                    self.close(Close::KeyRefused {
+                        code: error.code,
+                        message: error.message,
+                    });
+                    why = "API key refused at its lease".into();
+                    break;
+                }
+                continue;
+            }
+            let wait =
+                (limits.idle_timeout_ms - idle_ms).min(self.key_check_in().unwrap_or(u64::MAX));
             let next = pin!(events.next());
             let timer = pin!(Delay::from(Duration::from_millis(wait)));
             let event = match select(next, timer).await {
@@ -192,6 +213,59 @@ impl Connection {
             self.charge_and_answer(body);
         }
         self.ended(why);
+    }
+
+    /// With a key, how long until its next check, ms (0: due): the end of the isolate's lease
+    /// of it, when the key's object is asked again (a revoked key is refused then); due now when
+    /// no lease is held. `None` without a key.
+    fn key_check_in(&self) -> Option<u64> {
+        let hash = self.access.hash()?;
+        let ends = crate::edge::keys::lease_ends(hash).unwrap_or(0);
+        Some(ends.saturating_sub(now_ms()))
+    }
+
+    /// The key's check at a lease's end: the notifications sent since the last one spend its
+    /// budget (a unit each, [`NOTIFICATIONS_PER_SPEND`] at a time), and a lease that ended is
+    /// renewed, so a socket that only listens learns that its key was revoked or its budget
+    /// spent within a lease's life ([`crate::access::keys::budget::LEASE_MS`]). The key's
+    /// usage is a `key_usage` line (reads: the notifications). Returns the refusal.
+    async fn check_key(&self) -> Option<crate::access::keys::Refusal> {
+        let hash = self.access.hash()?;
+        let notified = self.notified.replace(0);
+        let mut left = notified;
+        let mut refused = None;
+        loop {
+            let units = left.min(NOTIFICATIONS_PER_SPEND);
+            if let Err(refusal) = crate::edge::keys::spend(&self.env, hash, 0, units).await {
+                refused = Some(refusal);
+                break;
+            }
+            left -= units;
+            if left == 0 {
+                break;
+            }
+        }
+        let label = match &refused {
+            None => "ok",
+            Some(crate::access::keys::Refusal::OverBudget { .. }) => "over_budget",
+            Some(_) => "refused",
+        };
+        if notified > 0 || refused.is_some() {
+            let metric = crate::metrics::Metric::new("key_usage", "", label.to_string())
+                .value("sends", 0.0)
+                .value("reads", notified as f64)
+                .field("key_id", hash.id())
+                .field("via", "ws_notifications");
+            let chain = crate::edge::runtime::chain_of(&self.config);
+            crate::edge::runtime::emit(&self.env, chain, &metric, Some(&self.request_id));
+        }
+        refused
+    }
+
+    /// Sends a subscription's notification (counted for the key's check).
+    fn send_notification(&self, text: &str) {
+        self.notified.set(self.notified.get() + 1);
+        self.send(text);
     }
 
     /// One message from the client, `body` (its text's UTF-8 bytes, or its binary data), numbered
@@ -250,7 +324,7 @@ impl Connection {
         let request_id = format!("{}.{n}", self.request_id);
         let backend =
             WorkerBackend::new(&self.config, &self.env, &request_id, self.client_ip.clone())
-                .with_key(self.access.hash());
+                .with_key(self.access.admitted.as_ref());
         let relay = Relay::new(&self.config, &backend, &self.chain_ids).with_opt_in(self.opt_in);
         let answer = self.access.on(relay).handle_message(&body, &self).await;
         // The key refused at its lease (revoked, its budget spent): the socket closes, 1008.

@@ -261,7 +261,7 @@ impl Connection {
                 .deliver(delivery, subscriptions.memory())
         };
         for text in &out {
-            self.send(text);
+            self.send_notification(text);
         }
         self.fill_heads();
     }
