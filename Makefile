@@ -16,7 +16,7 @@ help:
 	@echo "make soak   - every fault at once (outages, a kill, pool drops, lost answers, copies), 10 senders x 30, for SEEDS seeds from SEED_FROM (default 20 from 1)"
 	@echo "make soak-cache - the read cache through a reorg every 3-7 s (depth 1-6) for DURATION_S (default 120): no read begun after a reorg names a block it replaced (CACHE_HEAD_WATCH=off: after CACHE_HEAD_MS + 0.5 s)"
 	@echo "make bench  - decoding cost native vs wasm on workerd, and the wasm size"
-	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS), behind a strict upstream, a private route (ROUTE=private: 1 x 20) and a mempool one (UPSTREAM, SEND_WINDOW: 1 x 40, 1 x 200, 20 x 20), 1 x 40 under production's six-connection cap (CONNECTION_CAP); one sender at 50/s for 120 s and the rows written per transaction (RATE, DURATION_S); a lone transaction's bill, 1,000 fresh senders at LATENCY_MS 50 and 250 beside a busy sender (tests/bench/lone.mjs); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS); the read cache behind nodes that lag: dense blooms, a 12 MB eth_getLogs, identical reads in flight (tests/bench/cache-proof.mjs; PART=trace with BASE_BUILD compares a build's dapp trace)"
+	@echo "make bench-e2e - S senders x N transactions: limit, relay, Redis design (SENDERS, TXS, LATENCY_MS), behind a strict upstream, a private route (ROUTE=private: 1 x 20) and a mempool one (UPSTREAM, SEND_WINDOW: 1 x 40, 1 x 200, 20 x 20), 1 x 40 under production's six-connection cap (CONNECTION_CAP); one sender at 50/s for 120 s and the rows written per transaction (RATE, DURATION_S); a lone transaction's bill, 1,000 fresh senders at LATENCY_MS 50 and 250 beside a busy sender (tests/bench/lone.mjs); idle WebSockets (SOCKETS, IDLE_S); what hostile WebSocket clients make an isolate keep (SUBS, LOGS); the read cache behind nodes that lag: dense blooms, a 12 MB eth_getLogs, identical reads in flight (tests/bench/cache-proof.mjs; PART=trace with BASE_BUILD compares a build's dapp trace); eth_getLogs over 50,000 blocks behind a 1,000-block cap beside a client splitting by itself (tests/bench/getlogs.mjs)"
 
 setup:
 	@bash scripts/setup.sh
@@ -60,6 +60,7 @@ bench-e2e: build
 	@. scripts/env.sh && "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && ROUTE=private SENDERS=1 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 "$$NODE_BIN" tests/bench/e2e.mjs
+	@. scripts/env.sh && "$$NODE_BIN" tests/bench/getlogs.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=40 CONNECTION_CAP=6 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=1 TXS=200 MAX_QUEUE_PER_SENDER=256 "$$NODE_BIN" tests/bench/e2e.mjs
 	@. scripts/env.sh && UPSTREAM=mempool SENDERS=20 TXS=20 "$$NODE_BIN" tests/bench/e2e.mjs

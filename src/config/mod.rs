@@ -90,6 +90,9 @@ pub struct Config {
     /// ([`crate::cache::proof::Proof::rule`]).
     pub cache_proof: crate::cache::proof::Proof,
     pub cache_settings: crate::cache::CacheSettings,
+    /// `GETLOGS_SPLIT`, `GETLOGS_MAX_PIECES`, `GETLOGS_MAX_RANGE`, `GETLOGS_UPSTREAM_RANGE`: how
+    /// an `eth_getLogs` too wide for the upstream is asked ([`crate::upstream::logs`]).
+    pub logs: LogsSettings,
     /// `MAX_HEAD_LAG` (default 2): how many blocks an upstream's head may be behind the best
     /// upstream's before it gets no reads of the tip (`latest`, `pending`), blocks.
     pub max_head_lag: u64,
@@ -212,6 +215,19 @@ impl std::error::Error for ConfigError {}
 /// The largest `SEND_WINDOW`: geth's queue of one account (`AccountQueue`, 64).
 pub const MAX_SEND_WINDOW: usize = 64;
 
+/// How an `eth_getLogs` too wide for the upstream is asked ([`crate::upstream::logs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogsSettings {
+    /// `GETLOGS_SPLIT` (default on): split, or give the client the provider's refusal.
+    pub split: bool,
+    /// `GETLOGS_MAX_PIECES` (default 40): the most pieces of one request.
+    pub max_pieces: usize,
+    /// `GETLOGS_MAX_RANGE` (unset): the most blocks a split request may span.
+    pub max_range: Option<u64>,
+    /// `GETLOGS_UPSTREAM_RANGE` (unset): the upstreams' known range cap, blocks per query.
+    pub upstream_range: Option<u64>,
+}
+
 /// The deployment's secret (`RELAY_SECRET`): its bytes never appear in a log, a metric or an
 /// answer (its `Debug` says nothing of them).
 #[derive(Clone, PartialEq, Eq)]
@@ -300,6 +316,12 @@ impl Config {
                 finality: s::CACHE_FINALITY.read(get)?,
                 finality_depth: s::CACHE_FINALITY_DEPTH.read(get)?,
                 proof: s::CACHE_BLOOM_PROOF.read(get)?.rule(s::CHAIN_ID.read(get)?),
+            },
+            logs: LogsSettings {
+                split: s::GETLOGS_SPLIT.read(get)?,
+                max_pieces: s::GETLOGS_MAX_PIECES.read(get)?,
+                max_range: s::GETLOGS_MAX_RANGE.read(get)?,
+                upstream_range: s::GETLOGS_UPSTREAM_RANGE.read(get)?,
             },
             upstream_retries: s::UPSTREAM_RETRIES.read(get)?,
             idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(get)?,

@@ -829,6 +829,48 @@ pub const CACHE_BLOOM_PROOF: Setting<Proof> = Setting {
     },
 };
 
+/// `GETLOGS_SPLIT`: whether an `eth_getLogs` range too wide for the upstream is asked as pieces
+/// ([`crate::upstream::logs`]).
+pub const GETLOGS_SPLIT: Setting<bool> = Setting {
+    about: about!("GETLOGS_SPLIT", Chain, "`on`",
+        "`on`: an `eth_getLogs` range the upstream refuses as too wide (or wider than a cap known) is asked as aligned pieces and answered whole ([docs/getlogs.md](docs/getlogs.md)); `off`: the provider's refusal is the client's"),
+    default: Some(|| true),
+    parse: |v| pick(v, &[("on", true), ("off", false)]),
+};
+
+/// `GETLOGS_MAX_PIECES`: the most pieces one `eth_getLogs` is asked in.
+pub const GETLOGS_MAX_PIECES: Setting<usize> = Setting {
+    about: about!("GETLOGS_MAX_PIECES", Chain, "`40`",
+        "the most pieces one split `eth_getLogs` may be asked in (each a subrequest); a range that needs more is refused before any ask, -32602"),
+    default: Some(|| 40),
+    parse: |v| match whole::<usize>(v)? {
+        0 => Err("must be 1 or more".into()),
+        n => Ok(n),
+    },
+};
+
+/// `GETLOGS_MAX_RANGE`: the most blocks one split `eth_getLogs` may span.
+pub const GETLOGS_MAX_RANGE: Setting<Option<u64>> = Setting {
+    about: about!("GETLOGS_MAX_RANGE", Chain, "unset",
+        "the most blocks an `eth_getLogs` the relay must split may span (-32602 over it); unset: what `GETLOGS_MAX_PIECES` covers. A range the upstream takes whole is never refused by it"),
+    default: Some(|| None),
+    parse: |v| match whole::<u64>(v)? {
+        0 => Err("must be 1 or more (unset: no cap of the relay's)".into()),
+        n => Ok(Some(n)),
+    },
+};
+
+/// `GETLOGS_UPSTREAM_RANGE`: the upstreams' known block range cap per `eth_getLogs`.
+pub const GETLOGS_UPSTREAM_RANGE: Setting<Option<u64>> = Setting {
+    about: about!("GETLOGS_UPSTREAM_RANGE", ChainOwn, "unset",
+        "the most blocks the chain's upstreams take in one `eth_getLogs`, when known: a wider range goes as pieces at once, with no refusal first; unset: learned from their refusals"),
+    default: Some(|| None),
+    parse: |v| match whole::<u64>(v)? {
+        0 => Err("must be 1 or more (unset: learned)".into()),
+        n => Ok(Some(n)),
+    },
+};
+
 /// `CHAINS`: the chains served at `/evm/{id}` besides the default one (`CHAIN_ID`, at `/`),
 /// with their aliases ([`super::chain_entry::ChainEntry`]).
 pub const CHAINS: Setting<Vec<super::chain_entry::ChainEntry>> = Setting {
@@ -894,4 +936,8 @@ pub const SETTINGS: &[About] = &[
     CACHE_FINALITY.about,
     CACHE_FINALITY_DEPTH.about,
     CACHE_BLOOM_PROOF.about,
+    GETLOGS_SPLIT.about,
+    GETLOGS_MAX_PIECES.about,
+    GETLOGS_MAX_RANGE.about,
+    GETLOGS_UPSTREAM_RANGE.about,
 ];

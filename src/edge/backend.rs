@@ -416,6 +416,13 @@ impl Backend for WorkerBackend<'_> {
         refused
     }
 
+    /// The isolate's learned `eth_getLogs` limits ([`crate::edge::runtime::log_limits`]).
+    fn log_limits(
+        &self,
+    ) -> Option<std::rc::Rc<std::cell::RefCell<crate::upstream::logs::limits::LogLimits>>> {
+        Some(crate::edge::runtime::log_limits())
+    }
+
     /// The isolate's read cache ([`read_cache`]).
     fn read_cache(&self) -> Option<std::rc::Rc<std::cell::RefCell<crate::cache::ReadCache>>> {
         Some(read_cache(self.upstream.config))

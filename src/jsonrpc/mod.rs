@@ -114,6 +114,21 @@ impl Answer {
     /// text is not one JSON object holding either (a batch, a bare value, not JSON).
     pub fn parse(response: &str) -> Option<Answer> {
         let members: HashMap<String, &RawValue> = serde_json::from_str(response).ok()?;
+        // Nethermind's streamed `eth_getLogs` (`JsonRpc.EnableLogsStreamMode`): a result cut at
+        // its cap says so beside it (`"_streamStatus":"truncated"`): not the whole answer, so an
+        // error, never a short result kept or passed on as whole.
+        if members
+            .get("_streamStatus")
+            .is_some_and(|s| s.get() != "\"complete\"")
+        {
+            return Some(Answer::Error(format!(
+                r#"{{"code":{LIMIT_EXCEEDED},"message":"Too many logs requested: the upstream's answer was cut short (_streamStatus {})"}}"#,
+                members["_streamStatus"]
+                    .get()
+                    .trim_matches('"')
+                    .escape_default()
+            )));
+        }
         match (members.get("error"), members.get("result")) {
             (Some(error), _) if error.get() != "null" => Some(Answer::Error(error.get().into())),
             (_, Some(result)) => Some(Answer::Result(result.get().into())),

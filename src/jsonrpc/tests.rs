@@ -257,3 +257,21 @@ fn ids_are_echoed_exactly_whatever_their_size() {
     };
     assert_eq!(error_of(&e), (Value::Null, INVALID_REQUEST));
 }
+
+#[test]
+fn a_result_the_upstream_says_it_cut_short_is_an_error() {
+    // Nethermind's JsonRpcResponseWriter: `_streamStatus` between `result` and `id`.
+    let truncated =
+        r#"{"jsonrpc":"2.0","result":[{"blockNumber":"0x1"}],"_streamStatus":"truncated","id":1}"#;
+    let Some(Answer::Error(error)) = Answer::parse(truncated) else {
+        panic!("a truncated result is no result");
+    };
+    let error: serde_json::Value = serde_json::from_str(&error).unwrap();
+    assert_eq!(error["code"], LIMIT_EXCEEDED);
+    assert!(error["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Too many logs requested"));
+    let complete = r#"{"jsonrpc":"2.0","result":[],"_streamStatus":"complete","id":1}"#;
+    assert_eq!(Answer::parse(complete), Some(Answer::Result("[]".into())));
+}

@@ -588,7 +588,12 @@ impl<B: Backend> Relay<'_, B> {
     /// genesis when due ([`Relay::learn_genesis`]) and the finalized block when due
     /// ([`Relay::learn_finalized`]). A reorg is a `cache_reorg` line. An ask that fails leaves
     /// the head as it was (and older than `CACHE_HEAD_MS`: nothing at the head is served).
-    async fn ask_head(&self, cache: &RefCell<ReadCache>, chain: u64, settings: &CacheSettings) {
+    pub(super) async fn ask_head(
+        &self,
+        cache: &RefCell<ReadCache>,
+        chain: u64,
+        settings: &CacheSettings,
+    ) {
         let started = self.backend.now_ms();
         let claimed = cache
             .borrow_mut()
@@ -801,7 +806,7 @@ impl<B: Backend> Relay<'_, B> {
 
     /// The best head the upstreams know: `eth_blockNumber` asked as a client's is (of every
     /// upstream, [`CallKind::ReadMerged`]), `None` when it could not be had.
-    async fn ask_best_head(&self) -> Option<u64> {
+    pub(super) async fn ask_best_head(&self) -> Option<u64> {
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
         let reply = self
             .backend

@@ -24,6 +24,7 @@
 
 pub mod cached;
 pub mod cancel;
+pub mod logs;
 pub mod pending;
 pub mod receipt;
 pub mod send;
@@ -141,6 +142,13 @@ pub trait Backend: Platform {
         sender: &Address,
         hash: &TxHash,
     ) -> Result<Option<String>, ObjectError>;
+
+    /// The `eth_getLogs` limits the isolate learned of its upstreams
+    /// ([`crate::upstream::logs::limits`]); `None` (the default): nothing is learned, a range
+    /// is split only after a refusal or under `GETLOGS_UPSTREAM_RANGE`.
+    fn log_limits(&self) -> Option<Rc<RefCell<crate::upstream::logs::limits::LogLimits>>> {
+        None
+    }
 
     /// The isolate's read cache ([`crate::cache`]), when this platform keeps one; `None`: every
     /// read goes to the upstream. By default `None`.
@@ -842,6 +850,9 @@ impl<'a, B: Backend> Relay<'a, B> {
                 return Response::new(&req.response_id(), Answer::Result(result));
             }
         }
+        if req.method == "eth_getLogs" {
+            return self.get_logs(req).await;
+        }
         match self.backend.read_cache().filter(|_| self.config.cache) {
             Some(cache) => self.cached_read(req, &cache).await,
             None => self.proxy(req).await,
@@ -870,6 +881,12 @@ impl<'a, B: Backend> Relay<'a, B> {
     /// The upstream's answer `body` to `req`, unchanged; an id the upstream was not sent as it
     /// is (a number beyond 64 bits, a fraction: [`jsonrpc::Id::sent_as_is`]) is put back in it.
     fn proxied_response(&self, req: &Request, body: String) -> Response {
+        // A result the upstream says it cut short is an error ([`Answer::parse`]).
+        if body.contains("\"_streamStatus\"") {
+            if let Some(answer) = Answer::parse(&body) {
+                return Response::new(&req.response_id(), answer);
+            }
+        }
         match &req.id {
             Some(id) if !id.sent_as_is() => match Answer::parse(&body) {
                 Some(answer) => Response::new(id, answer),

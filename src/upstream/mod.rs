@@ -10,6 +10,7 @@ pub mod batch;
 pub mod block_ref;
 pub mod cancel;
 pub mod heads;
+pub mod logs;
 pub mod lookup;
 pub mod merge;
 pub mod platform;

@@ -1,0 +1,234 @@
+// eth_getLogs over any range (issue 56, docs/getlogs.md), on workerd and anvil: a chain of about
+// 2,500 blocks with logs spread through it (40 logs 60 blocks apart, then 30 in a row; anvil 1.7.1
+// mines block N in time growing with N, 4,000 blocks in 23 s and the next 4,000 in 72 s, so a
+// 50,000-block chain is out of a test's reach), behind test upstreams that answer each provider's
+// refusal verbatim (src/upstream/logs/refusal.rs names the sources): range caps of 10, 100, 500 and
+// 1,000 blocks, result caps with and without a hint, QuickNode's HTTP 413, Hedera's HTTP 400,
+// Nethermind's truncated stream, an address cap.
+// Each answer must equal what anvil answers for the whole range. Then what the pieces share:
+// aligned pieces for overlapping queries, a second query over a finalized range answered with no
+// eth_getLogs upstream, and a reorg under an unfinalized piece while the pieces are asked.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { startAnvil, startProxy, startRelay, post, rpc, devAccount, sleep } from "./support/harness.mjs";
+
+/** A contract whose every call emits one log (LOG1, topic 0x2a, no data): PUSH1 0x2a PUSH1 0
+ * PUSH1 0 LOG1 STOP, returned by its init code. */
+const INIT = "0x67602a60006000a10060005260086018f3";
+const TOPIC = `0x${"2a".padStart(64, "0")}`;
+const hex = (n) => `0x${n.toString(16)}`;
+
+/** The receipt of `hash` at `url`, once the block that has it is there. */
+async function receipt(url, hash) {
+  for (let i = 0; i < 100; i++) {
+    const r = (await rpc(url, "eth_getTransactionReceipt", [hash])).result;
+    if (r) return r;
+    await sleep(50);
+  }
+  throw new Error(`no receipt for ${hash}`);
+}
+/** The address of a new contract whose every call emits one log, at the anvil at `url`. */
+const deploy = async (url, from) => (await receipt(url, (await rpc(url, "eth_sendTransaction", [{ from, data: INIT }])).result)).contractAddress;
+
+const anvil = await startAnvil({ accounts: 2 });
+after(() => anvil.stop());
+const from = devAccount(1).address;
+const contract = await deploy(anvil.url, from);
+for (let i = 0; i < 40; i++) {
+  await rpc(anvil.url, "eth_sendTransaction", [{ from, to: contract }]);
+  await rpc(anvil.url, "anvil_mine", [hex(60)]);
+}
+for (let i = 0; i < 30; i++) await receipt(anvil.url, (await rpc(anvil.url, "eth_sendTransaction", [{ from, to: contract }])).result);
+const HEAD = Number(BigInt((await rpc(anvil.url, "eth_blockNumber")).result));
+
+const filter = (a, b, extra = {}) => ({ fromBlock: hex(a), toBlock: hex(b), address: contract, topics: [TOPIC], ...extra });
+const logsAt = async (url, f) => post(url, { jsonrpc: "2.0", id: 7, method: "eth_getLogs", params: [f] });
+/** The test upstream's eth_getLogs requests: each one's [from, to]. */
+const asked = (proxy) =>
+  proxy.requests
+    .flatMap((r) => [r.body].flat())
+    .filter((m) => m?.method === "eth_getLogs")
+    .map((m) => [Number(BigInt(m.params[0].fromBlock)), Number(BigInt(m.params[0].toBlock))]);
+const aligned = ([a, b]) => {
+  const n = b - a + 1;
+  return (n & (n - 1)) === 0 && a % n === 0;
+};
+
+/** A JSON-RPC error answer to member `m`. */
+const refuse = (m, code, message, data) => ({ jsonrpc: "2.0", id: m.id, error: { code, message, ...(data ? { data } : {}) } });
+const span = (m) => [Number(BigInt(m.params[0].fromBlock)), Number(BigInt(m.params[0].toBlock))];
+const isLogs = (m) => m?.method === "eth_getLogs";
+
+/** A provider that refuses a range of more than `cap` blocks with `answer(m, from, to)`. */
+const rangeCap = (cap, answer) => ({
+  rewrite: async (m) => {
+    if (!isLogs(m)) return undefined;
+    const [a, b] = span(m);
+    return b - a + 1 > cap ? answer(m, a, b) : undefined;
+  },
+});
+/** The same, answered with an HTTP status (QuickNode's 413, Hedera's 400). */
+const rangeCapStatus = (cap, status, answer) => ({
+  fault: (req) => {
+    const m = [req].flat().find(isLogs);
+    if (!m) return null;
+    const [a, b] = span(m);
+    return b - a + 1 > cap ? { status, headers: { "content-type": "application/json" }, body: JSON.stringify(answer(m, a, b)) } : null;
+  },
+});
+/** A provider that refuses an answer of more than `cap` logs with `answer(m, from, to, logs)`. */
+const resultCap = (cap, answer) => ({
+  rewrite: async (m, forward) => {
+    if (!isLogs(m)) return undefined;
+    const got = await forward(m);
+    const [a, b] = span(m);
+    return Array.isArray(got.result) && got.result.length > cap ? answer(m, a, b, got.result) : got;
+  },
+});
+
+/** Each provider's refusal, verbatim (its number the test's cap), at a cap the whole chain meets. */
+const PROVIDERS = {
+  "geth 1,000 blocks (-32602)": rangeCap(1_000, (m) => refuse(m, -32602, `exceed maximum block range 1000`)),
+  "Erigon 100 blocks": rangeCap(100, (m) => refuse(m, -32000, "query block range exceeds server limit, narrow your filter: 100")),
+  "Nethermind 100 blocks": rangeCap(100, (m, a, b) =>
+    refuse(m, -32602, `Block range ${b - a + 1} exceeds the maximum of 100 blocks per logs request. Use a narrower fromBlock/toBlock range or increase Receipt.MaxBlockDepth.`)),
+  "Besu 500 blocks (no number said, -32005)": rangeCap(500, (m) => refuse(m, -32005, "Requested range exceeds maximum RPC range limit")),
+  "Infura 1,000 blocks (since 2026-08)": rangeCap(1_000, (m, a, b) => refuse(m, -32602, `range ${b - a + 1} exceeds limit of 1000`)),
+  "QuickNode 1,000 blocks (HTTP 413)": rangeCapStatus(1_000, 413, (m) => refuse(m, -32614, "eth_getLogs is limited to a 1,000 range")),
+  "Hedera's relay 100 blocks (HTTP 400)": rangeCapStatus(100, 400, (m) => refuse(m, -32000, "Exceeded maximum block range: 100")),
+  "reth 8 results (a range suggested)": resultCap(8, (m, a) => refuse(m, -32602, `query exceeds max results 8, retry with the range ${a}-${a + 99}`)),
+  "Infura 8 results (the hint in data)": resultCap(8, (m, a) =>
+    refuse(m, -32005, `query returned more than 8 results. Try with this block range [${hex(a).toUpperCase().replace("0X", "0x")}, ${hex(a + 255).toUpperCase().replace("0X", "0x")}].`, { from: hex(a), to: hex(a + 255), limit: 8 })),
+  "Erigon 8 results (no hint)": resultCap(8, (m) => refuse(m, -32000, "query returns too many logs, narrow your filter: 8")),
+  "Nethermind's stream truncated at 8": resultCap(8, (m, a, b, logs) => ({ jsonrpc: "2.0", result: logs.slice(0, 8), _streamStatus: "truncated", id: m.id })),
+};
+
+const alchemy = rangeCap(10, (m, a) =>
+  refuse(m, -32600, `Under the Free tier plan, you can make eth_getLogs requests with up to a 10 block range. Based on your parameters, this block range should work: [${hex(a)}, ${hex(a + 9)}]. Upgrade to PAYG for expanded block range.`));
+
+/** A relay behind a test upstream acting as `provider`, with `vars`. */
+async function behind(provider, vars = {}) {
+  const proxy = await startProxy({ upstream: anvil.url, strictNonce: false, ...provider });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, ...vars } });
+  return { proxy, relay, stop: async () => (await relay.stop(), await proxy.stop()) };
+}
+
+test("behind each provider's refusal, verbatim: a query over the whole chain returns exactly what anvil returns; every piece aligned", async () => {
+  const whole = filter(1, HEAD);
+  const want = (await logsAt(anvil.url, whole)).json.result;
+  assert.equal(want.length, 70);
+  const rows = [];
+  for (const [name, provider] of Object.entries(PROVIDERS)) {
+    // The chain is 2,471 blocks: under a 100-block cap, 39 pieces of 64 and their edges.
+    const s = await behind(provider, { GETLOGS_MAX_PIECES: "80" });
+    try {
+      const got = await logsAt(s.relay.url, whole);
+      const pieces = asked(s.proxy);
+      rows.push(`${name}: ${pieces.length} eth_getLogs upstream`);
+      assert.deepEqual(got.json.result, want, `${name}: ${got.text.slice(0, 300)}`);
+      assert.ok(pieces.length > 1, `${name}: split`);
+      assert.ok(pieces.slice(1).every(aligned), `${name}: ${JSON.stringify(pieces.slice(1).filter((p) => !aligned(p)))}`);
+    } finally {
+      await s.stop();
+    }
+  }
+  console.log(`# ${HEAD} blocks, 70 logs:\n#   ${rows.join("\n#   ")}`);
+});
+
+test("behind a 10-block cap (Alchemy's free tier): 500 blocks answered whole; then the whole chain refused before any ask, -32602; with GETLOGS_SPLIT=off the client gets Alchemy's refusal", async () => {
+  const s = await behind(alchemy, { GETLOGS_MAX_PIECES: "80" });
+  try {
+    const f = filter(HEAD - 520, HEAD - 20);
+    const got = await logsAt(s.relay.url, f);
+    assert.deepEqual(got.json.result, (await logsAt(anvil.url, f)).json.result, got.text.slice(0, 300));
+    assert.ok(got.json.result.length >= 10, `${got.json.result.length} logs`);
+    const before = asked(s.proxy).length;
+    const wide = await logsAt(s.relay.url, filter(1, HEAD));
+    console.log(`# 10-block cap: 501 blocks in ${before} asks; ${HEAD} blocks: ${JSON.stringify(wide.json.error)}`);
+    assert.equal(wide.json.error?.code, -32602);
+    assert.match(wide.json.error.message, /^query exceeds max block range \d+$/);
+    assert.equal(asked(s.proxy).length, before, "refused before any ask");
+  } finally {
+    await s.stop();
+  }
+  const off = await behind(alchemy, { GETLOGS_SPLIT: "off" });
+  try {
+    const got = await logsAt(off.relay.url, filter(1, HEAD));
+    assert.equal(got.json.error?.code, -32600);
+    assert.match(got.json.error.message, /up to a 10 block range/);
+    assert.equal(asked(off.proxy).length, 1, "asked once, as the client asked");
+  } finally {
+    await off.stop();
+  }
+});
+
+test("an address cap is the client's answer: the range is never split for it", async () => {
+  const capped = {
+    rewrite: async (m) =>
+      isLogs(m) && [m.params[0].address].flat().length > 2 ? refuse(m, -32000, "exceed max addresses or topics per search position") : undefined,
+  };
+  const s = await behind(capped);
+  try {
+    const three = [contract, "0x000000000000000000000000000000000000dead", "0x000000000000000000000000000000000000beef"];
+    const got = await logsAt(s.relay.url, filter(1, HEAD, { address: three }));
+    assert.equal(got.json.error?.message, "exceed max addresses or topics per search position");
+    assert.equal(asked(s.proxy).length, 1);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("overlapping queries ask the same aligned pieces, each once; a second identical query over a finalized range sends no eth_getLogs upstream (X-Cache HIT)", async () => {
+  const s = await behind(PROVIDERS["Erigon 100 blocks"]);
+  try {
+    const a = filter(100, 1_500);
+    const b = filter(500, 2_000);
+    for (const f of [a, b]) assert.deepEqual((await logsAt(s.relay.url, f)).json.result, (await logsAt(anvil.url, f)).json.result);
+    const pieces = asked(s.proxy).filter((p) => p[1] - p[0] < 100); // the as-asked first asks aside
+    const keys = pieces.map((p) => p.join("-"));
+    assert.equal(new Set(keys).size, keys.length, "no piece asked twice: the overlap's pieces were the same, and kept");
+    assert.ok(pieces.every(aligned));
+    const before = asked(s.proxy).length;
+    const again = await logsAt(s.relay.url, a);
+    console.log(`# overlapping: ${pieces.length} pieces for both; again: ${asked(s.proxy).length - before} eth_getLogs, X-Cache ${again.cache}`);
+    assert.deepEqual(again.json.result, (await logsAt(anvil.url, a)).json.result);
+    assert.equal(asked(s.proxy).length, before, "no eth_getLogs upstream");
+    assert.equal(again.cache, "HIT");
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a reorg under an unfinalized piece while the pieces are asked: the answer equals the node's after the reorg", async () => {
+  // A chain of its own: the reorg must not move the other tests' blocks.
+  const chain = await startAnvil({ accounts: 2 });
+  const made = await deploy(chain.url, from);
+  await rpc(chain.url, "anvil_mine", [hex(200)]);
+  // Blocks enough that the six logs end the chain at a head one short of a multiple of 64: the
+  // last 64 blocks are four aligned pieces of 16, all in flight at once.
+  const now = Number(BigInt((await rpc(chain.url, "eth_blockNumber")).result));
+  const extra = (64 - ((now + 6 + 1) % 64)) % 64;
+  if (extra) await rpc(chain.url, "anvil_mine", [hex(extra)]);
+  for (let i = 0; i < 6; i++) await rpc(chain.url, "eth_sendTransaction", [{ from, to: made }]);
+  const head = Number(BigInt((await rpc(chain.url, "eth_blockNumber")).result));
+  assert.equal((head + 1) % 64, 0);
+  const f = { fromBlock: hex(head - 63), toBlock: hex(head), address: made };
+  // The first piece slow: the head's piece is answered before the reorg, the first after it.
+  const proxy = await startProxy({ upstream: chain.url, strictNonce: false, latency: (m) => (isLogs(m) && Number(BigInt(m.params[0].fromBlock)) === head - 63 ? 2_000 : 0) });
+  const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, GETLOGS_UPSTREAM_RANGE: "16", CACHE_FINALITY: "depth", CACHE_FINALITY_DEPTH: "100" } });
+  try {
+    const before = (await logsAt(chain.url, f)).json.result;
+    const pending = logsAt(relay.url, f);
+    await sleep(800);
+    await rpc(chain.url, "anvil_reorg", [3, []]); // the last three blocks (three logs) replaced by empty ones
+    const got = await pending;
+    const want = (await logsAt(chain.url, f)).json.result;
+    console.log(`# reorg: ${before.length} logs before, ${want.length} after; the relay answered ${got.json.result?.length}; eth_getLogs upstream ${asked(proxy).length}`);
+    assert.equal(want.length, before.length - 3);
+    assert.deepEqual(got.json.result, want, got.text.slice(0, 300));
+  } finally {
+    await relay.stop();
+    await proxy.stop();
+    chain.stop();
+  }
+});
