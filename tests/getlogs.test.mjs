@@ -10,36 +10,64 @@
 // eth_getLogs upstream, and a reorg under an unfinalized piece while the pieces are asked.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { startAnvil, startProxy, startRelay, post, rpc, devAccount, sleep } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, post, rpc, devAccount, sleep, until } from "./support/harness.mjs";
 
 /** A contract whose every call emits one log (LOG1, topic 0x2a, no data): PUSH1 0x2a PUSH1 0
  * PUSH1 0 LOG1 STOP, returned by its init code. */
 const INIT = "0x67602a60006000a10060005260086018f3";
 const TOPIC = `0x${"2a".padStart(64, "0")}`;
 const hex = (n) => `0x${n.toString(16)}`;
+/** Each test's bound: one that hangs fails instead. */
+const LIMIT = { timeout: 120_000 };
 
+/** `method` at the anvil at `url`, given up after 10 s (a setup call that never returns must
+ * fail the file, not hang it: one `anvil_mine` never answered in a fresh clone's run). */
+async function call(url, method, params = []) {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  return res.json();
+}
+const blockNumber = async (url) => Number(BigInt((await call(url, "eth_blockNumber")).result));
 /** The receipt of `hash` at `url`, once the block that has it is there. */
 async function receipt(url, hash) {
   for (let i = 0; i < 100; i++) {
-    const r = (await rpc(url, "eth_getTransactionReceipt", [hash])).result;
+    const r = (await call(url, "eth_getTransactionReceipt", [hash])).result;
     if (r) return r;
     await sleep(50);
   }
   throw new Error(`no receipt for ${hash}`);
 }
+/** A call of `from`'s to `to` (or a contract made with `data`), mined: its receipt. */
+const transact = async (url, tx) => receipt(url, (await call(url, "eth_sendTransaction", [tx])).result);
 /** The address of a new contract whose every call emits one log, at the anvil at `url`. */
-const deploy = async (url, from) => (await receipt(url, (await rpc(url, "eth_sendTransaction", [{ from, data: INIT }])).result)).contractAddress;
+const deploy = async (url, from) => (await transact(url, { from, data: INIT })).contractAddress;
+/** `n` empty blocks more at `url`. */
+async function mine(url, n) {
+  const target = (await blockNumber(url)) + n;
+  let timeouts = 0;
+  while ((await blockNumber(url)) < target) {
+    try {
+      await call(url, "anvil_mine", [hex(Math.min(60, target - (await blockNumber(url))))]);
+    } catch (e) {
+      if (++timeouts > 3) throw e; // asked again: the blocks it made count
+    }
+  }
+}
 
-const anvil = await startAnvil({ accounts: 2 });
+const anvil = await startAnvil({ accounts: 2, mend: false });
 after(() => anvil.stop());
 const from = devAccount(1).address;
 const contract = await deploy(anvil.url, from);
 for (let i = 0; i < 40; i++) {
-  await rpc(anvil.url, "eth_sendTransaction", [{ from, to: contract }]);
-  await rpc(anvil.url, "anvil_mine", [hex(60)]);
+  await transact(anvil.url, { from, to: contract });
+  await mine(anvil.url, 60);
 }
-for (let i = 0; i < 30; i++) await receipt(anvil.url, (await rpc(anvil.url, "eth_sendTransaction", [{ from, to: contract }])).result);
-const HEAD = Number(BigInt((await rpc(anvil.url, "eth_blockNumber")).result));
+for (let i = 0; i < 30; i++) await transact(anvil.url, { from, to: contract });
+const HEAD = await blockNumber(anvil.url);
 
 const filter = (a, b, extra = {}) => ({ fromBlock: hex(a), toBlock: hex(b), address: contract, topics: [TOPIC], ...extra });
 const logsAt = async (url, f) => post(url, { jsonrpc: "2.0", id: 7, method: "eth_getLogs", params: [f] });
@@ -113,7 +141,7 @@ async function behind(provider, vars = {}) {
   return { proxy, relay, stop: async () => (await relay.stop(), await proxy.stop()) };
 }
 
-test("behind each provider's refusal, verbatim: a query over the whole chain returns exactly what anvil returns; every piece aligned", async () => {
+test("behind each provider's refusal, verbatim: a query over the whole chain returns exactly what anvil returns; every piece aligned", LIMIT, async () => {
   const whole = filter(1, HEAD);
   const want = (await logsAt(anvil.url, whole)).json.result;
   assert.equal(want.length, 70);
@@ -135,7 +163,7 @@ test("behind each provider's refusal, verbatim: a query over the whole chain ret
   console.log(`# ${HEAD} blocks, 70 logs:\n#   ${rows.join("\n#   ")}`);
 });
 
-test("behind a 10-block cap (Alchemy's free tier): 500 blocks answered whole; then the whole chain refused before any ask, -32602; with GETLOGS_SPLIT=off the client gets Alchemy's refusal", async () => {
+test("behind a 10-block cap (Alchemy's free tier): 500 blocks answered whole; then the whole chain refused before any ask, -32602; with GETLOGS_SPLIT=off the client gets Alchemy's refusal", LIMIT, async () => {
   const s = await behind(alchemy, { GETLOGS_MAX_PIECES: "80" });
   try {
     const f = filter(HEAD - 520, HEAD - 20);
@@ -162,7 +190,7 @@ test("behind a 10-block cap (Alchemy's free tier): 500 blocks answered whole; th
   }
 });
 
-test("an address cap is the client's answer: the range is never split for it", async () => {
+test("an address cap is the client's answer: the range is never split for it", LIMIT, async () => {
   const capped = {
     rewrite: async (m) =>
       isLogs(m) && [m.params[0].address].flat().length > 2 ? refuse(m, -32000, "exceed max addresses or topics per search position") : undefined,
@@ -178,7 +206,7 @@ test("an address cap is the client's answer: the range is never split for it", a
   }
 });
 
-test("overlapping queries ask the same aligned pieces, each once; a second identical query over a finalized range sends no eth_getLogs upstream (X-Cache HIT)", async () => {
+test("overlapping queries ask the same aligned pieces, each once; a second identical query over a finalized range sends no eth_getLogs upstream (X-Cache HIT)", LIMIT, async () => {
   const s = await behind(PROVIDERS["Erigon 100 blocks"]);
   try {
     const a = filter(100, 1_500);
@@ -199,28 +227,37 @@ test("overlapping queries ask the same aligned pieces, each once; a second ident
   }
 });
 
-test("a reorg under an unfinalized piece while the pieces are asked: the answer equals the node's after the reorg", async () => {
+test("a reorg under an unfinalized piece while the pieces are asked: the answer equals the node's after the reorg", LIMIT, async () => {
   // A chain of its own: the reorg must not move the other tests' blocks.
-  const chain = await startAnvil({ accounts: 2 });
+  const chain = await startAnvil({ accounts: 2, mend: false });
   const made = await deploy(chain.url, from);
-  await rpc(chain.url, "anvil_mine", [hex(200)]);
+  await mine(chain.url, 200);
   // Blocks enough that the six logs end the chain at a head one short of a multiple of 64: the
   // last 64 blocks are four aligned pieces of 16, all in flight at once.
-  const now = Number(BigInt((await rpc(chain.url, "eth_blockNumber")).result));
+  const now = await blockNumber(chain.url);
   const extra = (64 - ((now + 6 + 1) % 64)) % 64;
-  if (extra) await rpc(chain.url, "anvil_mine", [hex(extra)]);
-  for (let i = 0; i < 6; i++) await rpc(chain.url, "eth_sendTransaction", [{ from, to: made }]);
-  const head = Number(BigInt((await rpc(chain.url, "eth_blockNumber")).result));
+  if (extra) await mine(chain.url, extra);
+  for (let i = 0; i < 6; i++) await transact(chain.url, { from, to: made });
+  const head = await blockNumber(chain.url);
   assert.equal((head + 1) % 64, 0);
   const f = { fromBlock: hex(head - 63), toBlock: hex(head), address: made };
-  // The first piece slow: the head's piece is answered before the reorg, the first after it.
-  const proxy = await startProxy({ upstream: chain.url, strictNonce: false, latency: (m) => (isLogs(m) && Number(BigInt(m.params[0].fromBlock)) === head - 63 ? 2_000 : 0) });
+  // The first piece held until the reorg is done; the head's piece answered before it.
+  let reorged;
+  const reorgDone = new Promise((resolve) => (reorged = resolve));
+  const fromOf = (m) => Number(BigInt(m.params[0].fromBlock));
+  const proxy = await startProxy({
+    upstream: chain.url,
+    strictNonce: false,
+    rewrite: async (m, forward) => (isLogs(m) && fromOf(m) === head - 63 ? (await reorgDone, forward(m)) : undefined),
+  });
   const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: proxy.url, GETLOGS_UPSTREAM_RANGE: "16", CACHE_FINALITY: "depth", CACHE_FINALITY_DEPTH: "100" } });
   try {
     const before = (await logsAt(chain.url, f)).json.result;
     const pending = logsAt(relay.url, f);
-    await sleep(800);
+    const headPiece = () => proxy.requests.some((r) => isLogs(r.body) && fromOf(r.body) === head - 15 && r.answeredAt !== undefined);
+    assert.ok(await until(headPiece, 10_000), "the head's piece answered first");
     await rpc(chain.url, "anvil_reorg", [3, []]); // the last three blocks (three logs) replaced by empty ones
+    reorged();
     const got = await pending;
     const want = (await logsAt(chain.url, f)).json.result;
     console.log(`# reorg: ${before.length} logs before, ${want.length} after; the relay answered ${got.json.result?.length}; eth_getLogs upstream ${asked(proxy).length}`);

@@ -103,7 +103,7 @@ export async function rpc(url, method, params = []) {
 }
 
 /** Starts anvil on a free port (or `port`); returns { url, stop, mended } (see `mendPool`). */
-export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPort } = {}) {
+export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPort, mend = true } = {}) {
   const port = fixedPort ?? (await freePort());
   const args = ["--port", String(port), "--host", "127.0.0.1", "--accounts", String(accounts), ...extraArgs];
   const proc = spawn(ANVIL_BIN, args, {
@@ -114,7 +114,8 @@ export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPor
     try {
       const r = await rpc(url, "eth_chainId");
       if (r?.result) {
-        const mender = mendPool(url);
+        // `mend: false`: a chain a test builds one transaction at a time, with no pool race to mend.
+        const mender = mend ? mendPool(url) : { mended: [], stop: () => {} };
         proc.once("exit", mender.stop);
         return { url, proc, pid: proc.pid, mended: mender.mended, stop: () => (mender.stop(), proc.kill("SIGTERM")) };
       }
