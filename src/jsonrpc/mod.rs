@@ -123,10 +123,13 @@ impl Answer {
         {
             return Some(Answer::Error(format!(
                 r#"{{"code":{LIMIT_EXCEEDED},"message":"Too many logs requested: the upstream's answer was cut short (_streamStatus {})"}}"#,
+                // The status word alone (letters, digits, `_`): the upstream's text is no JSON of ours.
                 members["_streamStatus"]
                     .get()
-                    .trim_matches('"')
-                    .escape_default()
+                    .chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .take(32)
+                    .collect::<String>()
             )));
         }
         match (members.get("error"), members.get("result")) {

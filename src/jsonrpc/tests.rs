@@ -272,6 +272,15 @@ fn a_result_the_upstream_says_it_cut_short_is_an_error() {
         .as_str()
         .unwrap()
         .starts_with("Too many logs requested"));
+    // Whatever the status says, the error stays JSON.
+    let odd = r#"{"jsonrpc":"2.0","result":[],"_streamStatus":"tr\"un\u00e9","id":1}"#;
+    let Some(Answer::Error(error)) = Answer::parse(odd) else {
+        panic!("not complete: an error");
+    };
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&error).is_ok(),
+        "{error}"
+    );
     let complete = r#"{"jsonrpc":"2.0","result":[],"_streamStatus":"complete","id":1}"#;
     assert_eq!(Answer::parse(complete), Some(Answer::Result("[]".into())));
 }
