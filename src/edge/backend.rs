@@ -397,21 +397,16 @@ impl Backend for WorkerBackend<'_> {
         reads: usize,
     ) -> Option<crate::access::keys::Refusal> {
         let hash = self.key.as_ref()?;
-        // The key's usage, by its id (never the key): `key_usage`, label `ok` or the refusal.
-        let metric = |label: &str| {
-            Metric::new("key_usage", "", label.to_string())
-                .value("sends", sends as f64)
-                .value("reads", reads as f64)
-                .field("key_id", hash.id())
-        };
-        let refused = crate::edge::keys::spend(self.env, hash, sends as u64, reads as u64)
+        let (sends, reads) = (sends as u64, reads as u64);
+        let refused = crate::edge::keys::spend(self.env, hash, sends, reads)
             .await
             .err();
-        self.emit(&metric(match &refused {
-            None => "ok",
-            Some(crate::access::keys::Refusal::OverBudget { .. }) => "over_budget",
-            Some(_) => "refused",
-        }));
+        self.emit(&crate::edge::keys::usage_metric(
+            hash,
+            sends,
+            reads,
+            refused.as_ref(),
+        ));
         self.key_refused.replace(refused.clone());
         refused
     }

@@ -135,6 +135,25 @@ pub async fn spend(env: &Env, hash: &KeyHash, sends: u64, reads: u64) -> Result<
     })
 }
 
+/// The `key_usage` line of `sends` and `reads` spent with the key `hash` (by its id, never the
+/// key): label `ok`, `over_budget` or `refused`, as `refused` says (docs/metrics.md).
+pub fn usage_metric(
+    hash: &KeyHash,
+    sends: u64,
+    reads: u64,
+    refused: Option<&Refusal>,
+) -> crate::metrics::Metric {
+    let label = match refused {
+        None => "ok",
+        Some(Refusal::OverBudget { .. }) => "over_budget",
+        Some(_) => "refused",
+    };
+    crate::metrics::Metric::new("key_usage", "", label.to_string())
+        .value("sends", sends as f64)
+        .value("reads", reads as f64)
+        .field("key_id", hash.id())
+}
+
 /// When the lease held for `hash` ends (Unix ms); `None` when none is held (a refusal is
 /// remembered, or nothing).
 pub fn lease_ends(hash: &KeyHash) -> Option<u64> {

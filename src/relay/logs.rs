@@ -113,8 +113,8 @@ impl<B: Backend> Relay<'_, B> {
     }
 
     /// `req` asked as the client asked it: through the read cache when it is on, else of the
-    /// upstream.
-    async fn read_as_asked(&self, req: &Request) -> Response {
+    /// upstream (every read but a split `eth_getLogs`, [`Relay::read`]).
+    pub(super) async fn read_as_asked(&self, req: &Request) -> Response {
         match self.backend.read_cache().filter(|_| self.config.cache) {
             Some(cache) => self.cached_read(req, &cache).await,
             None => self.proxy(req).await,

@@ -853,10 +853,7 @@ impl<'a, B: Backend> Relay<'a, B> {
         if req.method == "eth_getLogs" {
             return self.get_logs(req).await;
         }
-        match self.backend.read_cache().filter(|_| self.config.cache) {
-            Some(cache) => self.cached_read(req, &cache).await,
-            None => self.proxy(req).await,
-        }
+        self.read_as_asked(req).await
     }
 
     /// Sends a request to the upstream, made anew from what was parsed ([`Request::to_json`]) and

@@ -245,16 +245,8 @@ impl Connection {
                 break;
             }
         }
-        let label = match &refused {
-            None => "ok",
-            Some(crate::access::keys::Refusal::OverBudget { .. }) => "over_budget",
-            Some(_) => "refused",
-        };
         if notified > 0 || refused.is_some() {
-            let metric = crate::metrics::Metric::new("key_usage", "", label.to_string())
-                .value("sends", 0.0)
-                .value("reads", notified as f64)
-                .field("key_id", hash.id())
+            let metric = crate::edge::keys::usage_metric(hash, 0, notified, refused.as_ref())
                 .field("via", "ws_notifications");
             let chain = crate::edge::runtime::chain_of(&self.config);
             crate::edge::runtime::emit(&self.env, chain, &metric, Some(&self.request_id));
