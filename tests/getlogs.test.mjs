@@ -1,10 +1,12 @@
-// eth_getLogs over any range (issue 56, docs/getlogs.md), on workerd and anvil: a chain of about
-// 2,500 blocks with logs spread through it (40 logs 60 blocks apart, then 30 in a row; anvil 1.7.1
-// mines block N in time growing with N, 4,000 blocks in 23 s and the next 4,000 in 72 s, so a
-// 50,000-block chain is out of a test's reach), behind test upstreams that answer each provider's
-// refusal verbatim (src/upstream/logs/refusal.rs names the sources): range caps of 10, 100, 500 and
-// 1,000 blocks, result caps with and without a hint, QuickNode's HTTP 413, Hedera's HTTP 400,
-// Nethermind's truncated stream, an address cap.
+// eth_getLogs over any range (issue 56, docs/getlogs.md), on workerd and anvil: a chain of 50,032
+// blocks with logs spread through it (40 logs 1,250 blocks apart, then 30 in a row), behind test
+// upstreams that answer each provider's refusal verbatim (src/upstream/logs/refusal.rs names the
+// sources): range caps of 10, 1,000 and 10,000 blocks, result caps with and without a hint,
+// QuickNode's HTTP 413, Hedera's HTTP 400, Nethermind's truncated stream, an address cap. The
+// chain's anvil runs Cancun with no state history kept (`--hardfork cancun --prune-history`): under
+// Prague anvil 1.7.1 mines block N in time growing with N (EIP-2935's history contract: the
+// fifth 1,000 blocks took 16 s), under Cancun with the history pruned 5,000 blocks take 0.3 s
+// at any height; logs and receipts are kept either way.
 // Each answer must equal what anvil answers for the whole range. Then what the pieces share:
 // aligned pieces for overlapping queries, a second query over a finalized range answered with no
 // eth_getLogs upstream, and a reorg under an unfinalized piece while the pieces are asked.
@@ -51,20 +53,20 @@ async function mine(url, n) {
   let timeouts = 0;
   while ((await blockNumber(url)) < target) {
     try {
-      await call(url, "anvil_mine", [hex(Math.min(60, target - (await blockNumber(url))))]);
+      await call(url, "anvil_mine", [hex(Math.min(500, target - (await blockNumber(url))))]);
     } catch (e) {
       if (++timeouts > 3) throw e; // asked again: the blocks it made count
     }
   }
 }
 
-const anvil = await startAnvil({ accounts: 2, mend: false });
+const anvil = await startAnvil({ accounts: 2, mend: false, extraArgs: ["--hardfork", "cancun", "--prune-history"] });
 after(() => anvil.stop());
 const from = devAccount(1).address;
 const contract = await deploy(anvil.url, from);
 for (let i = 0; i < 40; i++) {
   await transact(anvil.url, { from, to: contract });
-  await mine(anvil.url, 60);
+  await mine(anvil.url, 1_250);
 }
 for (let i = 0; i < 30; i++) await transact(anvil.url, { from, to: contract });
 const HEAD = await blockNumber(anvil.url);
@@ -114,22 +116,26 @@ const resultCap = (cap, answer) => ({
   },
 });
 
-/** Each provider's refusal, verbatim (its number the test's cap), at a cap the whole chain meets. */
+/** Each provider's refusal, verbatim, at its cap (1,000 or 10,000 blocks; results: 8 of the
+ * chain's 70 logs, where a provider's is 10,000 of a busier chain's). */
 const PROVIDERS = {
   "geth 1,000 blocks (-32602)": rangeCap(1_000, (m) => refuse(m, -32602, `exceed maximum block range 1000`)),
-  "Erigon 100 blocks": rangeCap(100, (m) => refuse(m, -32000, "query block range exceeds server limit, narrow your filter: 100")),
-  "Nethermind 100 blocks": rangeCap(100, (m, a, b) =>
-    refuse(m, -32602, `Block range ${b - a + 1} exceeds the maximum of 100 blocks per logs request. Use a narrower fromBlock/toBlock range or increase Receipt.MaxBlockDepth.`)),
-  "Besu 500 blocks (no number said, -32005)": rangeCap(500, (m) => refuse(m, -32005, "Requested range exceeds maximum RPC range limit")),
-  "Infura 1,000 blocks (since 2026-08)": rangeCap(1_000, (m, a, b) => refuse(m, -32602, `range ${b - a + 1} exceeds limit of 1000`)),
-  "QuickNode 1,000 blocks (HTTP 413)": rangeCapStatus(1_000, 413, (m) => refuse(m, -32614, "eth_getLogs is limited to a 1,000 range")),
-  "Hedera's relay 100 blocks (HTTP 400)": rangeCapStatus(100, 400, (m) => refuse(m, -32000, "Exceeded maximum block range: 100")),
+  "Erigon 1,000 blocks": rangeCap(1_000, (m) => refuse(m, -32000, "query block range exceeds server limit, narrow your filter: 1000")),
+  "Nethermind 10,000 blocks": rangeCap(10_000, (m, a, b) =>
+    refuse(m, -32602, `Block range ${b - a + 1} exceeds the maximum of 10000 blocks per logs request. Use a narrower fromBlock/toBlock range or increase Receipt.MaxBlockDepth.`)),
+  "Besu 1,000 blocks (no number said, -32005)": rangeCap(1_000, (m) => refuse(m, -32005, "Requested range exceeds maximum RPC range limit")),
+  "Infura 10,000 blocks (since 2026-08)": rangeCap(10_000, (m, a, b) => refuse(m, -32602, `range ${b - a + 1} exceeds limit of 10000`)),
+  "QuickNode 10,000 blocks (HTTP 413)": rangeCapStatus(10_000, 413, (m) => refuse(m, -32614, "eth_getLogs is limited to a 10,000 range")),
+  "Hedera's relay 1,000 blocks (HTTP 400)": rangeCapStatus(1_000, 400, (m) => refuse(m, -32000, "Exceeded maximum block range: 1000")),
   "reth 8 results (a range suggested)": resultCap(8, (m, a) => refuse(m, -32602, `query exceeds max results 8, retry with the range ${a}-${a + 99}`)),
   "Infura 8 results (the hint in data)": resultCap(8, (m, a) =>
     refuse(m, -32005, `query returned more than 8 results. Try with this block range [${hex(a).toUpperCase().replace("0X", "0x")}, ${hex(a + 255).toUpperCase().replace("0X", "0x")}].`, { from: hex(a), to: hex(a + 255), limit: 8 })),
   "Erigon 8 results (no hint)": resultCap(8, (m) => refuse(m, -32000, "query returns too many logs, narrow your filter: 8")),
   "Nethermind's stream truncated at 8": resultCap(8, (m, a, b, logs) => ({ jsonrpc: "2.0", result: logs.slice(0, 8), _streamStatus: "truncated", id: m.id })),
 };
+
+/** Erigon at a 100-block cap: pieces of 64, for the tests over a few thousand blocks. */
+const erigon100 = rangeCap(100, (m) => refuse(m, -32000, "query block range exceeds server limit, narrow your filter: 100"));
 
 const alchemy = rangeCap(10, (m, a) =>
   refuse(m, -32600, `Under the Free tier plan, you can make eth_getLogs requests with up to a 10 block range. Based on your parameters, this block range should work: [${hex(a)}, ${hex(a + 9)}]. Upgrade to PAYG for expanded block range.`));
@@ -147,8 +153,8 @@ test("behind each provider's refusal, verbatim: a query over the whole chain ret
   assert.equal(want.length, 70);
   const rows = [];
   for (const [name, provider] of Object.entries(PROVIDERS)) {
-    // The chain is 2,471 blocks: under a 100-block cap, 39 pieces of 64 and their edges.
-    const s = await behind(provider, { GETLOGS_MAX_PIECES: "80" });
+    // 50,031 blocks: under a 1,000-block cap, 97 pieces of 512 and their edges.
+    const s = await behind(provider, { GETLOGS_MAX_PIECES: "200" });
     try {
       const got = await logsAt(s.relay.url, whole);
       const pieces = asked(s.proxy);
@@ -207,7 +213,7 @@ test("an address cap is the client's answer: the range is never split for it", L
 });
 
 test("overlapping queries ask the same aligned pieces, each once; a second identical query over a finalized range sends no eth_getLogs upstream (X-Cache HIT)", LIMIT, async () => {
-  const s = await behind(PROVIDERS["Erigon 100 blocks"]);
+  const s = await behind(erigon100);
   try {
     const a = filter(100, 1_500);
     const b = filter(500, 2_000);
@@ -268,5 +274,106 @@ test("a reorg under an unfinalized piece while the pieces are asked: the answer 
     await relay.stop();
     await proxy.stop();
     chain.stop();
+  }
+});
+
+test("each upstream's cap is its own, learned from its refusal and named in the getlogs_cap line; the pieces take the smallest; GETLOGS_UPSTREAM_RANGE gives one upstream's cap up front", LIMIT, async () => {
+  const erigon = await startProxy({ upstream: anvil.url, strictNonce: false, ...erigon100 });
+  const geth = await startProxy({ upstream: anvil.url, strictNonce: false, ...PROVIDERS["geth 1,000 blocks (-32602)"] });
+  const whole = filter(HEAD - 2_500, HEAD);
+  const want = (await logsAt(anvil.url, whole)).json.result;
+  try {
+    const relay = await startRelay({ vars: { UPSTREAM_RPC_URL: `${erigon.url},${geth.url}`, GETLOGS_MAX_PIECES: "80" } });
+    try {
+      const got = await logsAt(relay.url, whole);
+      assert.deepEqual(got.json.result, want, got.text.slice(0, 300));
+      const caps = relay.events("getlogs_cap");
+      console.log(`# two upstreams: getlogs_cap ${JSON.stringify(caps.map((c) => [c.upstream, c.blocks]))}; pieces: #1 ${asked(erigon).length}, #2 ${asked(geth).length}`);
+      // Each line names the upstream that refused, with a cap within its own (Erigon #1 100,
+      // geth #2 1,000, when the first ask went to it).
+      assert.ok(caps.some((c) => c.upstream.startsWith("#1 ")), JSON.stringify(caps));
+      for (const c of caps) {
+        assert.ok(c.upstream.startsWith("#1 ") ? c.blocks <= 100 : c.upstream.startsWith("#2 ") && c.blocks > 100 && c.blocks <= 1_000, JSON.stringify(c));
+      }
+      const pieces = [...asked(erigon), ...asked(geth)].filter(([a, b]) => b - a < 2_500);
+      assert.ok(pieces.every(([a, b]) => b - a + 1 <= 100), "every piece within the smallest cap");
+    } finally {
+      await relay.stop();
+    }
+    erigon.requests.length = 0;
+    geth.requests.length = 0;
+    const known = await startRelay({ vars: { UPSTREAM_RPC_URL: `${geth.url},${erigon.url}`, GETLOGS_UPSTREAM_RANGE: ",100", GETLOGS_MAX_PIECES: "80" } });
+    try {
+      const got = await logsAt(known.url, whole);
+      assert.deepEqual(got.json.result, want, got.text.slice(0, 300));
+      const all = [...asked(erigon), ...asked(geth)];
+      assert.ok(all.length > 1 && all.every(([a, b]) => b - a + 1 <= 100), `no refusal first: ${JSON.stringify(all.slice(0, 3))}`);
+      assert.deepEqual(known.events("getlogs_cap"), []);
+    } finally {
+      await known.stop();
+    }
+  } finally {
+    await erigon.stop();
+    await geth.stop();
+  }
+});
+
+test("a batch of three split eth_getLogs: at most 4 pieces of the request in flight at once, every answer whole", LIMIT, async () => {
+  let inFlight = 0;
+  let most = 0;
+  const s = await behind({
+    rewrite: async (m, forward) => {
+      if (!isLogs(m)) return undefined;
+      most = Math.max(most, ++inFlight);
+      try {
+        await sleep(50);
+        return await forward(m);
+      } finally {
+        inFlight--;
+      }
+    },
+  }, { GETLOGS_UPSTREAM_RANGE: "100" });
+  try {
+    const ranges = [filter(1, 800), filter(801, 1_600), filter(1_601, 2_400)];
+    const got = await post(s.relay.url, ranges.map((f, i) => ({ jsonrpc: "2.0", id: i, method: "eth_getLogs", params: [f] })));
+    for (const [i, f] of ranges.entries()) {
+      assert.deepEqual(got.json.find((r) => r.id === i)?.result, (await logsAt(anvil.url, f)).json.result, `member ${i}`);
+    }
+    console.log(`# a batch of 3 split eth_getLogs: ${asked(s.proxy).length} pieces, at most ${most} in flight`);
+    assert.ok(asked(s.proxy).length >= 24, `${asked(s.proxy).length} pieces`);
+    assert.ok(most <= 4, `${most} pieces in flight`);
+    assert.ok(most >= 2, "the pieces go side by side");
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a range whose end is above every upstream's head is refused before any piece (-32602, geth's words)", LIMIT, async () => {
+  const s = await behind(erigon100, { GETLOGS_UPSTREAM_RANGE: "100" });
+  try {
+    const got = await logsAt(s.relay.url, filter(HEAD - 300, HEAD + 1_000));
+    assert.equal(got.json.error?.code, -32602, got.text);
+    assert.equal(got.json.error.message, "block range extends beyond current head block");
+    assert.equal(asked(s.proxy).length, 0, "no piece asked");
+    const within = filter(HEAD - 300, HEAD);
+    assert.deepEqual((await logsAt(s.relay.url, within)).json.result, (await logsAt(anvil.url, within)).json.result);
+  } finally {
+    await s.stop();
+  }
+});
+
+test("pieces that outlast UPSTREAM_TIMEOUT_MS end the request with -32005, never a short answer", LIMIT, async () => {
+  const slow = await behind({
+    rewrite: async (m, forward) => (isLogs(m) ? (await sleep(400), forward(m)) : undefined),
+  }, { GETLOGS_UPSTREAM_RANGE: "64", UPSTREAM_TIMEOUT_MS: "1500", GETLOGS_MAX_PIECES: "80" });
+  try {
+    const got = await logsAt(slow.relay.url, filter(HEAD - 2_400, HEAD));
+    const n = asked(slow.proxy).length;
+    console.log(`# 400 ms a piece, UPSTREAM_TIMEOUT_MS 1500: ${JSON.stringify(got.json.error)} after ${n} pieces`);
+    assert.equal(got.json.error?.code, -32005, got.text.slice(0, 300));
+    assert.match(got.json.error.message, /^query timeout exceeded/);
+    assert.ok(n > 0 && n < 2_400 / 64, `${n} of about 38 pieces asked`);
+  } finally {
+    await slow.stop();
   }
 });

@@ -216,7 +216,7 @@ impl std::error::Error for ConfigError {}
 pub const MAX_SEND_WINDOW: usize = 64;
 
 /// How an `eth_getLogs` too wide for the upstream is asked ([`crate::upstream::logs`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogsSettings {
     /// `GETLOGS_SPLIT` (default on): split, or give the client the provider's refusal.
     pub split: bool,
@@ -224,8 +224,8 @@ pub struct LogsSettings {
     pub max_pieces: usize,
     /// `GETLOGS_MAX_RANGE` (unset): the most blocks a split request may span.
     pub max_range: Option<u64>,
-    /// `GETLOGS_UPSTREAM_RANGE` (unset): the upstreams' known range cap, blocks per query.
-    pub upstream_range: Option<u64>,
+    /// `GETLOGS_UPSTREAM_RANGE` (unset): the upstreams' known range caps, blocks per query.
+    pub upstream_range: crate::upstream::logs::limits::UpstreamRanges,
 }
 
 /// The deployment's secret (`RELAY_SECRET`): its bytes never appear in a log, a metric or an
@@ -289,6 +289,28 @@ impl Config {
         })
     }
 
+    /// Reads the `GETLOGS_*` settings of a chain of `upstreams` upstreams (`UPSTREAM_RPC_URL`).
+    ///
+    /// # Errors
+    /// [`ConfigError`] of the first that does not read; of `GETLOGS_UPSTREAM_RANGE` when it
+    /// lists caps but not one per upstream.
+    fn read_logs(get: &settings::Vars, upstreams: usize) -> Result<LogsSettings, ConfigError> {
+        use settings as s;
+        let upstream_range = s::GETLOGS_UPSTREAM_RANGE.read(get)?;
+        if !upstream_range.fits(upstreams) {
+            return Err(ConfigError::new(
+                "GETLOGS_UPSTREAM_RANGE",
+                format!("must give one cap for all or one per upstream in UPSTREAM_RPC_URL's order ({upstreams})"),
+            ));
+        }
+        Ok(LogsSettings {
+            split: s::GETLOGS_SPLIT.read(get)?,
+            max_pieces: s::GETLOGS_MAX_PIECES.read(get)?,
+            max_range: s::GETLOGS_MAX_RANGE.read(get)?,
+            upstream_range,
+        })
+    }
+
     /// Reads one chain's settings through `get` as written: its upstreams and private routes
     /// first ([`Config::read_upstreams`]), then the WebSocket limits, then the others in the
     /// order of the fields below. An error is the first setting that does not read.
@@ -317,12 +339,7 @@ impl Config {
                 finality_depth: s::CACHE_FINALITY_DEPTH.read(get)?,
                 proof: s::CACHE_BLOOM_PROOF.read(get)?.rule(s::CHAIN_ID.read(get)?),
             },
-            logs: LogsSettings {
-                split: s::GETLOGS_SPLIT.read(get)?,
-                max_pieces: s::GETLOGS_MAX_PIECES.read(get)?,
-                max_range: s::GETLOGS_MAX_RANGE.read(get)?,
-                upstream_range: s::GETLOGS_UPSTREAM_RANGE.read(get)?,
-            },
+            logs: Self::read_logs(get, upstreams.upstream_urls.len())?,
             upstream_retries: s::UPSTREAM_RETRIES.read(get)?,
             idempotency_ttl_ms: s::IDEMPOTENCY_TTL_S.read(get)?,
             replacement_policy: s::REPLACEMENT_POLICY.read(get)?,

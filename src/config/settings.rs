@@ -860,15 +860,13 @@ pub const GETLOGS_MAX_RANGE: Setting<Option<u64>> = Setting {
     },
 };
 
-/// `GETLOGS_UPSTREAM_RANGE`: the upstreams' known block range cap per `eth_getLogs`.
-pub const GETLOGS_UPSTREAM_RANGE: Setting<Option<u64>> = Setting {
+/// `GETLOGS_UPSTREAM_RANGE`: the block range cap per `eth_getLogs` the operator knows of the
+/// upstreams ([`crate::upstream::logs::limits::UpstreamRanges`]).
+pub const GETLOGS_UPSTREAM_RANGE: Setting<crate::upstream::logs::limits::UpstreamRanges> = Setting {
     about: about!("GETLOGS_UPSTREAM_RANGE", ChainOwn, "unset",
-        "the most blocks the chain's upstreams take in one `eth_getLogs`, when known: a wider range goes as pieces at once, with no refusal first; unset: learned from their refusals"),
-    default: Some(|| None),
-    parse: |v| match whole::<u64>(v)? {
-        0 => Err("must be 1 or more (unset: learned)".into()),
-        n => Ok(Some(n)),
-    },
+        "the most blocks the upstreams take in one `eth_getLogs`, when known: one for all, or one per `UPSTREAM_RPC_URL` in its order (`1000,,10000`; empty: learned); a wider range goes as pieces at once, with no refusal first; unset: each upstream's learned from its refusals"),
+    default: Some(crate::upstream::logs::limits::UpstreamRanges::default),
+    parse: crate::upstream::logs::limits::UpstreamRanges::parse,
 };
 
 /// `CHAINS`: the chains served at `/evm/{id}` besides the default one (`CHAIN_ID`, at `/`),

@@ -152,6 +152,28 @@ fn refuses_bad_values() {
 }
 
 #[test]
+fn getlogs_upstream_range_gives_one_cap_for_all_or_one_per_upstream() {
+    let two = |range| {
+        config(&[
+            ("UPSTREAM_RPC_URL", "https://a.example,https://b.example"),
+            ("GETLOGS_UPSTREAM_RANGE", range),
+        ])
+    };
+    let each = two(",500").unwrap().logs.upstream_range;
+    assert_eq!((each.of(0), each.of(1)), (None, Some(500)));
+    let all = two("1000").unwrap().logs.upstream_range;
+    assert_eq!((all.of(0), all.of(1)), (Some(1_000), Some(1_000)));
+    let three = two("1,2,3").unwrap_err();
+    assert_eq!(three.name, "GETLOGS_UPSTREAM_RANGE");
+    assert!(
+        three.problem.contains("one per upstream"),
+        "{}",
+        three.problem
+    );
+    assert_eq!(two("0").unwrap_err().name, "GETLOGS_UPSTREAM_RANGE");
+}
+
+#[test]
 fn several_upstreams_named_by_position_and_host_and_all_redacted() {
     let c = config(&[(
         "UPSTREAM_RPC_URL",

@@ -411,11 +411,9 @@ impl Backend for WorkerBackend<'_> {
         refused
     }
 
-    /// The isolate's learned `eth_getLogs` limits ([`crate::edge::runtime::log_limits`]).
-    fn log_limits(
-        &self,
-    ) -> Option<std::rc::Rc<std::cell::RefCell<crate::upstream::logs::limits::LogLimits>>> {
-        Some(crate::edge::runtime::log_limits())
+    /// The read upstreams' `eth_getLogs` range cap ([`crate::edge::race::log_range_cap`]).
+    fn log_range_cap(&self) -> Option<u64> {
+        crate::edge::race::log_range_cap(self.upstream.config)
     }
 
     /// The isolate's read cache ([`read_cache`]).

@@ -26,6 +26,7 @@ use crate::edge::runtime::{chain_ids, chain_of, emit, now_ms};
 use crate::metrics::Metric;
 use crate::upstream::batch::{self, BatchAnswer, BatchLimits};
 use crate::upstream::heads::{self, BlockNeed, Heads};
+use crate::upstream::logs::limits::{self, LogLimits};
 use crate::upstream::race::{Disagreement, Race, RaceAction};
 use crate::upstream::rotation::{judge, Attempt, Rotation};
 use crate::upstream::route::{UpstreamSet, Usage};
@@ -49,6 +50,8 @@ struct State {
     rotation: Rotation,
     /// Each upstream's batch limit, by URL.
     batch_limits: BatchLimits,
+    /// Each upstream's `eth_getLogs` range cap, by URL.
+    log_limits: LogLimits,
     /// Races whose late posts run in the background ([`run`]).
     late: usize,
     /// Each upstream's head, by URL.
@@ -421,6 +424,61 @@ pub fn batch_limit(config: &Config, set: &[String]) -> usize {
     })
 }
 
+/// The range cap, blocks per `eth_getLogs`, of the pieces asked of `config`'s chain's read
+/// upstreams (`UPSTREAM_RPC_URL`): the smallest each learned or was set
+/// (`GETLOGS_UPSTREAM_RANGE`, [`LogLimits::range_cap`]); `None` while none is known.
+pub fn log_range_cap(config: &Config) -> Option<u64> {
+    let set = config.upstreams(UpstreamSet::Rpc);
+    let configured = &config.logs.upstream_range;
+    with(config, |s| {
+        s.log_limits.range_cap(
+            set.iter()
+                .enumerate()
+                .map(|(i, key)| (key.as_str(), configured.of(i))),
+        )
+    })
+}
+
+/// Learns upstream `key`'s `eth_getLogs` range cap from its `reply` to `body` (one
+/// `eth_getLogs`, the relay's text) when it refused the range ([`limits::taught`]: its words, and
+/// the range it refused when `body` names it by numbers); logs a `getlogs_cap` line (blocks, the
+/// upstream's label) when that lowered it. An answer without an error is not read.
+fn learn_log_range(
+    config: &Config,
+    env: &Env,
+    key: &str,
+    body: &str,
+    reply: &Result<UpstreamReply, UpstreamError>,
+) {
+    let Ok(reply) = reply else {
+        return;
+    };
+    if (200..300).contains(&reply.status) && !reply.body.contains("\"error\"") {
+        return;
+    }
+    let Some(said) = crate::upstream::logs::refusal::read(reply.status, &reply.body) else {
+        return;
+    };
+    let asked = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|call| crate::upstream::logs::range_of(&call["params"]))
+        .and_then(|(from, to)| Some((from.number()?, to.number()?)));
+    let Some(cap) = limits::taught(said, asked) else {
+        return;
+    };
+    if !with(config, |s| s.log_limits.learn_range(key, cap)) {
+        return;
+    }
+    emit(
+        env,
+        chain_of(config),
+        &Metric::new("getlogs_cap", "", "range")
+            .value("blocks", cap as f64)
+            .field("upstream", config.upstream_label(key)),
+        None,
+    );
+}
+
 /// Learns upstream `key`'s batch limit from its `reply` to a batch of `members`; logs an
 /// `upstream_batch_limit` line when it lowered it.
 fn learn_batch(
@@ -615,6 +673,8 @@ async fn drive<'a>(
                 }
                 if let Some(members) = call.members {
                     learn_batch(config, env, &set[index], members, &reply);
+                } else if call.body.contains(r#""method":"eth_getLogs""#) {
+                    learn_log_range(config, env, &set[index], call.body, &reply);
                 }
                 if call.need == BlockNeed::Head {
                     learn_head(config, env, &set[index], &reply);

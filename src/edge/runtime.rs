@@ -99,17 +99,6 @@ thread_local! {
         const { std::cell::OnceCell::new() };
 }
 
-thread_local! {
-    static LOG_LIMITS: std::rc::Rc<std::cell::RefCell<crate::upstream::logs::limits::LogLimits>> =
-        std::rc::Rc::default();
-}
-
-/// The `eth_getLogs` limits the isolate learned of its upstreams, every chain's
-/// ([`crate::upstream::logs::limits::LogLimits`], keyed by chain).
-pub fn log_limits() -> std::rc::Rc<std::cell::RefCell<crate::upstream::logs::limits::LogLimits>> {
-    LOG_LIMITS.with(std::rc::Rc::clone)
-}
-
 /// The Worker isolate's read cache ([`crate::cache::ReadCache`]), made at its first read with
 /// `CACHE_MAX_BYTES` (a deployment setting: every chain's config has the same).
 pub fn read_cache(

@@ -1,16 +1,18 @@
 //! `eth_getLogs` over any range (docs/getlogs.md): a range goes as asked while no cap is known
 //! and it is within the known one; one the upstream refuses as too wide (its words,
-//! [`refusal::read`]), or wider than the cap known (learned, or `GETLOGS_UPSTREAM_RANGE`), is asked
-//! as aligned pieces ([`pieces::pieces`]), at most [`MAX_IN_FLIGHT`] of the request's at once,
-//! each through the read cache as any read (`X-Cache: HIT` only when every piece hit), and
-//! merged as text ([`merge::merge`]). A piece refused for its results is halved; a piece that
-//! fails otherwise fails the request with its error: never a silently short answer. Above the
-//! finalized block each log's block hash is checked against the chain the cache holds, and the
-//! head before and after: a reorg while the pieces were asked makes the unfinalized ones asked
-//! again, of the upstream.
+//! [`refusal::read`]), or wider than the smallest cap of the read upstreams (each learned from
+//! its refusals by the edge, or `GETLOGS_UPSTREAM_RANGE`: [`Backend::log_range_cap`]), is asked
+//! as aligned pieces ([`pieces::pieces`]), at most [`MAX_IN_FLIGHT`] of the request's at once (its
+//! batch's members together), each through the read cache as any read (`X-Cache: HIT` only when
+//! every piece hit), and merged as text ([`merge::merge`]). A piece refused for its results is
+//! halved; a piece that fails otherwise fails the request with its error: never a silently short
+//! answer. Above the finalized block each log's block hash is checked against the chain the cache
+//! holds, and the head before and after: a reorg while the pieces were asked makes the
+//! unfinalized ones asked again, of the upstream.
 
 use super::{Backend, Relay};
 use crate::jsonrpc::{Answer, Request, Response, RpcError, INVALID_PARAMS, LIMIT_EXCEEDED};
+use crate::upstream::logs::limits;
 use crate::upstream::logs::merge::{self, log_blocks};
 use crate::upstream::logs::pieces::{self, Piece};
 use crate::upstream::logs::refusal::{self, Said};
@@ -21,6 +23,23 @@ use futures_util::stream::{self, StreamExt};
 const REORG_ROUNDS: usize = 3;
 /// How many times a range is planned again under a lower cap learned from its pieces.
 const RANGE_ROUNDS: usize = 6;
+
+/// A filter's range as block numbers, and the best head asked to make `latest` one, when it
+/// was asked.
+#[derive(Debug, Clone, Copy)]
+struct Blocks {
+    from: u64,
+    to: u64,
+    head: Option<u64>,
+}
+
+/// What bounds one split request's asks: how many pieces were asked (halves included, within
+/// twice `GETLOGS_MAX_PIECES`) and until when a piece may begin (Unix ms: `UPSTREAM_TIMEOUT_MS`
+/// after the split began; Cloudflare counts a request's subrequests, a client waits so long).
+struct Budget {
+    asked: std::cell::Cell<usize>,
+    until_ms: u64,
+}
 
 /// What asking one piece came to.
 enum PieceAnswer {
@@ -40,48 +59,38 @@ fn one() -> Option<crate::jsonrpc::Id> {
 impl<B: Backend> Relay<'_, B> {
     /// Answers `req`, an `eth_getLogs`: as asked, or as pieces (see the module documentation).
     pub(super) async fn get_logs(&self, req: &Request) -> Response {
-        let settings = self.config.logs;
-        let Some(bounds) = range_of(&req.params).filter(|_| settings.split) else {
+        let Some(bounds) = range_of(&req.params).filter(|_| self.config.logs.split) else {
             return self.read_as_asked(req).await;
         };
-        let chain = self.config.chain_key();
-        let cap = self
-            .backend
-            .log_limits()
-            .and_then(|l| l.borrow().range_cap(chain, settings.upstream_range));
-        if let Some(cap) = cap {
-            if let Some((from, to)) = self.resolve(bounds).await {
-                if to - from >= cap {
-                    return self.split(req, from, to, cap).await;
+        if let Some(cap) = self.backend.log_range_cap() {
+            if let Some(blocks) = self.resolve(bounds).await {
+                if blocks.to - blocks.from >= cap {
+                    return self.split(req, blocks, cap).await;
                 }
             }
         }
         let answer = self.read_as_asked(req).await;
         let said = refusal::read(200, &answer.render());
         let length = |(a, b): (u64, u64)| b.saturating_sub(a) + 1;
-        if let Some(Said::RangeCap {
-            blocks: Some(blocks),
-            ..
-        }) = said
-        {
-            self.learn_range(blocks);
+        if !matches!(said, Some(Said::RangeCap { .. } | Said::ResultCap { .. })) {
+            return answer;
         }
-        let Some((from, to)) = self.resolve(bounds).await.filter(|(f, t)| t > f) else {
+        let Some(blocks) = self.resolve(bounds).await.filter(|b| b.to > b.from) else {
             return answer;
         };
+        let (from, to) = (blocks.from, blocks.to);
         // Narrower than what was refused, whatever the refusal said: a provider counting its
         // cap otherwise, or a cap not said, still gets smaller pieces.
         let size = match said {
-            Some(Said::RangeCap { blocks, suggested }) => blocks.or(suggested.map(length)),
-            // A result cap's suggested range fits where the logs are dense; elsewhere larger
-            // pieces do, so the size is the smallest from it up that the pieces allowed cover.
             Some(Said::ResultCap { suggested }) => {
+                // A result cap's suggested range fits where the logs are dense; elsewhere larger
+                // pieces do, so the size is the smallest from it up that the pieces allowed cover.
                 Some(self.fitting(from, to, suggested.map_or(1, length)))
             }
-            _ => return answer,
+            said => said.and_then(|said| limits::taught(said, Some((from, to)))),
         };
-        let size = size.unwrap_or(u64::MAX).min(to - from);
-        self.split(req, from, to, size).await
+        let size = size.into_iter().chain(self.backend.log_range_cap()).min();
+        self.split(req, blocks, size.unwrap_or(to - from)).await
     }
 
     /// The smallest piece size from `size` up, doubling, whose pieces of `from..=to` are within
@@ -95,23 +104,6 @@ impl<B: Backend> Relay<'_, B> {
         size
     }
 
-    /// Learns that an upstream of the chain takes at most `blocks` blocks per `eth_getLogs`; a
-    /// lower cap is a `getlogs_cap` line (blocks).
-    fn learn_range(&self, blocks: u64) {
-        let Some(limits) = self.backend.log_limits() else {
-            return;
-        };
-        if limits
-            .borrow_mut()
-            .learn_range(self.config.chain_key(), blocks)
-        {
-            self.backend.emit(
-                &crate::metrics::Metric::new("getlogs_cap", "", "range")
-                    .value("blocks", blocks as f64),
-            );
-        }
-    }
-
     /// `req` asked as the client asked it: through the read cache when it is on, else of the
     /// upstream (every read but a split `eth_getLogs`, [`Relay::read`]).
     pub(super) async fn read_as_asked(&self, req: &Request) -> Response {
@@ -123,52 +115,96 @@ impl<B: Backend> Relay<'_, B> {
 
     /// The filter's first and last block as numbers (`latest`: the best head the upstreams
     /// know); `None` for another tag, a head that could not be had, or an empty range.
-    async fn resolve(&self, (from, to): (Bound, Bound)) -> Option<(u64, u64)> {
+    async fn resolve(&self, (from, to): (Bound, Bound)) -> Option<Blocks> {
         let head = if from.needs_head() || to.needs_head() {
-            self.ask_best_head().await?
+            Some(self.ask_best_head().await?)
         } else {
-            0
+            None
         };
-        let (from, to) = (from.at(head)?, to.at(head)?);
-        (from <= to).then_some((from, to))
+        let at = head.unwrap_or(0);
+        let (from, to) = (from.at(at)?, to.at(at)?);
+        (from <= to).then_some(Blocks { from, to, head })
     }
 
-    /// `req`'s range `from..=to` asked as pieces of at most `cap` blocks, merged; refused
-    /// (-32602, `query exceeds max block range N`: geth's and reth's words) before any ask when
-    /// it needs more than `GETLOGS_MAX_PIECES` or spans more than `GETLOGS_MAX_RANGE`. A piece
-    /// refused for its range lowers the cap (learned), and the range is planned again with it
-    /// (the pieces answered stay in the cache), at most [`RANGE_ROUNDS`] times.
-    async fn split(&self, req: &Request, from: u64, to: u64, cap: u64) -> Response {
+    /// The refusal of a range whose last block is above every upstream's head, asked now unless
+    /// the cache's head or the one asked for `latest` has it (-32602 `block range extends beyond
+    /// current head block`: geth's words, execution-apis `filter-error-future-block-range`);
+    /// `None` when an upstream has it (its pieces then go each to an upstream that has its
+    /// blocks) or no head could be had (the upstreams answer for themselves).
+    async fn past_head(&self, blocks: Blocks) -> Option<RpcError> {
+        let cached = || {
+            let cache = self.backend.read_cache()?;
+            let cache = cache.borrow();
+            Some(cache.view(self.config.chain_key())?.head()?.number)
+        };
+        if blocks
+            .head
+            .or_else(cached)
+            .is_some_and(|head| blocks.to <= head)
+        {
+            return None;
+        }
+        let head = match blocks.head {
+            Some(head) => head,
+            None => self.ask_best_head().await?,
+        };
+        (blocks.to > head).then(|| {
+            RpcError::new(
+                INVALID_PARAMS,
+                "block range extends beyond current head block",
+            )
+        })
+    }
+
+    /// `req`'s `blocks` asked as pieces of at most `cap` blocks, merged; refused before any
+    /// ask when it needs more than `GETLOGS_MAX_PIECES` or spans more than `GETLOGS_MAX_RANGE`
+    /// (-32602, `query exceeds max block range N`: geth's and reth's words), or when it ends
+    /// above every upstream's head ([`Relay::past_head`]). The request's other splits wait (its
+    /// pieces in flight are at most [`MAX_IN_FLIGHT`]); none begins past [`Budget::until_ms`]. A
+    /// piece refused for its range lowers the cap (the upstream learned it), and the range is
+    /// planned again with it (the pieces answered stay in the cache), at most [`RANGE_ROUNDS`]
+    /// times.
+    async fn split(&self, req: &Request, blocks: Blocks, cap: u64) -> Response {
+        let refused = |error: RpcError| Response::error(&req.response_id(), &error);
+        let (from, to) = (blocks.from, blocks.to);
+        if let Err(error) = self.plan_pieces(from, to, cap) {
+            return refused(error);
+        }
+        if let Some(error) = self.past_head(blocks).await {
+            return refused(error);
+        }
+        let _turn = self.log_pieces.lock().await;
+        let budget = Budget {
+            asked: std::cell::Cell::new(0),
+            until_ms: (self.backend.now_ms()).saturating_add(self.config.upstream_timeout_ms),
+        };
         let mut cap = cap;
         for _ in 0..RANGE_ROUNDS {
             let planned = match self.plan_pieces(from, to, cap) {
                 Ok(planned) => planned,
-                Err(error) => return Response::error(&req.response_id(), &error),
+                Err(error) => return refused(error),
             };
-            let answers = self.ask_checked(req, &planned).await;
+            let answers = self.ask_checked(req, &planned, &budget).await;
             if !answers
                 .iter()
                 .any(|a| matches!(a, PieceAnswer::RangeCapped(_)))
             {
                 return self.merged(req, answers);
             }
-            let learned = self.backend.log_limits().and_then(|l| {
-                l.borrow()
-                    .range_cap(self.config.chain_key(), self.config.logs.upstream_range)
-            });
+            // The upstream that refused a piece learned its cap from it (edge::race).
+            let learned = self.backend.log_range_cap();
             cap = learned.filter(|&c| c < cap).unwrap_or(cap / 2).max(1);
         }
-        let error = RpcError::new(
+        refused(RpcError::new(
             LIMIT_EXCEEDED,
             "the upstream kept refusing the pieces' ranges",
-        );
-        Response::error(&req.response_id(), &error)
+        ))
     }
 
     /// The pieces of `from..=to` under `cap`; the refusal when they are more than
     /// `GETLOGS_MAX_PIECES` or the range is over `GETLOGS_MAX_RANGE`.
     fn plan_pieces(&self, from: u64, to: u64, cap: u64) -> Result<Vec<Piece>, RpcError> {
-        let settings = self.config.logs;
+        let settings = &self.config.logs;
         let limit = settings.max_pieces;
         let most = settings
             .max_range
@@ -186,16 +222,21 @@ impl<B: Backend> Relay<'_, B> {
 
     /// `planned` asked ([`Relay::ask_pieces`]), and the unfinalized ones asked again of the
     /// upstream while a reorg moved them ([`Relay::moved_by_reorg`], at most [`REORG_ROUNDS`]).
-    async fn ask_checked(&self, req: &Request, planned: &[Piece]) -> Vec<PieceAnswer> {
-        let asked = std::cell::Cell::new(planned.len());
-        let mut answers = self.ask_pieces(req, planned, &asked, false).await;
+    async fn ask_checked(
+        &self,
+        req: &Request,
+        planned: &[Piece],
+        budget: &Budget,
+    ) -> Vec<PieceAnswer> {
+        budget.asked.set(planned.len());
+        let mut answers = self.ask_pieces(req, planned, budget, false).await;
         for _ in 0..REORG_ROUNDS {
             let moved = self.moved_by_reorg(planned, &answers).await;
             if moved.is_empty() {
                 break;
             }
             let again: Vec<Piece> = moved.iter().map(|&i| planned[i]).collect();
-            let fresh = self.ask_pieces(req, &again, &asked, true).await;
+            let fresh = self.ask_pieces(req, &again, budget, true).await;
             for (i, answer) in moved.into_iter().zip(fresh) {
                 answers[i] = answer;
             }
@@ -224,17 +265,16 @@ impl<B: Backend> Relay<'_, B> {
     }
 
     /// Asks `pieces` of `req`, at most [`MAX_IN_FLIGHT`] at once, in order; of the upstream
-    /// itself (`fresh`: past the cache) or as reads. `asked` counts the pieces asked, halves
-    /// included, within `GETLOGS_MAX_PIECES` twice over.
+    /// itself (`fresh`: past the cache) or as reads, within `budget`.
     async fn ask_pieces(
         &self,
         req: &Request,
         pieces: &[Piece],
-        asked: &std::cell::Cell<usize>,
+        budget: &Budget,
         fresh: bool,
     ) -> Vec<PieceAnswer> {
         stream::iter(pieces.iter().copied())
-            .map(|piece| self.ask_piece(req, piece, asked, fresh))
+            .map(|piece| self.ask_piece(req, piece, budget, fresh))
             .buffered(MAX_IN_FLIGHT)
             .collect()
             .await
@@ -247,10 +287,20 @@ impl<B: Backend> Relay<'_, B> {
         &'s self,
         req: &'s Request,
         piece: Piece,
-        asked: &'s std::cell::Cell<usize>,
+        budget: &'s Budget,
         fresh: bool,
     ) -> futures_util::future::LocalBoxFuture<'s, PieceAnswer> {
         Box::pin(async move {
+            if self.backend.now_ms() >= budget.until_ms {
+                let error = RpcError::new(
+                    LIMIT_EXCEEDED,
+                    format!(
+                        "query timeout exceeded: the pieces took over {} ms (UPSTREAM_TIMEOUT_MS); ask a narrower range",
+                        self.config.upstream_timeout_ms
+                    ),
+                );
+                return PieceAnswer::Fails(Response::error(&req.response_id(), &error));
+            }
             // The client's id, so that a piece's failure is the client's answer as it is.
             let sent = Request {
                 id: req.id.clone().or_else(one),
@@ -268,20 +318,18 @@ impl<B: Backend> Relay<'_, B> {
                 Some(Said::ResultCap { .. }) => pieces::halves(piece),
                 _ => None,
             };
-            if let Some(Said::RangeCap { blocks, .. }) = said {
-                // This piece was refused: the cap is below it, whatever the words counted.
-                let below = piece.blocks() - 1;
-                self.learn_range(blocks.map_or(below, |b| b.min(below)));
+            if let Some(Said::RangeCap { .. }) = said {
+                // The upstream that refused it learned a cap below it (edge::race).
                 return PieceAnswer::RangeCapped(response);
             }
             match halves {
-                Some((a, b)) if asked.get() + 2 <= 2 * self.config.logs.max_pieces => {
-                    asked.set(asked.get() + 2);
-                    let first = self.ask_piece(req, a, asked, fresh).await;
+                Some((a, b)) if budget.asked.get() + 2 <= 2 * self.config.logs.max_pieces => {
+                    budget.asked.set(budget.asked.get() + 2);
+                    let first = self.ask_piece(req, a, budget, fresh).await;
                     let PieceAnswer::Logs(first) = first else {
                         return first;
                     };
-                    match self.ask_piece(req, b, asked, fresh).await {
+                    match self.ask_piece(req, b, budget, fresh).await {
                         PieceAnswer::Logs(second) => {
                             match merge::merge(&[first, second], usize::MAX) {
                                 Ok(both) => PieceAnswer::Logs(both),

@@ -143,10 +143,11 @@ pub trait Backend: Platform {
         hash: &TxHash,
     ) -> Result<Option<String>, ObjectError>;
 
-    /// The `eth_getLogs` limits the isolate learned of its upstreams
-    /// ([`crate::upstream::logs::limits`]); `None` (the default): nothing is learned, a range
-    /// is split only after a refusal or under `GETLOGS_UPSTREAM_RANGE`.
-    fn log_limits(&self) -> Option<Rc<RefCell<crate::upstream::logs::limits::LogLimits>>> {
+    /// The range cap, blocks per `eth_getLogs`, of the pieces asked of the read upstreams: the
+    /// smallest each learned from its refusals or was set (`GETLOGS_UPSTREAM_RANGE`,
+    /// [`crate::upstream::logs::limits::LogLimits::range_cap`]); `None` (the default): none is
+    /// known, a range is split only after a refusal.
+    fn log_range_cap(&self) -> Option<u64> {
         None
     }
 
@@ -223,6 +224,9 @@ pub struct Relay<'a, B: Backend> {
     key_scope: Option<&'a Scope>,
     /// Without a key under `KEYLESS=reads`: each send is refused (-32016).
     sends_need_key: bool,
+    /// Held by a split `eth_getLogs` while its pieces are asked: the pieces of one request, its
+    /// batch's members together, are at most [`crate::upstream::logs::MAX_IN_FLIGHT`] at once.
+    log_pieces: futures_util::lock::Mutex<()>,
 }
 
 enum Plan {
@@ -318,6 +322,7 @@ impl<'a, B: Backend> Relay<'a, B> {
             cache_seen: Cell::new(cached::CacheSeen::default()),
             key_scope: None,
             sends_need_key: false,
+            log_pieces: futures_util::lock::Mutex::new(()),
         }
     }
 

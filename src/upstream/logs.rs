@@ -56,6 +56,14 @@ impl Bound {
         }
     }
 
+    /// The block number, when the filter names one.
+    pub fn number(self) -> Option<u64> {
+        match self {
+            Bound::Number(n) => Some(n),
+            _ => None,
+        }
+    }
+
     /// Whether it needs the head to be a number.
     pub fn needs_head(self) -> bool {
         self == Bound::Latest
