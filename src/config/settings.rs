@@ -137,6 +137,15 @@ fn whole<N: std::str::FromStr>(v: &str) -> Result<N, String> {
         .map_err(|_| format!("must be a whole number, got {v:?}"))
 }
 
+/// A whole number of 1 or more, for a setting whose being unset means `unset` (`must be 1 or
+/// more (unset: {unset})` for 0).
+fn one_or_more(v: &str, unset: &str) -> Result<Option<u64>, String> {
+    match whole::<u64>(v)? {
+        0 => Err(format!("must be 1 or more (unset: {unset})")),
+        n => Ok(Some(n)),
+    }
+}
+
 /// A whole number of seconds, as ms.
 fn seconds_as_ms(v: &str) -> Result<u64, String> {
     whole::<u64>(v).map(|s| s.saturating_mul(1_000))
@@ -230,10 +239,7 @@ pub const SEND_PUBLIC_AFTER_BLOCKS: Setting<Option<u64>> = Setting {
     about: about!("SEND_PUBLIC_AFTER_BLOCKS", ChainOwn, "unset",
         "with UPSTREAM_SEND_URL: the most blocks a client may ask before its transaction goes public"),
     default: Some(|| None),
-    parse: |v| match whole::<u64>(v)? {
-        0 => Err("must be 1 or more (unset: never)".into()),
-        blocks => Ok(Some(blocks)),
-    },
+    parse: |v| one_or_more(v, "never"),
 };
 
 /// `UPSTREAM_WS_URL`: the upstream WebSockets (as written; unset: derived from
@@ -854,10 +860,7 @@ pub const GETLOGS_MAX_RANGE: Setting<Option<u64>> = Setting {
     about: about!("GETLOGS_MAX_RANGE", Chain, "unset",
         "the most blocks an `eth_getLogs` the relay must split may span (-32602 over it); unset: what `GETLOGS_MAX_PIECES` covers. A range the upstream takes whole is never refused by it"),
     default: Some(|| None),
-    parse: |v| match whole::<u64>(v)? {
-        0 => Err("must be 1 or more (unset: no cap of the relay's)".into()),
-        n => Ok(Some(n)),
-    },
+    parse: |v| one_or_more(v, "no cap of the relay's"),
 };
 
 /// `GETLOGS_UPSTREAM_RANGE`: the block range cap per `eth_getLogs` the operator knows of the

@@ -167,23 +167,30 @@ impl<B: Backend> Relay<'_, B> {
     async fn split(&self, req: &Request, blocks: Blocks, cap: u64) -> Response {
         let refused = |error: RpcError| Response::error(&req.response_id(), &error);
         let (from, to) = (blocks.from, blocks.to);
-        if let Err(error) = self.plan_pieces(from, to, cap) {
-            return refused(error);
-        }
+        let mut planned = match self.plan_pieces(from, to, cap) {
+            Ok(planned) => planned,
+            Err(error) => return refused(error),
+        };
         if let Some(error) = self.past_head(blocks).await {
             return refused(error);
         }
         let _turn = self.log_pieces.lock().await;
         let budget = Budget {
             asked: std::cell::Cell::new(0),
-            until_ms: (self.backend.now_ms()).saturating_add(self.config.upstream_timeout_ms),
+            until_ms: self
+                .backend
+                .now_ms()
+                .saturating_add(self.config.upstream_timeout_ms),
         };
         let mut cap = cap;
-        for _ in 0..RANGE_ROUNDS {
-            let planned = match self.plan_pieces(from, to, cap) {
-                Ok(planned) => planned,
-                Err(error) => return refused(error),
-            };
+        for round in 0..RANGE_ROUNDS {
+            // The first round's pieces were planned before any ask.
+            if round > 0 {
+                planned = match self.plan_pieces(from, to, cap) {
+                    Ok(planned) => planned,
+                    Err(error) => return refused(error),
+                };
+            }
             let answers = self.ask_checked(req, &planned, &budget).await;
             if !answers
                 .iter()
