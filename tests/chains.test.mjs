@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { keccak256 } from "viem";
-import { startAnvil, startProxy, startRelay, post, rpc, sendRaw, devAccount, signTransfer, sleep, until, minedCount } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, post, rpc, sendRaw, devAccount, signTransfer, sleep, until, minedCount, oneRateWindow } from "./support/harness.mjs";
 
 const call = (method, params = [], id = 1) => ({ jsonrpc: "2.0", id, method, params });
 const view = async (url, address) => (await fetch(`${url}/senders/${address}`, { headers: { authorization: "Bearer t" } })).json();
@@ -206,6 +206,7 @@ test("a client's rate limit is one budget across chains", async () => {
   try {
     const from = (ip) => ({ "cf-connecting-ip": ip });
     const read = (path, ip) => post(`${c.relay.url}${path}`, call("eth_chainId"), from(ip));
+    await oneRateWindow(60);
     const answers = [];
     for (const path of ["", "/evm/296", "", "/evm/hedera-testnet", "/evm/296", ""]) answers.push((await read(path, "203.0.113.7")).status);
     console.log(`# one client, reads on / and /evm/296 in turn: ${answers.join(", ")}`);

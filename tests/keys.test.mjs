@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { createHash, createHmac } from "node:crypto";
 import { ethers } from "ethers";
-import { startAnvil, startProxy, startRelay, post, devAccount, signTransfer, sleep } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, post, devAccount, signTransfer, sleep, oneRateWindow } from "./support/harness.mjs";
 import { startPrivateStack } from "./support/private-route.mjs";
 
 const SECRET = "a-test-secret-of-the-deployment";
@@ -172,6 +172,7 @@ test("revoked while KV still serves the old record (written back): every request
 });
 
 test("a daily budget of 1,000 spent by parallel requests: at most 1,000 served, then 429 -32005 with the reset time (the next UTC midnight)", async () => {
+  await oneRateWindow(86_400, 60_000); // the budget's UTC day
   const { key, id } = await makeKey("--per-day", "1000");
   const results = [];
   const queue = Array.from({ length: 1_100 }, (_, i) => i);
@@ -237,6 +238,7 @@ test("a WebSocket that only listens is checked at each lease: closed 1008 within
     seen.open = new Promise((resolve, reject) => ((socket.onopen = resolve), (socket.onerror = reject)));
     return { socket, seen };
   };
+  await oneRateWindow(86_400, 60_000); // the budget's UTC day
   const revoked = await makeKey("--per-day", "100000");
   const spent = await makeKey("--per-day", "30");
   const [a, b] = [ws(revoked.key), ws(spent.key)];
@@ -272,6 +274,7 @@ test("a key's rate-limit tier: its requests count on RATE_LIMIT_READ_{TIER}, key
       for (let i = 0; i < 8; i++) out.push((await post(`${tiered.url}/k/${key}`, call("eth_chainId", [], i))).status);
       return out;
     };
+    await oneRateWindow(60);
     const [proStatuses, plainStatuses] = [await statuses(pro.key), await statuses(plain.key)];
     console.log(`# tiers: pro (5 a minute) ${proStatuses.join(",")}; no tier (1000 a minute) ${plainStatuses.join(",")}`);
     assert.deepEqual(proStatuses, [200, 200, 200, 200, 200, 429, 429, 429]);
