@@ -32,7 +32,7 @@ test-native: setup
 # FILES picks some (`make test-e2e FILES="tests/relay.test.mjs tests/cache.test.mjs"`).
 # build/ is built last: cargo's release artifact is then the one tests/deploy.test.mjs builds again.
 test-e2e: setup
-	@bash scripts/build.sh --out-dir build-faults . --features test-faults
+	@bash scripts/build.sh --faults
 	@bash scripts/build.sh
 	@. scripts/env.sh && "$$NODE_BIN" scripts/e2e.mjs $(FILES)
 

@@ -2,7 +2,7 @@
 # `make test`: every test, the native core's (`cargo test`) and the worker's on workerd
 # (tests/*.test.mjs through scripts/e2e.mjs), in this order:
 #   1. the native build (target/native: `cargo test --no-run`);
-#   2. the wasm32 build with the test-faults feature (build-faults/);
+#   2. the wasm32 build with the test-faults feature (build-faults/; scripts/build.sh --faults);
 #   3. the production wasm32 build (build/), last, so that cargo's release artifact is the one
 #      tests/deploy.test.mjs builds again (it then only optimizes it); beside it the native tests
 #      run, as its last step (the crate under LTO in one codegen unit) uses one core;
@@ -30,7 +30,7 @@ CARGO_TARGET_DIR=target/native cargo test --no-run
 mark "native build" "$step"
 
 step=$(date +%s)
-bash scripts/build.sh --out-dir build-faults . --features test-faults
+bash scripts/build.sh --faults
 mark "wasm32 build, test-faults (build-faults/)" "$step"
 
 step=$(date +%s)
