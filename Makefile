@@ -28,7 +28,7 @@ test-native: setup
 	$(NATIVE) cargo test
 
 # The e2e tests also run build-faults/: the same worker with the test-faults feature. The files run
-# side by side, E2E_JOBS at a time (scripts/e2e.mjs; default 4), each file's time printed at the end;
+# side by side, E2E_JOBS at a time (scripts/e2e.mjs; default 5), each file's time printed at the end;
 # FILES picks some (`make test-e2e FILES="tests/relay.test.mjs tests/cache.test.mjs"`).
 # build/ is built last: cargo's release artifact is then the one tests/deploy.test.mjs builds again.
 test-e2e: setup

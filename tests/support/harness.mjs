@@ -750,10 +750,10 @@ export async function until(check, ms, every = 100) {
  * rate limiter (the `ratelimits` of startRelay) counts in windows aligned to the wall clock
  * (miniflare's ratelimit-object.worker.js: epoch = floor(now / period)), so a count that
  * straddled a boundary started over mid-test (seen: 401, 401, 401, then 200 where 429 was due).
- * `periodS` is the window (a binding's period: 10 or 60 s); `needMs` (default 15 s) a bound on the counted
+ * `periodS` is the window (a binding's period: 10 or 60 s); `needMs` (default 10 s) a bound on the counted
  * requests' time (at most half the period), not an assertion of it. Returns the ms waited (0 most of the time).
  */
-export async function oneRateWindow(periodS, needMs = 15_000) {
+export async function oneRateWindow(periodS, needMs = 10_000) {
   const periodMs = periodS * 1000;
   const left = periodMs - (Date.now() % periodMs);
   if (left >= Math.min(needMs, periodMs / 2)) return 0;
