@@ -9,8 +9,8 @@
 // whose first lines carry the marker `e2e: alone` asserts something about timing that a busy
 // machine could move, and runs by itself, after the others. Files start longest first, by the
 // times of the last run (target/e2e-times.json), else of a measured one (tests/e2e-times.json),
-// else by size. A file's output is printed whole
-// when it ends, so the files' lines never interleave. Exit status 1 when any file failed.
+// else by size. A file's output is printed whole when it ends, so the files' lines never
+// interleave. Exit status 1 when any file failed.
 //
 // Ports: each file gets a block of its own (`E2E_PORTS=first-last`, the harness's freePort takes
 // them in turn and never twice), all below the kernel's ephemeral range, so a port one file's

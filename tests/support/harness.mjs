@@ -746,12 +746,12 @@ export async function until(check, ms, every = 100) {
 /**
  * Waits, when the current rate-limit window has less than `needMs` left, until the next one
  * begins: a test that counts requests against a limit then counts them in one window (also a
- * key's daily budget, whose day is the UTC day: `periodS` 86,400). Miniflare's
- * rate limiter (the `ratelimits` of startRelay) counts in windows aligned to the wall clock
- * (miniflare's ratelimit-object.worker.js: epoch = floor(now / period)), so a count that
- * straddled a boundary started over mid-test (seen: 401, 401, 401, then 200 where 429 was due).
- * `periodS` is the window (a binding's period: 10 or 60 s); `needMs` (default 10 s) a bound on the counted
- * requests' time (at most half the period), not an assertion of it. Returns the ms waited (0 most of the time).
+ * key's daily budget, whose day is the UTC day: `periodS` 86,400). Miniflare's rate limiter (the
+ * `ratelimits` of startRelay) counts in windows aligned to the wall clock (miniflare's
+ * ratelimit-object.worker.js: epoch = floor(now / period)), so a count that straddled a boundary
+ * started over mid-test (seen: 401, 401, 401, then 200 where 429 was due). `periodS` is the window
+ * (a binding's period: 10 or 60 s); `needMs` (default 10 s, at most half the period) a bound on
+ * the counted requests' time, not an assertion of it. Returns the ms waited (0 most of the time).
  */
 export async function oneRateWindow(periodS, needMs = 10_000) {
   const periodMs = periodS * 1000;
