@@ -170,7 +170,10 @@ test("profiles: loadBalanced answers as of two heads a block apart (Erigon's [] 
   try {
     // Logs in the head block, and the block below it with none.
     await c.ask("anvil_mine", ["0x1"]);
-    await c.ask("eth_sendTransaction", [{ from, to: c.emitter }]);
+    const sent = await c.ask("eth_sendTransaction", [{ from, to: c.emitter }]);
+    // Mined first: anvil's instant miner now and then leaves a ready transaction for later
+    // (foundry-rs/foundry#10122; the harness's mendPool mines it within about 500 ms).
+    assert.ok(await until(async () => (await c.ask("eth_getTransactionReceipt", [sent])) !== null, 10_000), "the emitter's call mined");
     const real = await c.head();
     const headBlock = await c.ask("eth_getBlockByNumber", [quantity(real), false]);
     const atHead = { address: c.emitter, fromBlock: quantity(real), toBlock: quantity(real) };
