@@ -123,9 +123,9 @@ test("10 sockets, one per sender, 10 shuffled sends each through the strict-nonc
     // what the node holds, so that a failure says where its transactions stopped.
     const short = await Promise.all(
       accounts
-        .map((a, i) => [a, mined[i]])
+        .map((a, i) => [a, mined[i], i])
         .filter(([, n]) => n !== PER_SENDER)
-        .map(async ([a, n]) => ({
+        .map(async ([a, n, i]) => ({
           sender: a.address,
           mined: n,
           // Slow or lost: 15 s more.
@@ -134,7 +134,7 @@ test("10 sockets, one per sender, 10 shuffled sends each through the strict-nonc
           atUpstream: s.proxy.seen
             .filter((r) => r.sender === a.address.toLowerCase())
             .map((r) => `${r.nonce}${r.accepted ? "" : r.answeredAt ? " refused" : " unanswered"}${r.dropped ? " dropped" : ""}`),
-          answers: answers.filter((x, j) => Math.floor(j / PER_SENDER) === accounts.indexOf(a)).map((x) => x.result ?? x.error?.message),
+          answers: answers.slice(i * PER_SENDER, (i + 1) * PER_SENDER).map((x) => x.result ?? x.error?.message),
         })),
     );
     assert.deepEqual(mined, accounts.map(() => PER_SENDER), JSON.stringify(short));
