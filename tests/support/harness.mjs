@@ -102,7 +102,7 @@ export async function rpc(url, method, params = []) {
   return json;
 }
 
-/** Starts anvil on a free port (or `port`); returns { url, stop, mended } (see `mendPool`). */
+/** Starts anvil on a free port (or `port`); returns { url, stop, mended, lost } (see `mendPool`). */
 export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPort, mend = true } = {}) {
   const port = fixedPort ?? (await freePort());
   const args = ["--port", String(port), "--host", "127.0.0.1", "--accounts", String(accounts), ...extraArgs];
@@ -115,9 +115,9 @@ export async function startAnvil({ accounts = 20, extraArgs = [], port: fixedPor
       const r = await rpc(url, "eth_chainId");
       if (r?.result) {
         // `mend: false`: a chain a test builds one transaction at a time, with no pool race to mend.
-        const mender = mend ? mendPool(url) : { mended: [], stop: () => {} };
+        const mender = mend ? mendPool(url) : { mended: [], lost: [], stop: () => {} };
         proc.once("exit", mender.stop);
-        return { url, proc, pid: proc.pid, mended: mender.mended, stop: () => (mender.stop(), proc.kill("SIGTERM")) };
+        return { url, proc, pid: proc.pid, mended: mender.mended, lost: mender.lost, stop: () => (mender.stop(), proc.kill("SIGTERM")) };
       }
     } catch {
       /* not up yet */
