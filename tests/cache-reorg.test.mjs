@@ -52,7 +52,17 @@ async function reorgTrace(vars, windowMs) {
     const heard = c.relay.logs.filter((l) => l.includes('"event":"cache"')).reduce((a, l) => a + JSON.parse(l.slice(l.indexOf("{"))).heads_heard, 0);
     console.log(`cache reorg trace (${JSON.stringify(vars)}): ${done.length} reads, ${upstream} upstream, fork ${reorgAt.fork}, blocks replaced ${replaced}, ${afterReorg.length} reads after it, ${window.length} of them naming a replaced block within ${windowMs} ms (the last ${lastInWindow.toFixed(0)} ms after the reorg), ${stale.length} after, cache_reorg lines ${reorgLines.length}, heads heard ${heard}`);
     assert.ok(replaced.length >= 1, "the reorg replaced blocks the trace read");
-    assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} answers not canonical or not the node's`);
+    // Each wrong answer with its timing: when it began (ms since the trace's start), how long it
+    // took, and the heads the watcher saw within 3 s of it (number, ms from the read's start,
+    // the recipient's balance then), to tell a relay that believed a head too long from a late one.
+    const t0 = done[0]?.start ?? 0;
+    const detail = wrong.slice(0, 5).map((w) => {
+      const d = done.find((x) => x.req === w.req);
+      if (!d) return w;
+      const near = watcher.heads.filter((h) => Math.abs(h.seen - d.start) < 3000);
+      return { ...w, beganMs: Math.round(d.start - t0), tookMs: Math.round(d.end - d.start), cache: d.cache, heads: near.map((h) => `${h.number}@${Math.round(h.seen - d.start)}ms balance ${BigInt(h.balance)}`) };
+    });
+    assert.deepEqual(detail, [], `${wrong.length} answers not canonical or not the node's`);
     assert.deepEqual(stale, [], `no answer from before the reorg above the fork point once the relay knew of it`);
     assert.ok(reorgLines.length >= 1, "the relay saw the reorg");
     return { heard };
