@@ -55,7 +55,7 @@ async function reorgTrace(vars, windowMs) {
     // Each wrong answer with its timing: when it began (ms since the trace's start), how long it
     // took, and the heads the watcher saw within 3 s of it (number, ms from the read's start,
     // the recipient's balance then), to tell a relay that believed a head too long from a late one.
-    const t0 = done[0]?.start ?? 0;
+    const t0 = Math.min(...done.map((d) => d.start)); // `done` is in the order reads were answered
     const detail = wrong.slice(0, 5).map((w) => {
       const d = done.find((x) => x.req === w.req);
       if (!d) return w;

@@ -7,7 +7,8 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { keccak256 } from "viem";
-import { startAnvil, startProxy, startRelay, stack, post, rpc, sendRaw, devAccount, signTransfer, sleep, until, minedCount } from "./support/harness.mjs";
+import { startAnvil, startProxy, startRelay, stack, post, rpc, sendRaw, devAccount, signTransfer, sleep, until, minedCount, minedCounts } from "./support/harness.mjs";
+import { poolOf } from "./support/anvil-mend.mjs";
 import { geth, erigon, besu, nethermind, hedera, reth, quicknode, chainstack, alchemy, lagging, stuck, hangsOnSends } from "./support/providers.mjs";
 
 const call = (id, method = "eth_chainId", params = []) => ({ jsonrpc: "2.0", id, method, params });
@@ -200,18 +201,12 @@ async function fortyAtOnce(profile, vars = {}) {
         ? {
             pool: (await rpc(s.anvil.url, "txpool_status")).result,
             // The sender's nonces in anvil's pending and queued pools.
-            inPool: Object.fromEntries(
-              Object.entries((await rpc(s.anvil.url, "txpool_content")).result ?? {}).map(([pool, bySender]) => [
-                pool,
-                Object.entries(bySender ?? {})
-                  .filter(([from]) => from.toLowerCase() === account.address.toLowerCase())
-                  .flatMap(([, byNonce]) => Object.keys(byNonce))
-                  .join(","),
-              ]),
+            inPool: await rpc(s.anvil.url, "txpool_content").then(({ result }) =>
+              Object.fromEntries(["pending", "queued"].map((pool) => [pool, [...poolOf(result, account.address, [pool]).values()].join(",")])),
             ),
             mended: s.anvil.mended.length,
             lostByTheMender: s.anvil.lost.length,
-            minedLater: (await until(async () => (await minedCount(s.anvil.url, account.address)) >= 40, 10_000), await minedCount(s.anvil.url, account.address)),
+            minedLater: (await minedCounts(s.anvil.url, [account], 40, 10_000))[0],
           }
         : null;
     const sender = account.address.toLowerCase();

@@ -24,10 +24,10 @@ async function batch(url, calls) {
 }
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** `sender`'s pool transactions in a `txpool_content` answer: hash -> nonce, both pools. */
-const poolOf = (content, sender) =>
+/** A sender's transactions in a `txpool_content` result, `pools` (default both): hash -> nonce. */
+export const poolOf = (content, sender, pools = ["pending", "queued"]) =>
   new Map(
-    ["pending", "queued"].flatMap((pool) =>
+    pools.flatMap((pool) =>
       Object.entries(content?.[pool] ?? {})
         .filter(([from]) => from.toLowerCase() === sender.toLowerCase())
         .flatMap(([, byNonce]) => Object.entries(byNonce).map(([nonce, tx]) => [tx.hash, Number(nonce)])),
@@ -91,7 +91,7 @@ export function mendPool(url, { onMend = () => {} } = {}) {
         let held = poolOf(content, sender);
         for (let round = 0; round < 3 && [...held.keys()].some((h) => !raws.has(h)); round++) {
           for (const [h, nonce] of held) if (!raws.has(h)) raws.set(h, [nonce, (await rpc(url, "eth_getRawTransactionByHash", [h])).result]);
-          [held] = (await batch(url, [["txpool_content"]])).map((c) => poolOf(c, sender));
+          held = poolOf((await rpc(url, "txpool_content")).result, sender);
         }
         if ([...raws.values()].some(([, raw]) => !raw) || [...held.keys()].some((h) => !raws.has(h))) continue;
         const [before] = await batch(url, [["txpool_content"], ["anvil_removePoolTransactions", [sender]]]);
